@@ -1,0 +1,38 @@
+# crdscope: `make demo` and `make test` work on a fresh machine (Python 3.11+, Go, root for apt).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+PYTEST_ARGS ?=
+
+.PHONY: venv lab-binaries system-deps test demo bench soak clean-venv
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# kube-apiserver and etcd from Go modules (lab/go.mod), cached in ~/.cache/crdscope.
+lab-binaries: venv
+	$(BIN)/crdscope lab build
+
+# Debian packages the end-to-end tests use as real components (Prometheus server, tmux).
+system-deps:
+	@bash lab/system-deps.sh
+
+test: venv lab-binaries system-deps
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+demo: venv lab-binaries
+	$(BIN)/crdscope lab
+
+bench: venv lab-binaries system-deps
+	$(BIN)/python -m bench
+
+soak: venv lab-binaries system-deps
+	$(BIN)/python -m pytest -m soak tests/faults
+
+clean-venv:
+	rm -rf $(VENV)

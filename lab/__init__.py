@@ -1,0 +1,1 @@
+"""A local, real control plane (etcd + kube-apiserver) for demos, tests and benchmarks."""

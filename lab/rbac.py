@@ -1,0 +1,68 @@
+"""The restricted lab user: what a read-only monitor needs, and nothing more.
+
+The ClusterRole doubles as documentation of the least privilege crdscope's
+probes need on a real cluster (docs/permissions.md points here).
+"""
+
+from __future__ import annotations
+
+import ssl
+
+import httpx
+
+RESTRICTED_USER = "crdscope-restricted"
+ROLE_NAME = "crdscope-monitor"
+
+MONITOR_ROLE = {
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "ClusterRole",
+    "metadata": {"name": ROLE_NAME, "labels": {"app.kubernetes.io/managed-by": "crdscope"}},
+    "rules": [
+        {
+            # Discovery, OpenAPI, metrics and health: everything the probes GET by path.
+            "nonResourceURLs": [
+                "/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*",
+                "/metrics", "/version", "/readyz", "/readyz/*", "/livez", "/livez/*", "/healthz",
+            ],
+            "verbs": ["get"],
+        },
+        {
+            "apiGroups": ["apiextensions.k8s.io"],
+            "resources": ["customresourcedefinitions"],
+            "verbs": ["get", "list", "watch"],
+        },
+        {
+            # Map APF response headers (UIDs) to flow schema and priority level names.
+            "apiGroups": ["flowcontrol.apiserver.k8s.io"],
+            "resources": ["flowschemas", "prioritylevelconfigurations"],
+            "verbs": ["get", "list", "watch"],
+        },
+        {
+            # Crossplane v2 ManagedResourceDefinitions, where installed.
+            "apiGroups": ["apiextensions.crossplane.io"],
+            "resources": ["managedresourcedefinitions"],
+            "verbs": ["get", "list", "watch"],
+        },
+    ],
+}
+
+MONITOR_BINDING = {
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "ClusterRoleBinding",
+    "metadata": {"name": ROLE_NAME, "labels": {"app.kubernetes.io/managed-by": "crdscope"}},
+    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ROLE_NAME},
+    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": RESTRICTED_USER}],
+}
+
+
+def apply_restricted_role(server: str, admin_tls: ssl.SSLContext) -> None:
+    """Server-side apply the monitor ClusterRole and bind the restricted user to it."""
+    with httpx.Client(base_url=server, verify=admin_tls, timeout=30) as client:
+        for kind, body in (("clusterroles", MONITOR_ROLE), ("clusterrolebindings", MONITOR_BINDING)):
+            response = client.patch(
+                f"/apis/rbac.authorization.k8s.io/v1/{kind}/{ROLE_NAME}",
+                params={"fieldManager": "crdscope-lab", "force": "true"},
+                headers={"Content-Type": "application/apply-patch+yaml"},
+                json=body,
+            )
+            response.raise_for_status()

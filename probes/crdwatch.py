@@ -1,0 +1,385 @@
+"""One list + watch of CustomResourceDefinitions, shared by everything that needs CRD state.
+
+The inventory, the OpenAPI lag stages, the memory-per-CRD fit and the
+loader's wait for Established all read this one watch: the monitor never
+polls CRDs one by one.  It lists (paginated), then watches from the list's
+resourceVersion with bookmarks, re-lists on 410 Gone, and reconnects with
+backoff when the server goes away, reconciling so that no CRD is lost or
+counted twice across a restart.
+
+CRDs are large (a schema can be megabytes); only what the monitor needs is
+kept (:class:`CRDRecord`), and big documents are decoded off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import httpx
+
+from .cluster import Cluster, explain, status_message
+from .credentials import parse_rfc3339
+
+log = logging.getLogger("crdscope.crdwatch")
+
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE = "crdscope"
+RUN_ANNOTATION = "crdscope.dev/load-run"
+CROSSPLANE_LABELS = ("pkg.crossplane.io/revision", "pkg.crossplane.io/package", "pkg.crossplane.io/provider")
+#: Decode documents larger than this in a thread (a 1.7 MB CRD takes ~10 ms to parse).
+THREAD_DECODE_BYTES = 256 * 1024
+LIST_PAGE = 250
+WATCH_TIMEOUT_SECONDS = 240
+
+
+@dataclass(frozen=True)
+class CRDRecord:
+    """What the monitor keeps of one CRD (its schema is dropped)."""
+
+    name: str
+    uid: str
+    group: str
+    kind: str
+    plural: str
+    scope: str
+    served_versions: tuple[str, ...]
+    storage_version: str
+    owner: str
+    labels: tuple[tuple[str, str], ...]
+    run_id: str | None
+    resource_version: str
+    created: float
+    names_accepted: float | None
+    established: float | None
+    terminating: bool
+    #: Wall-clock time this watch first saw the CRD, and first saw it Established:
+    #: condition timestamps have one-second resolution, these are sub-second.
+    seen: float = 0.0
+    seen_established: float | None = None
+
+    @property
+    def state(self) -> str:
+        """Terminating, Established, NamesAccepted or Pending."""
+        if self.terminating:
+            return "Terminating"
+        if self.established is not None:
+            return "Established"
+        if self.names_accepted is not None:
+            return "NamesAccepted"
+        return "Pending"
+
+    @property
+    def managed_by_crdscope(self) -> bool:
+        return dict(self.labels).get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
+
+    @property
+    def group_versions(self) -> tuple[str, ...]:
+        return tuple(f"{self.group}/{v}" for v in self.served_versions)
+
+
+def owner_of(metadata: dict[str, Any]) -> str:
+    """Who installed a CRD: an ownerReference, Crossplane's package labels, crdscope, or other."""
+    references = metadata.get("ownerReferences") or []
+    if references:
+        chosen = next((r for r in references if r.get("controller")), references[0])
+        return f"{chosen.get('kind', '?')}/{chosen.get('name', '?')}"
+    labels = metadata.get("labels") or {}
+    for key in CROSSPLANE_LABELS:
+        if labels.get(key):
+            return f"crossplane/{labels[key]}"
+    if labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE:
+        return "crdscope"
+    return "other"
+
+
+def _condition_time(conditions: list[dict[str, Any]], kind: str) -> float | None:
+    for condition in conditions:
+        if condition.get("type") == kind and condition.get("status") == "True":
+            stamp = condition.get("lastTransitionTime")
+            try:
+                return parse_rfc3339(stamp) if stamp else 0.0
+            except Exception:  # noqa: BLE001 - a malformed time must not drop the CRD
+                return 0.0
+    return None
+
+
+def record_from(obj: dict[str, Any], previous: CRDRecord | None = None, now: float | None = None) -> CRDRecord:
+    """Reduce a CRD object to a :class:`CRDRecord` (keeping first-seen times)."""
+    now = time.time() if now is None else now
+    metadata = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    names = spec.get("names") or {}
+    versions = spec.get("versions") or []
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    established = _condition_time(conditions, "Established")
+    created_text = metadata.get("creationTimestamp")
+    try:
+        created = parse_rfc3339(created_text) if created_text else now
+    except Exception:  # noqa: BLE001
+        created = now
+    seen = previous.seen if previous else now
+    seen_established = previous.seen_established if previous else None
+    if established is not None and seen_established is None:
+        seen_established = now
+    labels = metadata.get("labels") or {}
+    return CRDRecord(
+        name=str(metadata.get("name", "")),
+        uid=str(metadata.get("uid", "")),
+        group=str(spec.get("group", "")),
+        kind=str(names.get("kind", "")),
+        plural=str(names.get("plural", "")),
+        scope=str(spec.get("scope", "")),
+        served_versions=tuple(str(v.get("name")) for v in versions if v.get("served", True)),
+        storage_version=next((str(v.get("name")) for v in versions if v.get("storage")), ""),
+        owner=owner_of(metadata),
+        labels=tuple(sorted((str(k), str(v)) for k, v in labels.items())),
+        run_id=(metadata.get("annotations") or {}).get(RUN_ANNOTATION),
+        resource_version=str(metadata.get("resourceVersion", "")),
+        created=created,
+        names_accepted=_condition_time(conditions, "NamesAccepted"),
+        established=established,
+        terminating=bool(metadata.get("deletionTimestamp")),
+        seen=seen,
+        seen_established=seen_established,
+    )
+
+
+@dataclass(frozen=True)
+class CRDEvent:
+    """A change seen by the watch: ADDED, MODIFIED or DELETED (re-lists produce these too)."""
+
+    type: str
+    record: CRDRecord
+    previous: CRDRecord | None
+    timestamp: float
+
+
+Listener = Callable[[CRDEvent], None]
+
+
+async def _decode(raw: bytes) -> Any:
+    if len(raw) > THREAD_DECODE_BYTES:
+        return await asyncio.to_thread(json.loads, raw)
+    return json.loads(raw)
+
+
+@dataclass
+class WatchStatus:
+    """How the watch is doing (for the header and the reliability tests)."""
+
+    connected: bool = False
+    synced: bool = False
+    lists: int = 0
+    relists_after_gone: int = 0
+    reconnects: int = 0
+    events: int = 0
+    last_error: str | None = None
+    last_event: float | None = None
+    resource_version: str = ""
+    errors: list[str] = field(default_factory=list)
+
+
+class CRDWatch:
+    """Keeps :attr:`crds` equal to the server's CRDs, and tells listeners what changed."""
+
+    def __init__(self, cluster: Cluster, *, label_selector: str | None = None,
+                 backoff_max: float = 10.0) -> None:
+        self.cluster = cluster
+        self.label_selector = label_selector
+        self.crds: dict[str, CRDRecord] = {}
+        self.status = WatchStatus()
+        self.synced = asyncio.Event()
+        self._listeners: list[Listener] = []
+        self._backoff_max = backoff_max
+        self._changed = asyncio.Condition()
+
+    # -- listeners -------------------------------------------------------------
+    def add_listener(self, listener: Listener) -> None:
+        """Call ``listener(event)`` for every change (synchronously, keep it cheap)."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    async def wait_until(self, predicate: Callable[[dict[str, CRDRecord]], bool],
+                         timeout: float | None = None) -> bool:
+        """Wait until ``predicate(crds)`` holds (re-checked on every change); False on timeout."""
+        async def waiter() -> bool:
+            async with self._changed:
+                await self._changed.wait_for(lambda: predicate(self.crds))
+            return True
+
+        try:
+            return await asyncio.wait_for(waiter(), timeout)
+        except asyncio.TimeoutError:
+            return False
+
+    def _emit(self, kind: str, record: CRDRecord, previous: CRDRecord | None) -> None:
+        self.status.events += 1
+        self.status.last_event = time.time()
+        event = CRDEvent(kind, record, previous, self.status.last_event)
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:  # noqa: BLE001 - a listener bug must not stop the watch
+                log.exception("CRD watch listener failed")
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    # -- list and watch ----------------------------------------------------------
+    def _params(self, **extra: Any) -> dict[str, Any]:
+        params = dict(extra)
+        if self.label_selector:
+            params["labelSelector"] = self.label_selector
+        return params
+
+    async def list_once(self) -> str:
+        """List every CRD (paginated), reconcile :attr:`crds`, return the list's resourceVersion."""
+        seen: dict[str, dict[str, Any]] = {}
+        token: str | None = None
+        resource_version = ""
+        while True:
+            params = self._params(limit=LIST_PAGE)
+            if token:
+                params["continue"] = token
+            response = await self.cluster.client.get(CRD_PATH, params=params)
+            if response.status_code != 200:
+                raise _WatchFailure(f"list CRDs answered {response.status_code}: {status_message(response)}",
+                                    response.status_code)
+            page = await _decode(response.content)
+            for item in page.get("items") or []:
+                name = (item.get("metadata") or {}).get("name")
+                if name:
+                    seen[name] = item
+            meta = page.get("metadata") or {}
+            resource_version = meta.get("resourceVersion", resource_version)
+            token = meta.get("continue") or None
+            if not token:
+                break
+        now = time.time()
+        for name in [n for n in self.crds if n not in seen]:  # deleted while we were not watching
+            gone = self.crds.pop(name)
+            self._emit("DELETED", gone, gone)
+        for name, item in seen.items():
+            previous = self.crds.get(name)
+            record = record_from(item, previous, now)
+            self.crds[name] = record
+            if previous is None:
+                self._emit("ADDED", record, None)
+            elif previous.resource_version != record.resource_version:
+                self._emit("MODIFIED", record, previous)
+        self.status.lists += 1
+        self.status.synced = True
+        self.synced.set()
+        await self._notify()
+        return resource_version
+
+    async def _watch(self, resource_version: str) -> str:
+        """Follow changes from ``resource_version``; returns the last one seen."""
+        params = self._params(watch="true", resourceVersion=resource_version,
+                              allowWatchBookmarks="true", timeoutSeconds=WATCH_TIMEOUT_SECONDS)
+        timeout = httpx.Timeout(connect=5.0, read=WATCH_TIMEOUT_SECONDS + 30.0, write=10.0, pool=10.0)
+        async with self.cluster.client.stream("GET", CRD_PATH, params=params, timeout=timeout) as response:
+            if response.status_code == 410:
+                raise _Gone()
+            if response.status_code != 200:
+                await response.aread()
+                raise _WatchFailure(f"watch CRDs answered {response.status_code}: {status_message(response)}",
+                                    response.status_code)
+            self.status.connected = True
+            self.status.last_error = None
+            buffer = b""
+            async for chunk in response.aiter_bytes():
+                buffer += chunk
+                while True:
+                    newline = buffer.find(b"\n")
+                    if newline == -1:
+                        break
+                    line, buffer = buffer[:newline], buffer[newline + 1:]
+                    if line.strip():
+                        resource_version = await self._apply(await _decode(line), resource_version)
+        return resource_version
+
+    async def _apply(self, event: dict[str, Any], resource_version: str) -> str:
+        kind = event.get("type")
+        obj = event.get("object") or {}
+        metadata = obj.get("metadata") or {}
+        if kind == "ERROR":
+            if obj.get("code") == 410:
+                raise _Gone()
+            raise _WatchFailure(f"watch error: {obj.get('message', obj)}", obj.get("code"))
+        new_rv = metadata.get("resourceVersion") or resource_version
+        if kind == "BOOKMARK":
+            return new_rv
+        name = metadata.get("name")
+        if not name:
+            return new_rv
+        previous = self.crds.get(name)
+        if kind == "DELETED":
+            if previous is not None:
+                gone = record_from(obj, previous)
+                del self.crds[name]
+                self._emit("DELETED", gone, previous)
+        else:
+            record = record_from(obj, previous)
+            self.crds[name] = record
+            self._emit("ADDED" if previous is None else "MODIFIED", record, previous)
+        self.status.resource_version = new_rv
+        await self._notify()
+        return new_rv
+
+    async def run(self) -> None:
+        """List, then watch forever: re-list on 410 Gone, reconnect with backoff on failures."""
+        backoff = 0.5
+        resource_version: str | None = None
+        while True:
+            try:
+                if resource_version is None:
+                    resource_version = await self.list_once()
+                resource_version = await self._watch(resource_version)
+                backoff = 0.5  # a watch that ended by its own timeout is healthy
+            except _Gone:
+                self.status.relists_after_gone += 1
+                resource_version = None
+            except (httpx.HTTPError, _WatchFailure, ValueError) as exc:
+                message = explain(exc, self.cluster.server) if isinstance(exc, httpx.HTTPError) else str(exc)
+                if self.status.connected or self.status.last_error is None:
+                    log.warning("CRD watch interrupted: %s", message)
+                self.status.connected = False
+                self.status.last_error = message
+                self.status.reconnects += 1
+                await asyncio.sleep(backoff)
+                backoff = min(self._backoff_max, backoff * 2)
+                # Resume from the last resourceVersion; a 410 then forces a re-list,
+                # and a re-list reconciles whatever changed while we were away.
+            finally:
+                self.status.connected = False
+
+    # -- queries ---------------------------------------------------------------------
+    def by_state(self) -> dict[str, int]:
+        counts = {"Established": 0, "NamesAccepted": 0, "Terminating": 0, "Pending": 0}
+        for record in self.crds.values():
+            counts[record.state] += 1
+        return counts
+
+    def established_names(self) -> set[str]:
+        return {name for name, record in self.crds.items() if record.established is not None}
+
+
+class _Gone(Exception):
+    """The watch's resourceVersion is too old (410): list again."""
+
+
+class _WatchFailure(Exception):
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code

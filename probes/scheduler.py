@@ -1,0 +1,188 @@
+"""Run probes on their cadences and fan their samples out to sinks.
+
+Each probe has its own loop: run, hand the sample to every sink, then wait
+its cadence *after* the run finished, so a probe never overlaps itself and a
+slow server slows the monitor down instead of piling requests up (the habit
+of Home Assistant's DataUpdateCoordinator).  Failures are samples; the log
+records transitions (down, recovered), not every failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable, Protocol
+
+from .samples import Sample
+
+log = logging.getLogger("crdscope.scheduler")
+
+Sink = Callable[[Sample], Awaitable[None] | None]
+
+
+class Probe(Protocol):
+    """What the scheduler runs: a name, a cadence and one async run per call."""
+
+    name: str
+    cadence: float  # seconds from the end of one run to the start of the next
+
+    async def run(self) -> Sample:
+        """Observe once and return a sample; expected failures return a sample with ``error``."""
+
+
+@dataclass
+class ProbeHealth:
+    """How one probe is doing, for the header and the events log."""
+
+    name: str
+    runs: int = 0
+    failures: int = 0
+    consecutive_failures: int = 0
+    last_run: float | None = None
+    last_ok: float | None = None
+    last_error: str | None = None
+    last_seconds: float = 0.0
+
+    @property
+    def down(self) -> bool:
+        return self.consecutive_failures > 0
+
+
+@dataclass
+class _Entry:
+    probe: Probe
+    health: ProbeHealth
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task | None = None
+
+
+class Scheduler:
+    """Runs each probe on its own cadence; pause/resume; hands samples to sinks."""
+
+    def __init__(self, probes: list[Probe] | None = None, sinks: list[Sink] | None = None) -> None:
+        self._entries: dict[str, _Entry] = {}
+        self.sinks: list[Sink] = list(sinks or [])
+        self.latest: dict[str, Sample] = {}
+        self._running = asyncio.Event()
+        self._running.set()
+        for probe in probes or []:
+            self.add(probe)
+
+    # -- configuration -----------------------------------------------------------
+    def add(self, probe: Probe) -> None:
+        """Register a probe (starts at once if the scheduler is running)."""
+        if probe.name in self._entries:
+            raise ValueError(f"probe {probe.name!r} registered twice")
+        entry = _Entry(probe, ProbeHealth(probe.name))
+        self._entries[probe.name] = entry
+        if self._started:
+            entry.task = asyncio.create_task(self._loop(entry), name=f"probe:{probe.name}")
+
+    def add_sink(self, sink: Sink) -> None:
+        self.sinks.append(sink)
+
+    @property
+    def probes(self) -> list[Probe]:
+        return [entry.probe for entry in self._entries.values()]
+
+    def health(self) -> dict[str, ProbeHealth]:
+        """Per-probe health, by name."""
+        return {name: entry.health for name, entry in self._entries.items()}
+
+    # -- control -------------------------------------------------------------------
+    _started = False
+
+    async def run(self) -> None:
+        """Run every probe until :meth:`stop` is called or the task is cancelled."""
+        self._started = True
+        self._stopped = asyncio.Event()
+        for entry in self._entries.values():
+            if entry.task is None:
+                entry.task = asyncio.create_task(self._loop(entry), name=f"probe:{entry.probe.name}")
+        try:
+            await self._stopped.wait()
+        finally:
+            tasks = [e.task for e in self._entries.values() if e.task is not None and not e.task.done()]
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+            self._started = False
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to cancel every probe loop and return."""
+        if self._started:
+            self._stopped.set()
+
+    def pause(self) -> None:
+        """Stop starting new runs (runs in flight finish)."""
+        self._running.clear()
+
+    def resume(self) -> None:
+        self._running.set()
+
+    @property
+    def paused(self) -> bool:
+        return not self._running.is_set()
+
+    def trigger(self, name: str) -> None:
+        """Run probe ``name`` as soon as its current run (if any) finishes."""
+        self._entries[name].wake.set()
+
+    # -- the loop ------------------------------------------------------------------
+    async def run_probe_once(self, name: str) -> Sample:
+        """Run one probe now (outside its cadence) and deliver the sample."""
+        return await self._run_once(self._entries[name])
+
+    async def _run_once(self, entry: _Entry) -> Sample:
+        probe, health = entry.probe, entry.health
+        started = time.monotonic()
+        try:
+            sample = await probe.run()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a probe bug must not stop the monitor
+            log.exception("probe %s raised instead of returning an error sample", probe.name)
+            sample = Sample(error=f"internal error in probe {probe.name}: {type(exc).__name__}: {exc}")
+        health.runs += 1
+        health.last_run = time.time()
+        health.last_seconds = time.monotonic() - started
+        if sample.error:
+            health.failures += 1
+            health.consecutive_failures += 1
+            if health.consecutive_failures == 1:
+                log.warning("probe %s down: %s", probe.name, sample.error)
+            health.last_error = sample.error
+        else:
+            if health.consecutive_failures:
+                log.info("probe %s recovered after %d failed runs", probe.name, health.consecutive_failures)
+            health.consecutive_failures = 0
+            health.last_ok = health.last_run
+            health.last_error = None
+        self.latest[probe.name] = sample
+        await self._deliver(sample)
+        return sample
+
+    async def _deliver(self, sample: Sample) -> None:
+        for sink in list(self.sinks):
+            try:
+                result = sink(sample)
+                if inspect.isawaitable(result):
+                    await result
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - one broken sink must not starve the others
+                log.exception("sink %r failed on a %s sample", sink, type(sample).__name__)
+
+    async def _loop(self, entry: _Entry) -> None:
+        while True:
+            await self._running.wait()
+            entry.wake.clear()
+            await self._run_once(entry)
+            try:
+                await asyncio.wait_for(entry.wake.wait(), timeout=max(0.0, float(entry.probe.cadence)))
+            except asyncio.TimeoutError:
+                pass

@@ -1,0 +1,56 @@
+"""The simplest probe: the server's ``/version`` and how long it took."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import httpx
+
+from .cluster import Cluster, explain, raise_for_status
+from .errors import ClusterError
+from .samples import Sample
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class VersionSample(Sample):
+    """``GET /version``: the server's build and the wall time of the request."""
+
+    probe = "version"
+
+    server: str = ""
+    git_version: str = ""
+    major: str = ""
+    minor: str = ""
+    platform: str = ""
+    go_version: str = ""
+    seconds: float = 0.0
+
+
+async def probe_version(cluster: Cluster) -> VersionSample:
+    """Run the version probe once; failures become a sample with ``error``."""
+    started = time.perf_counter()
+    try:
+        response = await cluster.client.get("/version")
+        raise_for_status(response)
+        body = response.json()
+    except httpx.HTTPError as exc:
+        return VersionSample(server=cluster.server, error=explain(exc, cluster.server))
+    except (ClusterError, ValueError) as exc:
+        return VersionSample(server=cluster.server, error=str(exc) or "invalid /version answer")
+    return VersionSample(
+        server=cluster.server,
+        git_version=str(body.get("gitVersion", "")),
+        major=str(body.get("major", "")),
+        minor=str(body.get("minor", "")),
+        platform=str(body.get("platform", "")),
+        go_version=str(body.get("goVersion", "")),
+        seconds=time.perf_counter() - started,
+    )
+
+
+def make_probe(monitor) -> "FunctionProbe":
+    """The version probe on the monitor's cluster and cadence."""
+    from .monitor import FunctionProbe
+
+    return FunctionProbe("version", monitor.settings.cadences.version, lambda: probe_version(monitor.cluster))

@@ -1,0 +1,101 @@
+"""The scheduler: runs never overlap, re-arm after completion, pause, failures as samples."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+
+from probes.samples import Sample
+from probes.scheduler import Scheduler
+from tests.helpers import async_wait_for
+
+
+@dataclasses.dataclass
+class SlowProbe:
+    name: str = "slow"
+    cadence: float = 0.0
+    duration: float = 0.05
+    fail_every: int = 0
+    running: int = 0
+    max_running: int = 0
+    runs: int = 0
+
+    async def run(self) -> Sample:
+        self.running += 1
+        self.max_running = max(self.max_running, self.running)
+        try:
+            await asyncio.sleep(self.duration)  # the probe's own work, not test synchronisation
+            self.runs += 1
+            if self.fail_every and self.runs % self.fail_every == 0:
+                return Sample(error="boom")
+            return Sample()
+        finally:
+            self.running -= 1
+
+
+async def test_runs_never_overlap_even_when_triggered():
+    probe = SlowProbe(cadence=0.0, duration=0.02)
+    samples = []
+    scheduler = Scheduler([probe], [samples.append])
+    task = asyncio.create_task(scheduler.run())
+    for _ in range(20):
+        scheduler.trigger("slow")
+        await asyncio.sleep(0)
+    await async_wait_for(lambda: probe.runs >= 10, timeout=10)
+    scheduler.stop()
+    await task
+    assert probe.max_running == 1
+    assert len(samples) >= 10
+
+
+async def test_failures_are_samples_and_transitions_logged_once(caplog):
+    probe = SlowProbe(duration=0.0, fail_every=1)
+    scheduler = Scheduler([probe])
+    task = asyncio.create_task(scheduler.run())
+    with caplog.at_level(logging.INFO, logger="crdscope.scheduler"):
+        await async_wait_for(lambda: probe.runs >= 5, timeout=10)
+        probe.fail_every = 0
+        runs = probe.runs
+        await async_wait_for(lambda: probe.runs >= runs + 2, timeout=10)
+    scheduler.stop()
+    await task
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("down" in m for m in messages) == 1
+    assert sum("recovered" in m for m in messages) == 1
+    health = scheduler.health()["slow"]
+    assert health.failures >= 5 and health.consecutive_failures == 0
+
+
+async def test_exception_in_probe_becomes_error_sample():
+    class Broken:
+        name = "broken"
+        cadence = 10.0
+
+        async def run(self):
+            raise RuntimeError("bug")
+
+    samples = []
+    scheduler = Scheduler([Broken()], [samples.append])
+    task = asyncio.create_task(scheduler.run())
+    await async_wait_for(lambda: samples, timeout=5)
+    scheduler.stop()
+    await task
+    assert "RuntimeError: bug" in samples[0].error
+
+
+async def test_pause_stops_new_runs():
+    probe = SlowProbe(duration=0.0, cadence=0.0)
+    scheduler = Scheduler([probe])
+    task = asyncio.create_task(scheduler.run())
+    await async_wait_for(lambda: probe.runs >= 3, timeout=5)
+    scheduler.pause()
+    await asyncio.sleep(0.01)  # let a run in flight finish (it takes no time)
+    frozen = probe.runs
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert probe.runs <= frozen + 1
+    scheduler.resume()
+    await async_wait_for(lambda: probe.runs >= frozen + 3, timeout=5)
+    scheduler.stop()
+    await task

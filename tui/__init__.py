@@ -1,0 +1,1 @@
+"""The Textual monitor and the ``crdscope`` command line."""

@@ -1,0 +1,240 @@
+"""The ``crdscope`` command line: thin click wrappers that defer heavy imports.
+
+Every expected failure is a :class:`probes.errors.CrdscopeError` and prints
+one line (``crdscope: ...``) with its exit code; anything unexpected prints
+one line too and leaves the traceback in the log file, never on screen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any, Callable
+
+import click
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def _log_unexpected(exc: BaseException) -> str:
+    """Write the traceback to the log file and return that file's path."""
+    import traceback
+
+    from probes.paths import state_dir
+
+    path = state_dir() / "crdscope.log"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write("".join(traceback.format_exception(exc)))
+    except OSError:
+        return "(log file not writable)"
+    return str(path)
+
+
+class Group(click.Group):
+    """A click group that turns every error into one line and an exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from probes.errors import CrdscopeError
+
+        try:
+            return super().invoke(ctx)
+        except CrdscopeError as exc:
+            click.echo(f"crdscope: {exc}", err=True)
+            if exc.detail:
+                click.echo(exc.detail, err=True)
+            ctx.exit(exc.exit_code)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except KeyboardInterrupt:
+            click.echo("crdscope: interrupted", err=True)
+            ctx.exit(130)
+        except Exception as exc:  # noqa: BLE001 - the last line of defence
+            where = _log_unexpected(exc)
+            message = " ".join(str(exc).split())[:200] or type(exc).__name__
+            click.echo(f"crdscope: internal error: {message} (details in {where})", err=True)
+            ctx.exit(70)
+
+
+def cluster_options(function: Callable) -> Callable:
+    """``--kubeconfig`` and ``--context``, on every command that talks to a cluster."""
+    function = click.option("--context", "context", default=None, help="kubeconfig context (default: current)")(function)
+    function = click.option(
+        "--kubeconfig", "kubeconfig", default=None, type=click.Path(dir_okay=False),
+        help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)",
+    )(function)
+    return function
+
+
+def run_async(coroutine: Any) -> Any:
+    """Run a coroutine to completion from a synchronous click command."""
+    return asyncio.run(coroutine)
+
+
+def emit(data: dict, as_json: bool) -> None:
+    """Print a sample: one JSON object, or ``key: value`` lines for people."""
+    if as_json:
+        click.echo(json.dumps(data, sort_keys=False))
+        return
+    for key, value in data.items():
+        if isinstance(value, (dict, list)):
+            value = json.dumps(value)
+        click.echo(f"{key}: {value}")
+
+
+@click.group(cls=Group, invoke_without_command=True, context_settings=CONTEXT_SETTINGS)
+@click.version_option(package_name="crdscope", prog_name="crdscope")
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """Watch a Kubernetes API server under CustomResourceDefinition pressure.
+
+    With no command, opens the monitor on the current context.
+    """
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(watch)
+
+
+@cli.command()
+@cluster_options
+def watch(kubeconfig: str | None, context: str | None) -> None:
+    """Open the monitor on a cluster."""
+    from tui.launch import open_monitor
+
+    open_monitor(kubeconfig=kubeconfig, context=context)
+
+
+# --------------------------------------------------------------------------- probe
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+@cluster_options
+def probe(name: str, as_json: bool, kubeconfig: str | None, context: str | None) -> None:
+    """Run probe NAME once and print its sample."""
+    from probes.cluster import Cluster
+    from probes.registry import oneshot
+
+    function = oneshot(name)
+
+    async def main() -> dict:
+        async with Cluster.connect(kubeconfig, context) as cluster:
+            sample = await function(cluster)
+            return sample.to_json()
+
+    data = run_async(main())
+    emit(data, as_json)
+    if data.get("error"):
+        click.echo(f"crdscope: probe {name}: {data['error']}", err=True)
+        sys.exit(3)
+
+
+# --------------------------------------------------------------------------- lab
+
+
+@cli.group(cls=Group, invoke_without_command=True)
+@click.pass_context
+def lab(ctx: click.Context) -> None:
+    """A local etcd + kube-apiserver: with no command, start it and open the monitor."""
+    if ctx.invoked_subcommand is None:
+        from tui.launch import open_lab_monitor
+
+        open_lab_monitor()
+
+
+def binary_options(function: Callable) -> Callable:
+    function = click.option("--etcd-bin", default=None, help="etcd executable to use")(function)
+    function = click.option("--apiserver-bin", default=None, help="kube-apiserver executable to use")(function)
+    return function
+
+
+def _say(line: str) -> None:
+    click.echo(line, err=True)
+
+
+@lab.command("build")
+def lab_build() -> None:
+    """Build kube-apiserver and etcd from Go modules (skipped when cached)."""
+    from lab.binaries import build, cached_binaries, pinned_versions
+
+    cached = cached_binaries()
+    if cached:
+        click.echo(f"kube-apiserver {pinned_versions().kubernetes} already built in {cached.apiserver.parent}")
+        return
+    build(progress=_say)
+
+
+@lab.command("up")
+@binary_options
+def lab_up(apiserver_bin: str | None, etcd_bin: str | None) -> None:
+    """Start the lab in the background and return once it is ready."""
+    from lab.binaries import ensure_binaries
+    from lab.controlplane import Lab
+
+    binaries = ensure_binaries(apiserver_bin, etcd_bin, progress=_say)
+    state = Lab().up(binaries, say=_say)
+    click.echo(f"lab up: {state.server} (Kubernetes {state.kubernetes_version})")
+    click.echo(f"kubeconfig: {state.kubeconfig}")
+    click.echo(f"  export KUBECONFIG={state.kubeconfig}")
+
+
+@lab.command("down")
+def lab_down() -> None:
+    """Stop the lab and remove its files."""
+    from lab.controlplane import Lab
+
+    stopped = Lab().down()
+    click.echo(f"lab down ({len(stopped)} processes stopped)" if stopped else "no lab was up")
+
+
+@lab.command("status")
+@click.option("--json", "as_json", is_flag=True)
+def lab_status(as_json: bool) -> None:
+    """Say what runs where."""
+    from lab.controlplane import Lab, tail
+
+    status = Lab().status()
+    if as_json:
+        click.echo(json.dumps(status))
+        return
+    click.echo(f"server: {status['server']}  ready: {status['ready']}  Kubernetes {status['kubernetes_version']}")
+    click.echo(f"kubeconfig: {status['kubeconfig']}")
+    for name, component in status["components"].items():
+        click.echo(f"{name}: pid {component['pid']} port {component['port']} {component['state']}")
+        if component["state"] == "dead":
+            click.echo(f"--- last lines of {component['log']}:")
+            click.echo(tail(component["log"]))
+
+
+@lab.command("kubeconfig")
+def lab_kubeconfig() -> None:
+    """Print the path of the lab's kubeconfig."""
+    from lab.controlplane import Lab
+
+    click.echo(Lab().require().kubeconfig)
+
+
+def _fault_command(action: str, help_text: str) -> None:
+    @lab.command(action, help=help_text)
+    @click.argument("component", type=click.Choice(["apiserver", "etcd"]))
+    def command(component: str) -> None:
+        from lab.controlplane import Lab
+
+        pid = getattr(Lab(), action)(component)
+        click.echo(f"{action} {component} (pid {pid})")
+
+
+_fault_command("kill", "SIGKILL a lab component.")
+_fault_command("stop", "Freeze a lab component (SIGSTOP).")
+_fault_command("start", "Resume (SIGCONT) or restart a lab component with the same data and ports.")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="crdscope")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
