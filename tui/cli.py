@@ -34,7 +34,31 @@ def _log_unexpected(exc: BaseException) -> str:
 
 
 class Group(click.Group):
-    """A click group that turns every error into one line and an exit code."""
+    """A click group that turns every error into one line and an exit code.
+
+    Commands listed in ``lazy_commands`` (name -> ``module:attribute``) are
+    imported only when invoked or listed, so ``crdscope --help`` stays fast and
+    each feature keeps its command next to its code.
+    """
+
+    def __init__(self, *args: Any, lazy_commands: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = dict(lazy_commands or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy_commands})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.lazy_commands and name not in self.commands:
+            import importlib
+
+            module, _, attribute = self.lazy_commands[name].partition(":")
+            try:
+                command = getattr(importlib.import_module(module), attribute)
+            except (ImportError, AttributeError):
+                return None  # feature not built yet: click says "No such command"
+            self.add_command(command, name)
+        return super().get_command(ctx, name)
 
     def invoke(self, ctx: click.Context) -> Any:
         from probes.errors import CrdscopeError
@@ -84,7 +108,18 @@ def emit(data: dict, as_json: bool) -> None:
         click.echo(f"{key}: {value}")
 
 
-@click.group(cls=Group, invoke_without_command=True, context_settings=CONTEXT_SETTINGS)
+#: Commands that live next to their feature's code.
+LAZY_COMMANDS = {
+    "watch": "tui.cmd_watch:watch",
+    "load": "tui.cmd_load:load",
+    "clean": "tui.cmd_load:clean",
+    "replay": "tui.cmd_session:replay",
+    "report": "tui.cmd_session:report",
+}
+
+
+@click.group(cls=Group, invoke_without_command=True, context_settings=CONTEXT_SETTINGS,
+             lazy_commands=LAZY_COMMANDS)
 @click.version_option(package_name="crdscope", prog_name="crdscope")
 @click.pass_context
 def cli(ctx: click.Context) -> None:
@@ -93,16 +128,7 @@ def cli(ctx: click.Context) -> None:
     With no command, opens the monitor on the current context.
     """
     if ctx.invoked_subcommand is None:
-        ctx.invoke(watch)
-
-
-@cli.command()
-@cluster_options
-def watch(kubeconfig: str | None, context: str | None) -> None:
-    """Open the monitor on a cluster."""
-    from tui.launch import open_monitor
-
-    open_monitor(kubeconfig=kubeconfig, context=context)
+        ctx.invoke(cli.get_command(ctx, "watch"))
 
 
 # --------------------------------------------------------------------------- probe

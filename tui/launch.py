@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 
-def open_monitor(kubeconfig: str | None = None, context: str | None = None) -> None:
+def open_monitor(kubeconfig: str | None = None, context: str | None = None, *, record=True,
+                 prometheus_url: str | None = None, theme: str | None = None) -> None:
     """Open the monitor on a cluster (the TUI arrives with its issue; until then, one probe)."""
     from probes.cluster import Cluster
     from probes.version import probe_version

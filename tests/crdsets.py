@@ -1,0 +1,87 @@
+"""CRD sets for tests: real Crossplane CRDs from ../shared/crds, and tiny generated ones.
+
+The real archives are read in place (never copied into the repository); a
+subset is unpacked into a temporary directory so that ``kubectl apply -f DIR``
+and crdscope's loader see the same files.
+"""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import SHARED_CRDS
+
+
+def archive(name: str) -> Path:
+    """Path of a shared archive, e.g. ``archive("provider-gcp")``."""
+    return SHARED_CRDS / f"{name}.tar.xz"
+
+
+def extract(name: str, target: Path, *, limit: int | None = None, groups: int | None = None) -> list[Path]:
+    """Unpack CRD files of a shared archive into ``target`` (sorted by name, deterministic).
+
+    ``limit`` keeps the first N files; ``groups`` keeps every CRD of the first N API groups
+    (a realistic slice: whole providers' groups, as an install creates them).
+    """
+    target.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive(name), "r:xz") as tar:
+        members = sorted((m for m in tar.getmembers() if m.isfile() and m.name.endswith(".yaml")),
+                         key=lambda m: m.name)
+        if groups is not None:
+            chosen_groups = sorted({Path(m.name).name.split("_")[0] for m in members})[:groups]
+            members = [m for m in members if Path(m.name).name.split("_")[0] in chosen_groups]
+        if limit is not None:
+            members = members[:limit]
+        paths = []
+        for member in members:
+            path = target / Path(member.name).name
+            path.write_bytes(tar.extractfile(member).read())
+            paths.append(path)
+    return paths
+
+
+def crd_names(paths: list[Path]) -> list[str]:
+    """metadata.name of each CRD file."""
+    names = []
+    for path in paths:
+        for document in yaml.safe_load_all(path.read_text()):
+            if document and document.get("kind") == "CustomResourceDefinition":
+                names.append(document["metadata"]["name"])
+    return names
+
+
+def tiny_crd(group: str, kind: str, *, versions: tuple[str, ...] = ("v1",), scope: str = "Cluster",
+             labels: dict | None = None) -> dict:
+    """A minimal valid CRD (for tests that need many cheap ones)."""
+    plural = kind.lower() + "s"
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}", "labels": labels or {}},
+        "spec": {
+            "group": group,
+            "scope": scope,
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
+            "versions": [
+                {"name": v, "served": True, "storage": i == 0,
+                 "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}
+                for i, v in enumerate(versions)
+            ],
+        },
+    }
+
+
+def write_tiny_crds(target: Path, count: int, *, prefix: str = "t", per_group: int = 5,
+                    labels: dict | None = None) -> Path:
+    """Write ``count`` tiny CRDs spread over groups into one multi-document YAML file."""
+    target.mkdir(parents=True, exist_ok=True)
+    documents = [
+        tiny_crd(f"g{i // per_group}.{prefix}.crdscope.test", f"Kind{prefix.capitalize()}{i}", labels=labels)
+        for i in range(count)
+    ]
+    path = target / f"{prefix}-{count}.yaml"
+    path.write_text(yaml.safe_dump_all(documents))
+    return path

@@ -1,0 +1,36 @@
+"""``crdscope watch``: the monitor on a screen, or headless with thresholds and an exporter."""
+
+from __future__ import annotations
+
+import click
+
+from .cli import cluster_options
+
+
+@click.command()
+@cluster_options
+@click.option("--headless", is_flag=True, help="run the probes without a screen, one line per notable event")
+@click.option("--duration", default=None, help="stop after this long (e.g. 90s, 5m, 1h)")
+@click.option("--record", "record", default=None, type=click.Path(dir_okay=False),
+              help="record every sample to this file")
+@click.option("--no-record", is_flag=True, help="do not record the session")
+@click.option("--fail-if", "fail_if", multiple=True, metavar="EXPR",
+              help="exit 1 when EXPR holds, e.g. 'discovery.seconds>5' (repeatable)")
+@click.option("--serve-metrics", default=None, metavar="[HOST]:PORT",
+              help="expose the probes' figures in Prometheus text format")
+@click.option("--prometheus", "prometheus_url", default=None, metavar="URL",
+              help="read memory and restarts from this Prometheus (managed control planes)")
+@click.option("--theme", default=None, help="colour theme of the monitor")
+def watch(kubeconfig, context, headless, duration, record, no_record, fail_if, serve_metrics,
+          prometheus_url, theme) -> None:
+    """Open the monitor on a cluster (the current context by default)."""
+    if headless:
+        from session.headless import run_headless
+
+        run_headless(kubeconfig=kubeconfig, context=context, duration=duration, record=record,
+                     fail_if=fail_if, serve_metrics=serve_metrics, prometheus_url=prometheus_url)
+        return
+    from .launch import open_monitor
+
+    open_monitor(kubeconfig=kubeconfig, context=context, record=None if no_record else (record or True),
+                 prometheus_url=prometheus_url, theme=theme)
