@@ -28,6 +28,12 @@ log = logging.getLogger("crdscope.monitor")
 #: name -> "module:factory"; order is the order panels and reports list them in.
 PROBE_FACTORIES: dict[str, str] = {
     "version": "probes.version:make_probe",
+    "inventory": "probes.inventory:make_probe",
+    "discovery": "probes.discovery:make_probe",
+    "throttling": "probes.throttling:make_probe",
+    "openapi": "probes.openapi:make_probe",
+    "health": "probes.health:make_probe",
+    "latency": "probes.latency:make_probe",
 }
 
 
@@ -57,11 +63,21 @@ class Monitor:
         #: Objects probes share beyond metrics and CRDs (e.g. the discovery result for OpenAPI stages).
         self.shared: dict[str, object] = {}
         for name in probes if probes is not None else list(PROBE_FACTORIES):
-            self.scheduler.add(self._build(name))
+            probe = self._build(name)
+            if probe is not None:
+                self.scheduler.add(probe)
 
-    def _build(self, name: str) -> Probe:
+    def _build(self, name: str) -> Probe | None:
         module, _, factory = PROBE_FACTORIES[name].partition(":")
-        return getattr(importlib.import_module(module), factory)(self)
+        try:
+            imported = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            # TODO(integration): remove once every registered probe module exists.
+            log.warning("probe %s is not built yet (%s missing)", name, module)
+            return None
+        return getattr(imported, factory)(self)
 
     def probe(self, name: str) -> Probe:
         """A registered probe by name."""

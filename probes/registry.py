@@ -16,6 +16,12 @@ from .samples import Sample
 
 ONESHOTS: dict[str, str] = {
     "version": "probes.version:probe_version",
+    "discovery": "probes.discovery:once",
+    "throttling": "probes.throttling:once",
+    "inventory": "probes.inventory:once",
+    "openapi": "probes.openapi:once",
+    "health": "probes.health:once",
+    "latency": "probes.latency:once",
 }
 
 
@@ -31,7 +37,12 @@ def oneshot(name: str) -> Callable[..., Awaitable[Sample]]:
     except KeyError:
         raise ConfigError(f"unknown probe '{name}' (one of: {', '.join(sorted(ONESHOTS))})") from None
     module, _, function = target.partition(":")
-    return getattr(importlib.import_module(module), function)
+    try:
+        return getattr(importlib.import_module(module), function)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise
+        raise ConfigError(f"probe '{name}' is not available in this build") from None
 
 
 async def run_once(name: str, cluster: Cluster, **options: Any) -> Sample:

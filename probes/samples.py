@@ -11,7 +11,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+import types
+import typing
 from typing import Any, ClassVar
+
+#: probe name -> Sample subclass (filled as probe modules are imported).
+SAMPLE_TYPES: dict[str, type["Sample"]] = {}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -23,6 +28,12 @@ class Sample:
     """
 
     probe: ClassVar[str] = "sample"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("probe")
+        if isinstance(name, str):
+            SAMPLE_TYPES[name] = cls
 
     timestamp: float = dataclasses.field(default_factory=time.time)
     error: str | None = None
@@ -38,10 +49,8 @@ class Sample:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Sample:
-        """Rebuild a sample from :meth:`to_json` output (used by replay)."""
-        names = {f.name: f for f in dataclasses.fields(cls)}
-        kwargs = {k: from_jsonable(names[k].type, v) for k, v in data.items() if k in names}
-        return cls(**kwargs)
+        """Rebuild a sample from :meth:`to_json` output (used by replay); unknown keys are ignored."""
+        return from_jsonable(cls, data)
 
 
 def to_jsonable(value: Any) -> Any:
@@ -60,10 +69,59 @@ def to_jsonable(value: Any) -> Any:
 
 
 def from_jsonable(annotation: Any, value: Any) -> Any:
-    """Inverse of :func:`to_jsonable` for the shapes samples use: lists become tuples."""
+    """Inverse of :func:`to_jsonable`, guided by type hints.
+
+    Sample fields use only: bool, int, float, str, None-able types, ``tuple[T, ...]``,
+    ``dict[str, T]`` and nested frozen dataclasses, so a recorded sample replays equal.
+    """
+    if value is None:
+        return None
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return from_jsonable(options[0], value) if len(options) == 1 else value
+    if dataclasses.is_dataclass(annotation) and isinstance(value, dict):
+        hints = _hints(annotation)
+        names = {f.name for f in dataclasses.fields(annotation) if f.init}
+        return annotation(**{k: from_jsonable(hints.get(k), v) for k, v in value.items() if k in names})
+    if origin is tuple and isinstance(value, list):
+        args = typing.get_args(annotation)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(from_jsonable(args[0], v) for v in value)
+        if args:
+            return tuple(from_jsonable(a, v) for a, v in zip(args, value))
+        return tuple(value)
+    if origin is dict and isinstance(value, dict):
+        args = typing.get_args(annotation)
+        inner = args[1] if len(args) == 2 else None
+        return {k: from_jsonable(inner, v) for k, v in value.items()}
+    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
     if isinstance(value, list):
         return tuple(from_jsonable(None, v) for v in value)
     return value
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)  # each class's own module resolves its names
+    return _HINTS[cls]
+
+
+def sample_type(probe: str) -> type[Sample]:
+    """The Sample subclass of a probe name, importing the probe's module if needed."""
+    if probe not in SAMPLE_TYPES:
+        import importlib
+
+        from .monitor import PROBE_FACTORIES
+
+        target = PROBE_FACTORIES.get(probe)
+        if target:
+            importlib.import_module(target.partition(":")[0])
+    return SAMPLE_TYPES.get(probe, Sample)
 
 
 def percentile(values: list[float] | tuple[float, ...], q: float) -> float | None:

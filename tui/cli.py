@@ -137,17 +137,33 @@ def cli(ctx: click.Context) -> None:
 @cli.command()
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+@click.option("--legacy", is_flag=True, help="discovery: walk every group-version instead of aggregated discovery")
+@click.option("--qps", type=float, default=None, help="discovery: a client model with this QPS (with --burst)")
+@click.option("--burst", type=int, default=None, help="discovery: the burst of that client model")
+@click.option("--prometheus", "prometheus_url", default=None, metavar="URL",
+              help="health: read memory and restarts from this Prometheus")
 @cluster_options
-def probe(name: str, as_json: bool, kubeconfig: str | None, context: str | None) -> None:
-    """Run probe NAME once and print its sample."""
+def probe(name: str, as_json: bool, legacy: bool, qps: float | None, burst: int | None,
+          prometheus_url: str | None, kubeconfig: str | None, context: str | None) -> None:
+    """Run probe NAME once and print its sample (version, discovery, throttling, inventory,
+    openapi, health, latency)."""
     from probes.cluster import Cluster
     from probes.registry import oneshot
 
     function = oneshot(name)
+    options = {k: v for k, v in {"legacy": legacy or None, "qps": qps, "burst": burst,
+                                 "prometheus_url": prometheus_url}.items() if v is not None}
 
     async def main() -> dict:
         async with Cluster.connect(kubeconfig, context) as cluster:
-            sample = await function(cluster)
+            try:
+                sample = await function(cluster, **options)
+            except TypeError as exc:
+                if "unexpected keyword" in str(exc):
+                    from probes.errors import ConfigError
+
+                    raise ConfigError(f"probe {name} does not take {', '.join('--' + k for k in options)}") from None
+                raise
             return sample.to_json()
 
     data = run_async(main())
