@@ -1,0 +1,1 @@
+"""Benchmarks: crdscope against kubectl and against physical floors, as ratios measured pair by pair."""
