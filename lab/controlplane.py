@@ -485,7 +485,8 @@ class Lab:
     def start(self, name: str, *, wait: bool = True) -> int:
         """SIGCONT a stopped component, or restart a dead one with the same certs, data and ports."""
         state = self.require()
-        component = self.component(name)
+        self.component(name)  # a clear error for an unknown name
+        component = state.components[name]  # the object saved and waited on below
         if pid_is(component):
             os.kill(component.pid, signal.SIGCONT)
             return component.pid

@@ -32,6 +32,12 @@ MONITOR_ROLE = {
             "verbs": ["get", "list", "watch"],
         },
         {
+            # The latency probe's single-object read canary: GET /api/v1/namespaces/default.
+            "apiGroups": [""],
+            "resources": ["namespaces"],
+            "verbs": ["get"],
+        },
+        {
             # Map APF response headers (UIDs) to flow schema and priority level names.
             "apiGroups": ["flowcontrol.apiserver.k8s.io"],
             "resources": ["flowschemas", "prioritylevelconfigurations"],

@@ -7,6 +7,7 @@ answer) and explains failures in one line.
 
 from __future__ import annotations
 
+import json
 import ssl
 import time
 from collections import deque
@@ -298,15 +299,26 @@ def explain(exc: BaseException, server: str) -> str:
 
 
 def status_message(response: httpx.Response) -> str:
-    """The server's own explanation of an error response (a Status object's message)."""
+    """The server's own explanation of an error response (a Status object's message).
+
+    Works on streamed responses too: one whose body was consumed chunk by chunk
+    (or not read at all) falls back to the reason phrase.
+    """
     try:
-        body = response.json()
-        if isinstance(body, dict) and body.get("message"):
-            return str(body["message"])
-    except ValueError:
-        pass
-    text = response.text.strip() if response.num_bytes_downloaded < 4096 else ""
-    return text.splitlines()[0] if text else response.reason_phrase
+        content = response.content
+    except httpx.ResponseNotRead:
+        return response.reason_phrase
+    if len(content) <= 65536:
+        try:
+            body = json.loads(content)
+            if isinstance(body, dict) and body.get("message"):
+                return str(body["message"])
+        except ValueError:
+            pass
+        text = content.decode("utf-8", "replace").strip()
+        if text:
+            return text.splitlines()[0][:300]
+    return response.reason_phrase
 
 
 def raise_for_status(response: httpx.Response) -> None:

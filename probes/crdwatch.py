@@ -7,8 +7,22 @@ resourceVersion with bookmarks, re-lists on 410 Gone, and reconnects with
 backoff when the server goes away, reconciling so that no CRD is lost or
 counted twice across a restart.
 
-CRDs are large (a schema can be megabytes); only what the monitor needs is
-kept (:class:`CRDRecord`), and big documents are decoded off the event loop.
+Reconciliation rules (what makes a restart safe):
+
+- CRDs are keyed by name; a name whose uid changed is a different CRD
+  (deleted and created again while we were away): listeners get DELETED for
+  the old one and ADDED for the new one.
+- A re-list emits ADDED only for CRDs not known before, DELETED for known
+  CRDs missing from the list, MODIFIED for changed resourceVersions: a
+  listener that counts ADDED minus DELETED always equals ``len(crds)``.
+- After a reconnect the watch resumes from the last resourceVersion seen
+  (events or bookmarks); a server that no longer has it answers 410, and the
+  re-list above takes over.
+
+CRDs are large (a schema can be megabytes, and ``kubectl apply`` doubles it in
+an annotation); only what the monitor needs is kept (:class:`CRDRecord`),
+pages are decoded and reduced off the event loop, and watch lines are split
+without re-copying the buffer.
 """
 
 from __future__ import annotations
@@ -16,9 +30,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 
@@ -34,8 +50,12 @@ RUN_ANNOTATION = "crdscope.dev/load-run"
 CROSSPLANE_LABELS = ("pkg.crossplane.io/revision", "pkg.crossplane.io/package", "pkg.crossplane.io/provider")
 #: Decode documents larger than this in a thread (a 1.7 MB CRD takes ~10 ms to parse).
 THREAD_DECODE_BYTES = 256 * 1024
-LIST_PAGE = 250
+#: Real provider CRDs average ~50 KB (twice that with kubectl's last-applied annotation):
+#: 100 per page keeps one decoded page in the tens of MB.
+LIST_PAGE = 100
 WATCH_TIMEOUT_SECONDS = 240
+#: A paginated list whose continue token expired (410) starts over this many times.
+LIST_RESTARTS = 3
 
 
 @dataclass(frozen=True)
@@ -62,6 +82,9 @@ class CRDRecord:
     #: condition timestamps have one-second resolution, these are sub-second.
     seen: float = 0.0
     seen_established: float | None = None
+    #: True when ``seen_established`` comes from a watch event (the transition was seen
+    #: as it happened), False when a list found the CRD already Established.
+    established_live: bool = False
 
     @property
     def state(self) -> str:
@@ -109,8 +132,13 @@ def _condition_time(conditions: list[dict[str, Any]], kind: str) -> float | None
     return None
 
 
-def record_from(obj: dict[str, Any], previous: CRDRecord | None = None, now: float | None = None) -> CRDRecord:
-    """Reduce a CRD object to a :class:`CRDRecord` (keeping first-seen times)."""
+def record_from(obj: dict[str, Any], previous: CRDRecord | None = None, now: float | None = None,
+                *, live: bool = False) -> CRDRecord:
+    """Reduce a CRD object to a :class:`CRDRecord`.
+
+    First-seen times are kept from ``previous`` when it is the same CRD (same
+    uid); ``live`` says the object comes from a watch event rather than a list.
+    """
     now = time.time() if now is None else now
     metadata = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
@@ -123,14 +151,19 @@ def record_from(obj: dict[str, Any], previous: CRDRecord | None = None, now: flo
         created = parse_rfc3339(created_text) if created_text else now
     except Exception:  # noqa: BLE001
         created = now
+    uid = str(metadata.get("uid", ""))
+    if previous is not None and previous.uid != uid:
+        previous = None  # same name, another object: nothing carries over
     seen = previous.seen if previous else now
     seen_established = previous.seen_established if previous else None
+    established_live = previous.established_live if previous else False
     if established is not None and seen_established is None:
         seen_established = now
+        established_live = live
     labels = metadata.get("labels") or {}
     return CRDRecord(
         name=str(metadata.get("name", "")),
-        uid=str(metadata.get("uid", "")),
+        uid=uid,
         group=str(spec.get("group", "")),
         kind=str(names.get("kind", "")),
         plural=str(names.get("plural", "")),
@@ -147,7 +180,37 @@ def record_from(obj: dict[str, Any], previous: CRDRecord | None = None, now: flo
         terminating=bool(metadata.get("deletionTimestamp")),
         seen=seen,
         seen_established=seen_established,
+        established_live=established_live,
     )
+
+
+def slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a CRD object :func:`record_from` reads (schemas and annotations dropped)."""
+    metadata = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    annotations = metadata.get("annotations") or {}
+    kept_metadata = {k: metadata[k] for k in ("name", "uid", "resourceVersion", "creationTimestamp",
+                                               "deletionTimestamp", "labels", "ownerReferences")
+                     if k in metadata}
+    if RUN_ANNOTATION in annotations:
+        kept_metadata["annotations"] = {RUN_ANNOTATION: annotations[RUN_ANNOTATION]}
+    return {
+        "metadata": kept_metadata,
+        "spec": {
+            "group": spec.get("group"),
+            "scope": spec.get("scope"),
+            "names": spec.get("names") or {},
+            "versions": [{k: v.get(k) for k in ("name", "served", "storage")} for v in spec.get("versions") or []],
+        },
+        "status": {"conditions": (obj.get("status") or {}).get("conditions") or []},
+    }
+
+
+def _decode_page(raw: bytes) -> dict[str, Any]:
+    """A list page with its items slimmed, so the full documents die inside the call."""
+    page = json.loads(raw)
+    page["items"] = [slim(item) for item in page.get("items") or []]
+    return page
 
 
 @dataclass(frozen=True)
@@ -169,6 +232,35 @@ async def _decode(raw: bytes) -> Any:
     return json.loads(raw)
 
 
+class LineSplitter:
+    """Splits a byte stream into lines, copying each byte about once.
+
+    (Appending to a ``bytes`` buffer and re-slicing it is quadratic for a
+    megabyte watch event arriving in 16 KB chunks.)
+    """
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._scanned = 0
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """Complete lines (without their newline) found after adding ``chunk``."""
+        self._buffer += chunk
+        lines: list[bytes] = []
+        start = 0
+        search = self._scanned
+        while True:
+            newline = self._buffer.find(b"\n", search)
+            if newline == -1:
+                break
+            lines.append(bytes(self._buffer[start:newline]))
+            start = search = newline + 1
+        if start:
+            del self._buffer[:start]
+        self._scanned = len(self._buffer)
+        return lines
+
+
 @dataclass
 class WatchStatus:
     """How the watch is doing (for the header and the reliability tests)."""
@@ -182,7 +274,17 @@ class WatchStatus:
     last_error: str | None = None
     last_event: float | None = None
     resource_version: str = ""
+    #: Wall-clock time of the last completed list.
+    last_list: float | None = None
     errors: list[str] = field(default_factory=list)
+
+
+class WatchError(Exception):
+    """A list or watch request failed (non-200 answer or an ERROR event); one line."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class CRDWatch:
@@ -205,6 +307,7 @@ class CRDWatch:
         self._listeners.append(listener)
 
     def remove_listener(self, listener: Listener) -> None:
+        """Stop calling ``listener``."""
         if listener in self._listeners:
             self._listeners.remove(listener)
 
@@ -218,8 +321,17 @@ class CRDWatch:
 
         try:
             return await asyncio.wait_for(waiter(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
+
+    async def wait_synced(self, timeout: float) -> str | None:
+        """Wait up to ``timeout`` s for the first list: None once synced, else a one-line reason."""
+        if not self.synced.is_set():
+            try:
+                await asyncio.wait_for(self.synced.wait(), timeout=timeout)
+            except TimeoutError:
+                return f"CRD watch not synced: {self.status.last_error or 'the first CRD list has not finished'}"
+        return None
 
     def _emit(self, kind: str, record: CRDRecord, previous: CRDRecord | None) -> None:
         self.status.events += 1
@@ -228,7 +340,7 @@ class CRDWatch:
         for listener in list(self._listeners):
             try:
                 listener(event)
-            except Exception:  # noqa: BLE001 - a listener bug must not stop the watch
+            except Exception:  # a listener bug must not stop the watch
                 log.exception("CRD watch listener failed")
 
     async def _notify(self) -> None:
@@ -242,46 +354,69 @@ class CRDWatch:
             params["labelSelector"] = self.label_selector
         return params
 
+    async def _list_pages(self) -> tuple[dict[str, dict[str, Any]], str]:
+        """Every CRD (slimmed) by name and the list's resourceVersion, one consistent snapshot."""
+        for _ in range(LIST_RESTARTS):
+            items: dict[str, dict[str, Any]] = {}
+            token: str | None = None
+            resource_version = ""
+            while True:
+                params = self._params(limit=LIST_PAGE)
+                if token:
+                    params["continue"] = token
+                response = await self.cluster.client.get(CRD_PATH, params=params)
+                if response.status_code == 410 and token:
+                    break  # the continue token expired (compaction): take a new snapshot
+                if response.status_code != 200:
+                    raise WatchError(f"list CRDs answered {response.status_code}: {status_message(response)}",
+                                     response.status_code)
+                page = await asyncio.to_thread(_decode_page, response.content)
+                for item in page["items"]:
+                    name = item["metadata"].get("name")
+                    if name:
+                        items[name] = item
+                meta = page.get("metadata") or {}
+                resource_version = meta.get("resourceVersion", resource_version)
+                token = meta.get("continue") or None
+                if not token:
+                    return items, resource_version
+        raise WatchError("list CRDs: the continue token kept expiring (410)", 410)
+
     async def list_once(self) -> str:
         """List every CRD (paginated), reconcile :attr:`crds`, return the list's resourceVersion."""
-        seen: dict[str, dict[str, Any]] = {}
-        token: str | None = None
-        resource_version = ""
-        while True:
-            params = self._params(limit=LIST_PAGE)
-            if token:
-                params["continue"] = token
-            response = await self.cluster.client.get(CRD_PATH, params=params)
-            if response.status_code != 200:
-                raise _WatchFailure(f"list CRDs answered {response.status_code}: {status_message(response)}",
-                                    response.status_code)
-            page = await _decode(response.content)
-            for item in page.get("items") or []:
-                name = (item.get("metadata") or {}).get("name")
-                if name:
-                    seen[name] = item
-            meta = page.get("metadata") or {}
-            resource_version = meta.get("resourceVersion", resource_version)
-            token = meta.get("continue") or None
-            if not token:
-                break
+        listed, resource_version = await self._list_pages()
         now = time.time()
-        for name in [n for n in self.crds if n not in seen]:  # deleted while we were not watching
+        for name in [n for n in self.crds if n not in listed]:  # deleted while we were not watching
             gone = self.crds.pop(name)
             self._emit("DELETED", gone, gone)
-        for name, item in seen.items():
+        for name, item in listed.items():
             previous = self.crds.get(name)
             record = record_from(item, previous, now)
             self.crds[name] = record
+            if previous is not None and previous.uid != record.uid:
+                self._emit("DELETED", previous, previous)  # replaced while we were away
+                previous = None
             if previous is None:
                 self._emit("ADDED", record, None)
             elif previous.resource_version != record.resource_version:
                 self._emit("MODIFIED", record, previous)
         self.status.lists += 1
+        self.status.last_list = now
+        self.status.resource_version = resource_version
         self.status.synced = True
         self.synced.set()
         await self._notify()
         return resource_version
+
+    async def sync_once(self) -> str | None:
+        """One list (for one-shot probes): None on success, else a one-line reason."""
+        try:
+            await self.list_once()
+        except httpx.HTTPError as exc:
+            return explain(exc, self.cluster.server)
+        except (WatchError, ValueError) as exc:
+            return str(exc) or "invalid CRD list answer"
+        return None
 
     async def _watch(self, resource_version: str) -> str:
         """Follow changes from ``resource_version``; returns the last one seen."""
@@ -293,18 +428,15 @@ class CRDWatch:
                 raise _Gone()
             if response.status_code != 200:
                 await response.aread()
-                raise _WatchFailure(f"watch CRDs answered {response.status_code}: {status_message(response)}",
-                                    response.status_code)
+                raise WatchError(f"watch CRDs answered {response.status_code}: {status_message(response)}",
+                                 response.status_code)
+            if not self.status.connected and self.status.last_error is not None:
+                log.info("CRD watch recovered")
             self.status.connected = True
             self.status.last_error = None
-            buffer = b""
+            lines = LineSplitter()
             async for chunk in response.aiter_bytes():
-                buffer += chunk
-                while True:
-                    newline = buffer.find(b"\n")
-                    if newline == -1:
-                        break
-                    line, buffer = buffer[:newline], buffer[newline + 1:]
+                for line in lines.feed(chunk):
                     if line.strip():
                         resource_version = await self._apply(await _decode(line), resource_version)
         return resource_version
@@ -316,8 +448,9 @@ class CRDWatch:
         if kind == "ERROR":
             if obj.get("code") == 410:
                 raise _Gone()
-            raise _WatchFailure(f"watch error: {obj.get('message', obj)}", obj.get("code"))
+            raise WatchError(f"watch error: {obj.get('message', obj)}", obj.get("code"))
         new_rv = metadata.get("resourceVersion") or resource_version
+        self.status.resource_version = new_rv
         if kind == "BOOKMARK":
             return new_rv
         name = metadata.get("name")
@@ -325,15 +458,17 @@ class CRDWatch:
             return new_rv
         previous = self.crds.get(name)
         if kind == "DELETED":
-            if previous is not None:
+            if previous is not None and previous.uid == metadata.get("uid", previous.uid):
                 gone = record_from(obj, previous)
                 del self.crds[name]
                 self._emit("DELETED", gone, previous)
         else:
-            record = record_from(obj, previous)
+            record = record_from(obj, previous, live=True)
+            if previous is not None and previous.uid != record.uid:
+                self._emit("DELETED", previous, previous)
+                previous = None
             self.crds[name] = record
             self._emit("ADDED" if previous is None else "MODIFIED", record, previous)
-        self.status.resource_version = new_rv
         await self._notify()
         return new_rv
 
@@ -345,19 +480,24 @@ class CRDWatch:
             try:
                 if resource_version is None:
                     resource_version = await self.list_once()
+                    backoff = 0.5
                 resource_version = await self._watch(resource_version)
                 backoff = 0.5  # a watch that ended by its own timeout is healthy
             except _Gone:
                 self.status.relists_after_gone += 1
                 resource_version = None
-            except (httpx.HTTPError, _WatchFailure, ValueError) as exc:
+            except (httpx.HTTPError, WatchError, ValueError) as exc:
                 message = explain(exc, self.cluster.server) if isinstance(exc, httpx.HTTPError) else str(exc)
                 if self.status.connected or self.status.last_error is None:
-                    log.warning("CRD watch interrupted: %s", message)
+                    log.warning("CRD watch interrupted: %s", message)  # a transition, logged once
+                if self.status.connected:
+                    backoff = 0.5  # it was working: retry soon
                 self.status.connected = False
                 self.status.last_error = message
+                self.status.errors = (self.status.errors + [message])[-20:]
                 self.status.reconnects += 1
-                await asyncio.sleep(backoff)
+                # Jitter keeps many monitors from reconnecting to a restarted server in step.
+                await asyncio.sleep(backoff * random.uniform(0.8, 1.2))
                 backoff = min(self._backoff_max, backoff * 2)
                 # Resume from the last resourceVersion; a 410 then forces a re-list,
                 # and a re-list reconciles whatever changed while we were away.
@@ -366,20 +506,16 @@ class CRDWatch:
 
     # -- queries ---------------------------------------------------------------------
     def by_state(self) -> dict[str, int]:
+        """Number of CRDs in each state (Established, NamesAccepted, Terminating, Pending)."""
         counts = {"Established": 0, "NamesAccepted": 0, "Terminating": 0, "Pending": 0}
         for record in self.crds.values():
             counts[record.state] += 1
         return counts
 
     def established_names(self) -> set[str]:
+        """Names of the CRDs that are Established."""
         return {name for name, record in self.crds.items() if record.established is not None}
 
 
 class _Gone(Exception):
     """The watch's resourceVersion is too old (410): list again."""
-
-
-class _WatchFailure(Exception):
-    def __init__(self, message: str, code: int | None = None) -> None:
-        super().__init__(message)
-        self.code = code

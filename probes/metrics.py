@@ -14,8 +14,9 @@ import asyncio
 import math
 import re
 import time
+from array import array
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Iterator, Sequence, overload
 
 import httpx
 
@@ -51,12 +52,68 @@ def label_key(labels: Labels) -> LabelKey:
     return tuple(sorted(labels.items()))
 
 
+class Series(Sequence[tuple[Labels, float]]):
+    """The ``(labels, value)`` samples of one metric name, stored as two columns.
+
+    A list of tuples would hold one tuple per sample that the garbage collector
+    tracks for good (a tuple holding a dict is never untracked), and each full
+    collection during a 50 MB scrape would walk hundreds of thousands of them,
+    pausing the event loop for tens of milliseconds.  Label dicts of strings are
+    not tracked, and the values live unboxed in an array.
+    """
+
+    __slots__ = ("labels", "values")
+
+    def __init__(self, samples: Iterable[tuple[Labels, float]] = ()) -> None:
+        self.labels: list[Labels] = []
+        self.values = array("d")
+        for labels, value in samples:
+            self.append(labels, value)
+
+    def append(self, labels: Labels, value: float) -> None:
+        self.labels.append(labels)
+        self.values.append(value)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[Labels, float]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[tuple[Labels, float]]: ...
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return list(zip(self.labels[index], self.values[index]))
+        return self.labels[index], self.values[index]
+
+    def __iter__(self) -> Iterator[tuple[Labels, float]]:
+        return zip(self.labels, self.values)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (Series, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"Series({list(self)!r})"
+
+
 class MetricsParser:
     """Incremental parser of the Prometheus text format, keeping wanted families only.
 
     ``feed`` takes chunks of bytes as they arrive; nothing but the unfinished
-    last line and the kept samples is held in memory.
+    last line (as bytes, so a UTF-8 character cut by a chunk boundary survives)
+    and the kept samples is held in memory.  A line is first tested with one
+    ``str.startswith`` against the wanted names (C speed), so unwanted lines cost
+    almost nothing.  Consecutive histogram buckets of one series differ only in
+    their trailing ``le`` label: the labels before it are parsed once per series
+    and the bucket's dict is a copy sharing their strings (faster, and far less
+    memory for kept histograms).
     """
+
+    #: A "line" longer than this without a newline is garbage (or an attack): drop it.
+    MAX_LINE_BYTES = 1 << 20
 
     def __init__(self, families: Iterable[str] | None = None) -> None:
         wanted = set(families or ())
@@ -64,49 +121,55 @@ class MetricsParser:
         self._names: set[str] | None = {f + s for f in wanted for s in _SUFFIXES} if wanted else None
         # str.startswith with a tuple runs in C: the cheap first filter for each line.
         self._prefixes = tuple(sorted(wanted)) if wanted else ("",)
-        self.samples: dict[str, list[tuple[Labels, float]]] = {}
+        self.samples: dict[str, Series] = {}
         self.types: dict[str, str] = {}
         self.lines = 0
         self.bad_lines = 0
         self.bytes = 0
-        self._carry = ""
+        self._carry = b""
+        # The labels before ``le`` of the series being read (see the class docstring).
+        self._series_prefix = ""
+        self._series_labels: Labels = {}
 
     def feed(self, chunk: bytes) -> None:
         """Parse a chunk; a line cut in half waits for the next chunk."""
         self.bytes += len(chunk)
-        text = self._carry + chunk.decode("utf-8", "replace")
-        lines = text.split("\n")
-        self._carry = lines.pop()
-        self._parse_lines(lines)
+        end = chunk.rfind(b"\n")
+        if end == -1:
+            self._carry += chunk
+            if len(self._carry) > self.MAX_LINE_BYTES:
+                self.bad_lines += 1
+                self._carry = b""
+            return
+        data = self._carry + chunk[:end] if self._carry else chunk[:end]
+        self._carry = chunk[end + 1:]
+        self._parse_lines(data.decode("utf-8", "replace").split("\n"))
 
     def close(self) -> None:
         """Parse whatever remains after the last chunk."""
         if self._carry:
-            self._parse_lines([self._carry])
-            self._carry = ""
+            self._parse_lines([self._carry.decode("utf-8", "replace")])
+            self._carry = b""
 
     def _parse_lines(self, lines: list[str]) -> None:
         prefixes, names, samples = self._prefixes, self._names, self.samples
         self.lines += len(lines)
         for line in lines:
-            if not line.startswith(prefixes):
-                if line.startswith("# TYPE "):
-                    self._type_line(line)
-                continue
-            if line[0] == "#":
+            if not line.startswith(prefixes) or line[:1] == "#" or not line:
                 if line.startswith("# TYPE "):
                     self._type_line(line)
                 continue
             brace = line.find("{")
             space = line.find(" ")
             if brace != -1 and (space == -1 or brace < space):
-                name = line[:brace].strip()
+                name = line[:brace].rstrip()
+                if names is not None and name not in names:
+                    continue
                 close = line.rfind("}")
                 if close < brace:
                     self.bad_lines += 1
                     continue
-                body = line[brace + 1:close]
-                labels = {k: _unescape(v) for k, v in _LABEL.findall(body)} if body else {}
+                labels = self._labels(line[brace + 1:close]) if close > brace + 1 else {}
                 rest = line[close + 1:].split()
             else:
                 if space == -1:
@@ -114,14 +177,36 @@ class MetricsParser:
                         self.bad_lines += 1
                     continue
                 name = line[:space]
+                if names is not None and name not in names:
+                    continue
                 labels = {}
                 rest = line[space + 1:].split()
-            if names is not None and name not in names:
-                continue
             if not rest:
                 self.bad_lines += 1
                 continue
-            samples.setdefault(name, []).append((labels, _float(rest[0])))
+            try:
+                value = float(rest[0])
+            except ValueError:
+                value = _float(rest[0])
+            series = samples.get(name)
+            if series is None:
+                series = samples[name] = Series()
+            series.labels.append(labels)
+            series.values.append(value)
+
+    def _labels(self, body: str) -> Labels:
+        """The labels of one ``{...}`` body, reusing the series' labels for a bucket line."""
+        cut = body.rfind(',le="')
+        # The fast path needs ``le`` last with a plain value: the next quote ends the body.
+        if cut > 0 and body.find('"', cut + 5) == len(body) - 1 and "\\" not in body[cut:]:
+            prefix = body[:cut]
+            if prefix != self._series_prefix:
+                self._series_prefix = prefix
+                self._series_labels = _parse_labels(prefix)
+            labels = self._series_labels.copy()
+            labels["le"] = body[cut + 5:-1]
+            return labels
+        return _parse_labels(body)
 
     def _type_line(self, line: str) -> None:
         parts = line.split()
@@ -131,26 +216,34 @@ class MetricsParser:
                 self.types[family] = parts[3]
 
 
+def _parse_labels(body: str) -> Labels:
+    if "\\" in body:
+        return {k: _unescape(v) for k, v in _LABEL.findall(body)}
+    return dict(_LABEL.findall(body))
+
+
 @dataclass(frozen=True)
 class Scrape:
     """One parsed ``/metrics`` answer (only the families asked for)."""
 
     timestamp: float
-    samples: dict[str, list[tuple[Labels, float]]] = field(default_factory=dict)
+    samples: dict[str, Series] = field(default_factory=dict)
     types: dict[str, str] = field(default_factory=dict)
     bytes: int = 0
     seconds: float = 0.0
     lines: int = 0
     error: str | None = None
     status: int | None = None  # HTTP status (403 means "not allowed", not "down")
+    #: The families this scrape kept; None = every family.
+    families: frozenset[str] | None = None
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
-    def series(self, name: str) -> list[tuple[Labels, float]]:
+    def series(self, name: str) -> Sequence[tuple[Labels, float]]:
         """Every (labels, value) of sample name ``name``."""
-        return self.samples.get(name, [])
+        return self.samples.get(name, ())
 
     def value(self, name: str, **match: str) -> float | None:
         """The first value of ``name`` whose labels include ``match``; None if absent."""
@@ -176,6 +269,10 @@ class Scrape:
     def has(self, name: str) -> bool:
         return bool(self.samples.get(name))
 
+    def covers(self, families: Iterable[str]) -> bool:
+        """True when this scrape kept every family in ``families``."""
+        return self.families is None or self.families.issuperset(families)
+
 
 def parse_text(text: str | bytes, families: Iterable[str] | None = None) -> Scrape:
     """Parse a whole exposition at once (tests, saved scrapes, the benchmark)."""
@@ -184,7 +281,8 @@ def parse_text(text: str | bytes, families: Iterable[str] | None = None) -> Scra
     for start in range(0, len(data), 1 << 16):
         parser.feed(data[start:start + (1 << 16)])
     parser.close()
-    return Scrape(time.time(), parser.samples, parser.types, parser.bytes, 0.0, parser.lines)
+    return Scrape(time.time(), parser.samples, parser.types, parser.bytes, 0.0, parser.lines,
+                  families=frozenset(families) if families else None)
 
 
 # --------------------------------------------------------------------------- histograms
@@ -257,12 +355,13 @@ class MetricsSource:
     """The one ``/metrics`` scrape every probe of a cluster shares.
 
     Probes declare the families they read with :meth:`want`; :meth:`scrape`
-    returns the last scrape when it is fresh enough, joins one in flight, or
-    starts a new one: never two at once.
+    returns the last scrape when it is fresh enough (and kept every wanted
+    family), joins one in flight, or starts a new one: never two at once.
     """
 
-    #: Yield to the event loop after this many bytes of parsing.
+    #: Yield to the event loop after this many bytes of parsing (one chunk parses in a few ms).
     YIELD_EVERY_BYTES = 1 << 16
+    CHUNK_BYTES = 1 << 16
 
     def __init__(self, cluster: Cluster, families: Iterable[str] = ()) -> None:
         self.cluster = cluster
@@ -272,24 +371,36 @@ class MetricsSource:
         self._inflight: asyncio.Task[Scrape] | None = None
 
     def want(self, *families: str) -> None:
-        """Add families to keep (takes effect from the next scrape)."""
+        """Add families to keep (a later :meth:`scrape` will not reuse a scrape without them)."""
         self.families.update(families)
 
     async def scrape(self, max_age: float = 0.0) -> Scrape:
         """A scrape no older than ``max_age`` seconds; failures come back as ``Scrape.error``."""
         last = self.last
-        if last is not None and time.time() - last.timestamp <= max_age:
+        if last is not None and time.time() - last.timestamp <= max_age and last.covers(self.families):
             return last
-        if self._inflight is None or self._inflight.done():
-            self._inflight = asyncio.ensure_future(self._fetch())
+        inflight = self._inflight
+        if inflight is None or inflight.done():
+            inflight = self._start()
         # shield: a cancelled waiter must not cancel the scrape other probes wait on.
+        joined = await asyncio.shield(inflight)
+        if joined.covers(self.families):
+            return joined
+        # A family was wanted after that scrape began: scrape again, still one at a time.
+        if self._inflight is inflight or self._inflight is None or self._inflight.done():
+            self._start()
         return await asyncio.shield(self._inflight)
 
-    async def _fetch(self) -> Scrape:
-        parser = MetricsParser(self.families)
+    def _start(self) -> asyncio.Task[Scrape]:
+        self._inflight = asyncio.ensure_future(self._fetch(frozenset(self.families)))
+        return self._inflight
+
+    async def _fetch(self, families: frozenset[str]) -> Scrape:
+        parser = MetricsParser(families)
         started = time.perf_counter()
         stamp = time.time()
         status = None
+        kept = families or None
         try:
             async with self.cluster.client.stream("GET", "/metrics", headers={"Accept": "text/plain"}) as response:
                 status = response.status_code
@@ -297,11 +408,11 @@ class MetricsSource:
                     await response.aread()
                     message = status_message(response)
                     scrape = Scrape(stamp, error=f"/metrics answered {status}: {message}", status=status,
-                                    seconds=time.perf_counter() - started)
+                                    seconds=time.perf_counter() - started, families=kept)
                     self._keep(scrape)
                     return scrape
                 since_yield = 0
-                async for chunk in response.aiter_bytes(1 << 16):
+                async for chunk in response.aiter_bytes(self.CHUNK_BYTES):
                     parser.feed(chunk)
                     since_yield += len(chunk)
                     if since_yield >= self.YIELD_EVERY_BYTES:
@@ -310,11 +421,11 @@ class MetricsSource:
                 parser.close()
         except httpx.HTTPError as exc:
             scrape = Scrape(stamp, error=explain(exc, self.cluster.server), status=status,
-                            seconds=time.perf_counter() - started)
+                            seconds=time.perf_counter() - started, families=kept)
             self._keep(scrape)
             return scrape
         scrape = Scrape(stamp, parser.samples, parser.types, parser.bytes,
-                        time.perf_counter() - started, parser.lines, status=status)
+                        time.perf_counter() - started, parser.lines, status=status, families=kept)
         self._keep(scrape)
         return scrape
 

@@ -16,11 +16,27 @@ import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Protocol
 
-from .samples import Sample
+from .samples import SAMPLE_TYPES, Sample
 
 log = logging.getLogger("crdscope.scheduler")
 
 Sink = Callable[[Sample], Awaitable[None] | None]
+
+
+async def deliver(sinks: list[Sink], sample: Sample) -> None:
+    """Hand a sample to every sink (sync or async); a failing sink is logged, never fatal.
+
+    Shared by the scheduler and by replay (``session.replay.ReplayFeed``).
+    """
+    for sink in list(sinks):
+        try:
+            result = sink(sample)
+            if inspect.isawaitable(result):
+                await result
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - one broken sink must not starve the others
+            log.exception("sink %r failed on a %s sample", sink, type(sample).__name__)
 
 
 class Probe(Protocol):
@@ -57,6 +73,14 @@ class _Entry:
     health: ProbeHealth
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task | None = None
+
+
+def error_sample(probe: str, error: str) -> Sample:
+    """A failed sample of ``probe``'s own type, so its panel and events name the right probe."""
+    try:
+        return SAMPLE_TYPES.get(probe, Sample)(error=error)
+    except TypeError:  # a sample type with a required field: the base class still carries the error
+        return Sample(error=error)
 
 
 class Scheduler:
@@ -146,7 +170,7 @@ class Scheduler:
             raise
         except Exception as exc:  # noqa: BLE001 - a probe bug must not stop the monitor
             log.exception("probe %s raised instead of returning an error sample", probe.name)
-            sample = Sample(error=f"internal error in probe {probe.name}: {type(exc).__name__}: {exc}")
+            sample = error_sample(probe.name, f"internal error in probe {probe.name}: {type(exc).__name__}: {exc}")
         health.runs += 1
         health.last_run = time.time()
         health.last_seconds = time.monotonic() - started
@@ -167,15 +191,7 @@ class Scheduler:
         return sample
 
     async def _deliver(self, sample: Sample) -> None:
-        for sink in list(self.sinks):
-            try:
-                result = sink(sample)
-                if inspect.isawaitable(result):
-                    await result
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001 - one broken sink must not starve the others
-                log.exception("sink %r failed on a %s sample", sink, type(sample).__name__)
+        await deliver(self.sinks, sample)
 
     async def _loop(self, entry: _Entry) -> None:
         while True:

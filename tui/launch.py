@@ -2,26 +2,104 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import logging
+from pathlib import Path
+from typing import Any
+
 import click
 
+from probes.paths import state_dir
 
-def open_monitor(kubeconfig: str | None = None, context: str | None = None, *, record=True,
-                 prometheus_url: str | None = None, theme: str | None = None) -> None:
-    """Open the monitor on a cluster (the TUI arrives with its issue; until then, one probe)."""
+log = logging.getLogger("crdscope.launch")
+
+#: Seconds allowed for the one /version request that names the cluster in a recording.
+DESCRIBE_TIMEOUT = 3.0
+
+
+def log_to_file() -> Path:
+    """Send crdscope's logs to the XDG state dir (a full-screen app has no stderr to spare)."""
+    path = state_dir() / "crdscope.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)
+    logging.getLogger("crdscope").setLevel(logging.INFO)
+    return path
+
+
+def _describe(kubeconfig: str | None, context: str | None):
+    """The cluster as a recording names it (server, context, version; never credentials)."""
     from probes.cluster import Cluster
-    from probes.version import probe_version
-    import asyncio
+    from session.recorder import ClusterInfo, describe_cluster
 
-    async def main():
+    async def describe() -> ClusterInfo:
+        # A cluster of its own: the monitor's client must be born in the app's event loop.
         async with Cluster.connect(kubeconfig, context) as cluster:
-            return await probe_version(cluster)
+            try:
+                return await asyncio.wait_for(describe_cluster(cluster), DESCRIBE_TIMEOUT)
+            except (asyncio.TimeoutError, OSError):
+                return ClusterInfo(server=cluster.server, context=cluster.context)
 
-    sample = asyncio.run(main())
-    click.echo(f"{sample.server}: {sample.git_version or sample.error} ({sample.seconds * 1000:.1f} ms)")
+    return asyncio.run(describe())
+
+
+def open_recorder(record: Any, settings, kubeconfig: str | None, context: str | None):
+    """A Recorder for ``record`` (True: the default file, a path: that file, None: none)."""
+    if record is None or record is False or (record is True and not settings.ui.record):
+        return None
+    from session.recorder import DEFAULT_KEEP_BYTES, Recorder, default_recording_path
+
+    info = _describe(kubeconfig, context)
+    if record is True:
+        return Recorder(default_recording_path(info.context), info, keep_bytes=DEFAULT_KEEP_BYTES)
+    return Recorder(Path(record), info)
+
+
+def build_app(kubeconfig: str | None = None, context: str | None = None, *, record: Any = None,
+              prometheus_url: str | None = None, theme: str | None = None, lab: Any = None,
+              settings: Any = None, layout: str | None = None):
+    """The monitor app on a cluster, ready to run (tests drive it with ``run_test``)."""
+    from probes.cluster import Cluster
+    from probes.monitor import Monitor
+    from probes.settings import load_settings
+
+    from .app import CrdscopeApp, check_theme
+    from .feeds import LiveFeed
+    from .loader_control import LoaderControl
+
+    settings = settings or load_settings()
+    if prometheus_url:
+        settings = dataclasses.replace(settings, prometheus_url=prometheus_url)
+    theme = check_theme(theme or settings.ui.theme)
+    cluster = Cluster.connect(kubeconfig, context)
+    recorder = open_recorder(record, settings, kubeconfig, context)
+    monitor = Monitor(cluster, settings)
+    loader = LoaderControl(monitor, settings.loader, context_flag=context)
+    return CrdscopeApp(LiveFeed(monitor), settings=settings, theme=theme, loader=loader, lab=lab,
+                       recorder=recorder, layout=layout)
+
+
+def open_monitor(kubeconfig: str | None = None, context: str | None = None, *, record: Any = True,
+                 prometheus_url: str | None = None, theme: str | None = None, lab: Any = None) -> None:
+    """Open the monitor on a cluster (the current context by default) and run it until quit."""
+    where = log_to_file()
+    app = build_app(kubeconfig, context, record=record, prometheus_url=prometheus_url, theme=theme, lab=lab)
+    try:
+        app.run()
+    finally:
+        if app.recorder is not None:
+            app.recorder.close()
+            click.echo(f"recorded to {app.recorder.first_path}", err=True)
+    if app.return_code:
+        click.echo(f"crdscope: the monitor stopped on an error (details in {where})", err=True)
 
 
 def open_lab_monitor() -> None:
-    """Start the lab if it is not up, then open the monitor on it."""
+    """Start the lab if it is not up, then open the monitor on it with the loader ready."""
     from lab.binaries import ensure_binaries
     from lab.controlplane import Lab
 
@@ -30,4 +108,4 @@ def open_lab_monitor() -> None:
     if state is None or not lab.status()["ready"]:
         binaries = ensure_binaries(progress=lambda line: click.echo(line, err=True))
         state = lab.up(binaries, say=lambda line: click.echo(line, err=True))
-    open_monitor(kubeconfig=state.kubeconfig, context=None)
+    open_monitor(kubeconfig=state.kubeconfig, context=None, lab=lab)

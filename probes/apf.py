@@ -1,0 +1,283 @@
+"""API Priority and Fairness as ``/metrics`` and the flowcontrol API show it.
+
+:func:`priority_levels` turns two scrapes of :data:`APF_FAMILIES` into
+per-level (and per-flow-schema) current values, counts and rates;
+:class:`FlowcontrolNames` maps the UIDs of the ``X-Kubernetes-PF-*`` response
+headers to names.  The throttling probe (:mod:`probes.throttling`) puts them in
+its sample.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .cluster import Cluster
+from .errors import ClusterError
+from .metrics import Scrape, buckets, delta_buckets, histogram_quantile, merge_buckets
+
+#: The quantile of the queue wait reported per priority level.
+WAIT_QUANTILE = 0.99
+
+REJECTED = "apiserver_flowcontrol_rejected_requests_total"
+DISPATCHED = "apiserver_flowcontrol_dispatched_requests_total"
+INQUEUE = "apiserver_flowcontrol_current_inqueue_requests"
+EXECUTING_REQUESTS = "apiserver_flowcontrol_current_executing_requests"
+EXECUTING_SEATS = "apiserver_flowcontrol_current_executing_seats"
+NOMINAL_LIMIT = "apiserver_flowcontrol_nominal_limit_seats"
+CURRENT_LIMIT = "apiserver_flowcontrol_current_limit_seats"
+WAIT = "apiserver_flowcontrol_request_wait_duration_seconds"
+APF_FAMILIES = (REJECTED, DISPATCHED, INQUEUE, EXECUTING_REQUESTS, EXECUTING_SEATS,
+                NOMINAL_LIMIT, CURRENT_LIMIT, WAIT)
+
+
+@dataclass(frozen=True)
+class PriorityLevel:
+    """One APF priority level: current values, and counts/rates between the two scrapes.
+
+    A level the server has never routed a request to has no per-level series;
+    its counts and gauges are then 0 (the server exports the family for other
+    levels).  ``wait_p99_seconds`` is None when no request waited in the window.
+    """
+
+    name: str
+    #: "Queue", "Reject" or "Exempt" (from the flowcontrol API; None when it cannot be listed)
+    limit_response: str | None = None
+    inqueue: int = 0
+    executing_requests: int = 0
+    executing_seats: int = 0
+    #: seats the level may use now (nominal plus borrowed, minus lent)
+    limit_seats: int | None = None
+    nominal_limit_seats: int | None = None
+    #: the server's counter since it started
+    rejected_total: int = 0
+    rejected: int | None = None
+    rejected_per_s: float | None = None
+    #: rejections in the window by reason (queue-full, concurrency-limit, time-out)
+    rejected_by_reason: dict[str, int] = field(default_factory=dict)
+    dispatched: int | None = None
+    dispatched_per_s: float | None = None
+    wait_p99_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class FlowSchemaActivity:
+    """A flow schema that queued, executed, dispatched or rejected something in the window."""
+
+    name: str
+    priority_level: str
+    inqueue: int = 0
+    executing_seats: int = 0
+    rejected: int = 0
+    rejected_per_s: float = 0.0
+    dispatched: int = 0
+    dispatched_per_s: float = 0.0
+
+
+# --------------------------------------------------------------------------- names of UIDs
+
+
+class FlowcontrolNames:
+    """UID -> name of FlowSchemas and PriorityLevelConfigurations, listed rarely.
+
+    The lists are small (a dozen objects); they are fetched at most every
+    :attr:`REFRESH_SECONDS`, or sooner (but not more than every
+    :attr:`UNKNOWN_REFRESH_SECONDS`) when a header or ``/metrics`` names a flow
+    schema or level not seen yet.  What one listing did not find (a deleted
+    object, whose metrics the server keeps) does not make the next one sooner.
+    """
+
+    BASE = "/apis/flowcontrol.apiserver.k8s.io/v1"
+    REFRESH_SECONDS = 300.0
+    UNKNOWN_REFRESH_SECONDS = 30.0
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.flow_schemas: dict[str, str] = {}
+        self.priority_levels: dict[str, str] = {}
+        #: priority level name -> "Queue" | "Reject" | "Exempt"
+        self.limit_responses: dict[str, str] = {}
+        self.error: str | None = None
+        self._fetched_at: float | None = None
+        self._not_found: set[str] = set()
+
+    async def refresh(self, uids: set[str] = frozenset(), levels: set[str] = frozenset()) -> None:
+        """List both kinds again if the cache is old, or if it lacks one of ``uids`` or ``levels`` (names)."""
+        now = time.monotonic()
+        age = None if self._fetched_at is None else now - self._fetched_at
+        wanted = set(uids) | set(levels)
+        known = self.flow_schemas.keys() | self.priority_levels.keys() | self.limit_responses.keys()
+        unknown = bool(wanted - known - self._not_found)
+        if age is not None and age < self.REFRESH_SECONDS and not (
+                unknown and age >= self.UNKNOWN_REFRESH_SECONDS):
+            return
+        self._fetched_at = now
+        schemas, listed_levels = await asyncio.gather(
+            self.cluster.get_json(f"{self.BASE}/flowschemas"),
+            self.cluster.get_json(f"{self.BASE}/prioritylevelconfigurations"),
+            return_exceptions=True,
+        )
+        for answer in (schemas, listed_levels):
+            if isinstance(answer, ClusterError):
+                self.error = f"flowcontrol API: {answer}"
+                return
+            if isinstance(answer, BaseException):
+                raise answer
+        self.error = None
+        self.flow_schemas = _uid_names(schemas)
+        self.priority_levels = _uid_names(listed_levels)
+        self.limit_responses = {
+            item["metadata"]["name"]: _limit_response(item.get("spec") or {})
+            for item in _items(listed_levels) if item.get("metadata", {}).get("name")
+        }
+        found = self.flow_schemas.keys() | self.priority_levels.keys() | self.limit_responses.keys()
+        self._not_found = wanted - found
+
+    def flow_schema(self, uid: str | None) -> str | None:
+        return self.flow_schemas.get(uid) if uid else None
+
+    def priority_level(self, uid: str | None) -> str | None:
+        return self.priority_levels.get(uid) if uid else None
+
+
+def _items(listing: Any) -> list[dict]:
+    items = listing.get("items") if isinstance(listing, dict) else None
+    return [item for item in items or [] if isinstance(item, dict)]
+
+
+def _uid_names(listing: Any) -> dict[str, str]:
+    return {item["metadata"]["uid"]: item["metadata"]["name"] for item in _items(listing)
+            if item.get("metadata", {}).get("uid") and item["metadata"].get("name")}
+
+
+def _limit_response(spec: dict) -> str:
+    if spec.get("type") == "Exempt":
+        return "Exempt"
+    return str(((spec.get("limited") or {}).get("limitResponse") or {}).get("type") or "Queue")
+
+
+# --------------------------------------------------------------------------- server side
+
+
+def _counter_delta(newer: float, older: float | None) -> float:
+    """Increase of a counter; a lower value means the server restarted (counted from 0)."""
+    if older is None:
+        return newer
+    return newer if newer < older else newer - older
+
+
+def _rate(count: float | None, interval: float | None) -> float | None:
+    if count is None or not interval:
+        return None
+    return count / interval
+
+
+def level_names(scrape: Scrape) -> set[str]:
+    """Every priority level the APF families of ``scrape`` name."""
+    names: set[str] = set()
+    for family in APF_FAMILIES:
+        suffix = "_bucket" if family == WAIT else ""
+        names.update(labels.get("priority_level", "") for labels, _ in scrape.series(family + suffix))
+    names.discard("")
+    return names
+
+
+def priority_levels(newer: Scrape, older: Scrape | None, limit_responses: dict[str, str]
+                    ) -> tuple[tuple[PriorityLevel, ...], tuple[FlowSchemaActivity, ...]]:
+    """Priority levels and active flow schemas from two scrapes (``older`` None: current values only).
+
+    A series missing from ``older`` counts from 0: the server creates a series
+    on its first observation.  The server keeps the series of a deleted level
+    until it restarts: a level that ``limit_responses`` (the configured levels,
+    when they could be listed) lacks is left out unless it is still busy.
+    """
+    interval = newer.timestamp - older.timestamp if older is not None else None
+    if interval is not None and interval <= 0:
+        older, interval = None, None
+    names = level_names(newer)
+
+    def per(scrape: Scrape | None, family: str, *keys: str) -> dict[tuple[str, ...], float] | None:
+        return scrape.by(family, *keys) if scrape is not None else None
+
+    rejected_now = newer.by(REJECTED, "priority_level", "flow_schema", "reason")
+    rejected_before = per(older, REJECTED, "priority_level", "flow_schema", "reason")
+    dispatched_now = newer.by(DISPATCHED, "priority_level", "flow_schema")
+    dispatched_before = per(older, DISPATCHED, "priority_level", "flow_schema")
+    rejected_window = _window(rejected_now, rejected_before)
+    dispatched_window = _window(dispatched_now, dispatched_before)
+    inqueue = newer.by(INQUEUE, "priority_level", "flow_schema")
+    executing_requests = newer.by(EXECUTING_REQUESTS, "priority_level")
+    executing_seats = newer.by(EXECUTING_SEATS, "priority_level", "flow_schema")
+    nominal = newer.by(NOMINAL_LIMIT, "priority_level")
+    current = newer.by(CURRENT_LIMIT, "priority_level")
+    waits_now = buckets(newer, WAIT)
+    waits_before = buckets(older, WAIT) if older is not None else None
+
+    levels = []
+    for name in sorted(names):
+        by_reason: dict[str, int] = {}
+        if rejected_window is not None:
+            for (level, _, reason), count in rejected_window.items():
+                if level == name and count:
+                    by_reason[reason] = by_reason.get(reason, 0) + int(count)
+        rejected = sum(by_reason.values()) if rejected_window is not None else None
+        dispatched = (int(sum(c for (level, _), c in dispatched_window.items() if level == name))
+                      if dispatched_window is not None else None)
+        waiting, seats = _sum_level(inqueue, name), _sum_level(executing_seats, name)
+        if limit_responses and name not in limit_responses and not (rejected or dispatched or waiting or seats):
+            continue  # deleted: only its stale series remain
+        levels.append(PriorityLevel(
+            name=name,
+            limit_response=limit_responses.get(name),
+            inqueue=int(waiting),
+            executing_requests=int(executing_requests.get((name,), 0)),
+            executing_seats=int(seats),
+            limit_seats=_int_or_none(current.get((name,))),
+            nominal_limit_seats=_int_or_none(nominal.get((name,))),
+            rejected_total=int(_sum_level(rejected_now, name)),
+            rejected=rejected,
+            rejected_per_s=_rate(rejected, interval),
+            rejected_by_reason=by_reason,
+            dispatched=dispatched,
+            dispatched_per_s=_rate(dispatched, interval),
+            wait_p99_seconds=_wait_quantile(waits_now, waits_before, name) if older is not None else None,
+        ))
+
+    schemas = []
+    for level, schema in sorted({k[:2] for k in rejected_now} | set(dispatched_now) | set(inqueue)
+                                | set(executing_seats)):
+        rejected = sum(c for k, c in (rejected_window or {}).items() if k[:2] == (level, schema))
+        dispatched = (dispatched_window or {}).get((level, schema), 0.0)
+        waiting = inqueue.get((level, schema), 0.0)
+        seats = executing_seats.get((level, schema), 0.0)
+        if rejected or dispatched or waiting or seats:
+            schemas.append(FlowSchemaActivity(
+                name=schema, priority_level=level, inqueue=int(waiting), executing_seats=int(seats),
+                rejected=int(rejected), rejected_per_s=_rate(rejected, interval) or 0.0,
+                dispatched=int(dispatched), dispatched_per_s=_rate(dispatched, interval) or 0.0,
+            ))
+    return tuple(levels), tuple(schemas)
+
+
+def _window(now: dict[tuple[str, ...], float], before: dict[tuple[str, ...], float] | None
+            ) -> dict[tuple[str, ...], float] | None:
+    if before is None:
+        return None
+    return {key: _counter_delta(value, before.get(key, 0.0)) for key, value in now.items()}
+
+
+def _sum_level(grouped: dict[tuple[str, ...], float], level: str) -> float:
+    return sum(value for key, value in grouped.items() if key[0] == level)
+
+
+def _int_or_none(value: float | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def _wait_quantile(now: dict, before: dict | None, level: str) -> float | None:
+    """The queue-wait quantile of one level's requests between the scrapes (executed or not)."""
+    deltas = [delta_buckets(series, (before or {}).get(key))
+              for key, series in now.items() if dict(key).get("priority_level") == level]
+    return histogram_quantile(WAIT_QUANTILE, merge_buckets(deltas)) if deltas else None

@@ -1,0 +1,445 @@
+"""The discovery probe: how long a client needs to find every API, and how that grows with CRDs.
+
+Each run fetches aggregated discovery (``/api`` then ``/apis`` with client-go's
+Accept list and ``If-None-Match``: an unchanged document costs a 304) and
+recognises the answer by its Content-Type.  A plain ``APIGroupList``/``APIVersions``
+or a 406 means the server does not serve aggregated discovery: the probe then
+does what client-go does, the legacy walk (``/api``, ``/apis``, then every
+group-version at once).  The walk also runs on its own, rarely
+(``cadences.discovery_legacy``) and when the set of group-versions changed, to
+measure per-group-version latencies and to replay them through the client
+rate limits of :mod:`probes.ratelimit` (the time kubectl users see).
+
+Documents are parsed in :mod:`probes.discovery_docs` (big ones in pieces, so that
+the event loop keeps running); kubectl's disk cache and its own timing are in
+:mod:`probes.discovery_kubectl`.  What the OpenAPI probe reads is published as
+``monitor.shared["discovery"]`` (:class:`DiscoveryView`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+from . import discovery_kubectl as kubectl_side
+from .cluster import Cluster, explain, raise_for_status
+from .discovery_docs import (
+    ACCEPT_AGGREGATED,
+    ACCEPT_LEGACY,
+    DiscoveredAPIs,
+    content_format,
+    decode_in_pieces,
+    group_version_path,
+    parse_aggregated,
+    parse_api_group_list,
+    parse_api_versions,
+    parse_resource_list,
+)
+from .discovery_kubectl import KubectlCache, KubectlTiming
+from .errors import ClusterError, ConfigError
+from .ratelimit import ClientLimits, ClientModel, client_models, user_limits
+from .samples import Sample, percentile
+from .settings import Cadences
+
+log = logging.getLogger("crdscope.discovery")
+
+SLOWEST = 5
+#: After a change, walk again no sooner than this fraction of the legacy cadence (politeness floor).
+CHANGE_WALK_FLOOR = 0.1
+
+
+@dataclass(frozen=True)
+class GroupVersionLatency:
+    """One group-version's GET in the legacy walk."""
+
+    group_version: str
+    seconds: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class DiscoverySample(Sample):
+    """One discovery run.
+
+    ``group_versions`` and ``resources`` count as ``kubectl api-versions`` and
+    ``kubectl api-resources`` do (see :mod:`probes.discovery_docs`).  ``requests``,
+    ``bytes`` (decoded bodies), ``wire_bytes`` and ``seconds`` describe this run's
+    discovery in ``mode``; a legacy walk made alongside an aggregated run is in
+    ``walk_*``.  Latencies, ``slowest`` and ``client_models`` come from the latest
+    legacy walk (``walk_timestamp``); without one they are empty and ``unobservable``
+    says why.  ``appeared``/``vanished`` compare with the previous run (the first
+    run is the baseline: nothing changed).
+    """
+
+    probe = "discovery"
+
+    server: str = ""
+    mode: str = ""
+    format: str = ""
+    fallback_reason: str | None = None
+    group_versions: int = 0
+    resources: int = 0
+    stale_group_versions: tuple[str, ...] = ()
+    failed_group_versions: dict[str, str] = field(default_factory=dict)
+    requests: int = 0
+    bytes: int = 0
+    wire_bytes: int = 0
+    seconds: float = 0.0
+    not_modified: int = 0
+    not_modified_total: int = 0
+    changed: bool = False
+    appeared: tuple[str, ...] = ()
+    vanished: tuple[str, ...] = ()
+    walk_timestamp: float | None = None
+    walk_requests: int | None = None
+    walk_bytes: int | None = None
+    walk_seconds: float | None = None
+    gv_p50_seconds: float | None = None
+    gv_p95_seconds: float | None = None
+    gv_max_seconds: float | None = None
+    slowest: tuple[GroupVersionLatency, ...] = ()
+    client_models: tuple[ClientModel, ...] = ()
+    kubectl_cache: KubectlCache | None = None
+    kubectl: KubectlTiming | None = None
+    unobservable: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DiscoveryView:
+    """What the probe publishes as ``monitor.shared["discovery"]`` after every successful run.
+
+    - ``timestamp``: when the view was taken (``time.time()``)
+    - ``mode``: ``"aggregated"`` or ``"legacy"``
+    - ``visible_since``: every fresh group-version in discovery (``"v1"``,
+      ``"<group>/<version>"``) -> the wall-clock time (``time.time()``) this probe
+      first saw it; group-versions present when the probe started carry its first
+      run's time; one that vanishes and comes back starts again
+    - ``stale``: group-versions listed with ``freshness: Stale``
+    - ``served``: ``(group, version, resource)`` of every resource (not subresource)
+      in a fresh group-version (``group`` is ``""`` for core)
+    - ``resources``: ``kubectl api-resources -o name`` as a set
+
+    ``timestamp`` is taken when the discovery answers were in, before anything
+    else the run does.  A new object replaces the old one on every successful run:
+    readers may keep a reference.
+    """
+
+    timestamp: float
+    mode: str
+    visible_since: dict[str, float]
+    stale: frozenset[str]
+    served: frozenset[tuple[str, str, str]]
+    resources: frozenset[str]
+
+
+@dataclass
+class _Fetched:
+    status: int
+    content_type: str | None
+    etag: str | None
+    body: bytes
+    wire_bytes: int
+    seconds: float
+
+
+@dataclass
+class _Walk:
+    timestamp: float
+    apis: DiscoveredAPIs
+    requests: int
+    bytes: int
+    wire_bytes: int
+    seconds: float
+    api_seconds: float
+    apis_seconds: float
+    gv_seconds: dict[str, float]
+    failed: dict[str, str]
+
+
+class _Failed(Exception):
+    """This run cannot go on; the message becomes the sample's error."""
+
+
+class DiscoveryProbe:
+    """The periodic discovery probe of one cluster (``name``, ``cadence``, ``run()``)."""
+
+    name = "discovery"
+
+    def __init__(self, cluster: Cluster, cadences: Cadences | None = None, *,
+                 shared: dict[str, object] | None = None, extra_limits: ClientLimits | None = None) -> None:
+        cadences = cadences or Cadences()
+        self.cluster = cluster
+        self.cadence = cadences.discovery
+        self.legacy_cadence = cadences.discovery_legacy
+        self.shared = shared
+        self.extra_limits = extra_limits
+        self.view: DiscoveryView | None = None
+        self.not_modified_total = 0
+        self._etags: dict[str, str] = {}
+        self._aggregated: dict[str, tuple[str, DiscoveredAPIs]] = {}  # path -> (format, parsed)
+        self._merged: DiscoveredAPIs | None = None
+        self._counted: tuple[DiscoveredAPIs, frozenset, frozenset] | None = None
+        self._legacy_only = False
+        self._walk: _Walk | None = None
+        self._walk_listed: set[str] = set()
+        self._previous: set[str] | None = None
+        self._first_seen: dict[str, float] = {}
+        self._cache_signature: tuple | None = None
+        self._cache: KubectlCache | None = None
+
+    async def run(self) -> DiscoverySample:
+        """One periodic run: aggregated discovery, plus the legacy walk when it is due."""
+        return await self.observe()
+
+    # -- fetching -----------------------------------------------------------------------
+    async def _get(self, path: str, accept: str, etag: str | None = None) -> _Fetched:
+        headers = {"Accept": accept}
+        if etag:
+            headers["If-None-Match"] = etag
+        started = time.perf_counter()
+        try:
+            async with self.cluster.client.stream("GET", path, headers=headers) as response:
+                # Read into the response so an error answer can explain itself (status_message).
+                body = await response.aread()
+                if response.status_code >= 400 and response.status_code != 406:
+                    raise_for_status(response)
+                return _Fetched(response.status_code, response.headers.get("Content-Type"),
+                                response.headers.get("ETag"), bytes(body), response.num_bytes_downloaded,
+                                time.perf_counter() - started)
+        except httpx.HTTPError as exc:
+            raise _Failed(explain(exc, self.cluster.server)) from None
+        except ClusterError as exc:
+            raise _Failed(str(exc)) from None
+
+    async def _aggregated_fetch(self) -> tuple[str, DiscoveredAPIs, list[_Fetched], str | None,
+                                               dict[str, _Fetched]]:
+        """``/api`` then ``/apis``; returns (format, parsed, fetches, fallback reason, plain answers)."""
+        fetches: list[_Fetched] = []
+        parts: list[DiscoveredAPIs] = []
+        formats: list[str] = []
+        plain: dict[str, _Fetched] = {}
+        for path in ("/api", "/apis"):
+            fetched = await self._get(path, ACCEPT_AGGREGATED, self._etags.get(path))
+            fetches.append(fetched)
+            if fetched.status == 406:
+                return "legacy", DiscoveredAPIs(), fetches, f"{path} answered 406 to aggregated discovery", {}
+            if fetched.status == 304 and path in self._aggregated:
+                fmt, parsed = self._aggregated[path]
+            else:
+                fmt = content_format(fetched.content_type)
+                if fmt == "legacy":
+                    plain[path] = fetched
+                    self._etags.pop(path, None)
+                    self._aggregated.pop(path, None)
+                    parts.append(DiscoveredAPIs())
+                    formats.append(fmt)
+                    continue
+                parsed = parse_aggregated(await decode_in_pieces(fetched.body), path)
+                if fetched.etag:
+                    self._etags[path] = fetched.etag
+                self._aggregated[path] = (fmt, parsed)
+            parts.append(parsed)
+            formats.append(fmt)
+        if plain:
+            which = " and ".join(plain)
+            return "legacy", DiscoveredAPIs(), fetches, f"{which} answered plain JSON (no aggregated discovery)", plain
+        if self._merged is None or any(f.status != 304 for f in fetches):
+            self._merged = parts[0].merge(parts[1])  # the same object while nothing changes
+        return formats[-1], self._merged, fetches, None, {}
+
+    async def _legacy_lists(self, plain: dict[str, _Fetched]) -> tuple[_Fetched, _Fetched, DiscoveredAPIs]:
+        """Legacy ``/api`` and ``/apis`` (reusing plain answers already received), parsed and merged."""
+        api = plain.get("/api") or await self._get("/api", ACCEPT_LEGACY)
+        apis = plain.get("/apis") or await self._get("/apis", ACCEPT_LEGACY)
+        for path, fetched in (("/api", api), ("/apis", apis)):
+            if fetched.status != 200:
+                raise _Failed(f"legacy discovery {path} answered {fetched.status}")
+        listed = parse_api_versions(await decode_in_pieces(api.body), "/api").merge(
+            parse_api_group_list(await decode_in_pieces(apis.body), "/apis"))
+        return api, apis, listed
+
+    async def _walk_legacy(self, lists: tuple[_Fetched, _Fetched, DiscoveredAPIs] | None = None) -> _Walk:
+        """client-go's walk: ``/api``, ``/apis``, then every group-version at once, each timed."""
+        started = time.perf_counter()
+        timestamp = time.time()
+        reused = 0.0 if lists is None else lists[0].seconds + lists[1].seconds
+        api, apis, listed = lists or await self._legacy_lists({})
+        gvs = listed.group_versions()
+        results = await asyncio.gather(*(self._get_group_version(gv) for gv in gvs))
+        failed = {gv: error for gv, _, _, error in results if error}
+        if gvs and len(failed) == len(gvs):
+            raise _Failed(f"every group-version GET failed, e.g. {gvs[0]}: {failed[gvs[0]]}")
+        for gv, _, resources, _ in results:
+            if resources is not None:
+                listed.resources[gv] = resources
+        answered = [api, apis] + [fetched for _, fetched, _, _ in results if fetched]
+        return _Walk(
+            timestamp=timestamp, apis=listed, requests=2 + len(gvs),
+            bytes=sum(len(f.body) for f in answered), wire_bytes=sum(f.wire_bytes for f in answered),
+            seconds=time.perf_counter() - started + reused, api_seconds=api.seconds, apis_seconds=apis.seconds,
+            gv_seconds={gv: fetched.seconds for gv, fetched, _, _ in results if fetched}, failed=failed,
+        )
+
+    async def _get_group_version(self, gv: str) -> tuple[str, _Fetched | None, list | None, str | None]:
+        path = group_version_path(gv)
+        try:
+            fetched = await self._get(path, ACCEPT_LEGACY)
+            if fetched.status != 200:
+                return gv, fetched, None, f"{path} answered {fetched.status}"
+            return gv, fetched, parse_resource_list(await decode_in_pieces(fetched.body), path), None
+        except _Failed as exc:
+            return gv, None, None, str(exc)
+        except ValueError as exc:  # DiscoveryFormatError or undecodable JSON
+            return gv, None, None, f"{path}: {exc}"
+
+    # -- one run ------------------------------------------------------------------------
+    def _walk_due(self, listed: set[str] | None, now: float) -> bool:
+        if self._walk is None:
+            return True
+        age = now - self._walk.timestamp
+        if age >= self.legacy_cadence:
+            return True
+        return listed is not None and listed != self._walk_listed and age >= self.legacy_cadence * CHANGE_WALK_FLOOR
+
+    async def observe(self, mode: str | None = None) -> DiscoverySample:
+        """Run once.  ``mode``: ``"aggregated"`` (no walk unless the server forces one),
+        ``"legacy"`` (the walk alone) or None (the periodic policy)."""
+        try:
+            return await self._observe(mode)
+        except _Failed as exc:
+            error = str(exc)
+        except ValueError as exc:  # DiscoveryFormatError and undecodable JSON
+            error = f"malformed discovery document: {exc}"
+        return DiscoverySample(server=self.cluster.server, error=error, not_modified_total=self.not_modified_total)
+
+    async def _observe(self, mode: str | None) -> DiscoverySample:
+        started = time.perf_counter()
+        fallback, fmt, fetches, walk = None, "legacy", [], None
+        if mode == "legacy":
+            walk = await self._walk_legacy()
+            found, fetch_seconds = walk.apis, walk.seconds
+        else:
+            fmt, found, fetches, fallback, plain = await self._aggregated_fetch()
+            self.not_modified_total += sum(1 for f in fetches if f.status == 304)
+            if fallback is None:
+                self._legacy_only = False
+                fetch_seconds = time.perf_counter() - started
+                if mode is None and self._walk_due(found.listed(), time.time()):
+                    walk = await self._walk_legacy()
+            else:
+                if not self._legacy_only:
+                    log.info("%s: no aggregated discovery (%s); using the legacy walk", self.cluster.server, fallback)
+                self._legacy_only = True
+                lists = await self._legacy_lists(plain)
+                fetches += [f for f in lists[:2] if all(f is not other for other in fetches)]
+                fetch_seconds = time.perf_counter() - started
+                found = lists[2]
+                if mode is None and not self._walk_due(found.listed(), time.time()):
+                    # Between walks, a server without aggregated discovery costs two requests a run.
+                    known = set(found.group_versions())
+                    found.resources = {gv: r for gv, r in self._walk.apis.resources.items() if gv in known}
+                else:
+                    walk = await self._walk_legacy(lists)
+                    found = walk.apis
+        received = time.time()
+        if walk is not None:
+            self._walk, self._walk_listed = walk, walk.apis.listed()
+        cache = await self._refresh_kubectl_cache()
+        if walk is not None and walk.apis is found:  # the walk was this run's discovery
+            measured = ("legacy", walk.requests, walk.bytes, walk.wire_bytes, walk.seconds)
+        else:
+            measured = ("legacy" if fallback else "aggregated", len(fetches), sum(len(f.body) for f in fetches),
+                        sum(f.wire_bytes for f in fetches), fetch_seconds)
+        return self._sample(found, received, measured, fmt, fallback, sum(1 for f in fetches if f.status == 304),
+                            walk, cache)
+
+    def _changes(self, found: DiscoveredAPIs, now: float) -> tuple[list[str], list[str], list[str]]:
+        """(fresh group-versions, appeared, vanished); keeps first-seen times and the shared view."""
+        listed = found.listed()
+        previous, self._previous = self._previous, listed
+        appeared = sorted(listed - previous) if previous is not None else []
+        vanished = sorted(previous - listed) if previous is not None else []
+        fresh = found.group_versions()
+        fresh_set = set(fresh)
+        for gv in [gv for gv in self._first_seen if gv not in fresh_set]:
+            del self._first_seen[gv]
+        for gv in fresh:
+            self._first_seen.setdefault(gv, now)
+        return fresh, appeared, vanished
+
+    def _sample(self, found: DiscoveredAPIs, received: float, measured: tuple, fmt: str, fallback: str | None,
+                not_modified: int, walk: _Walk | None, cache: KubectlCache) -> DiscoverySample:
+        mode, requests, body_bytes, wire_bytes, seconds = measured
+        fresh, appeared, vanished = self._changes(found, received)
+        if self._counted is None or self._counted[0] is not found:  # counting thousands of CRDs: once per change
+            self._counted = (found, frozenset(found.served_resources()), frozenset(found.preferred_resources()))
+        _, served, resources = self._counted
+        self.view = DiscoveryView(received, mode, dict(self._first_seen), frozenset(found.stale), served, resources)
+        if self.shared is not None:
+            self.shared["discovery"] = self.view
+        last = self._walk
+        unobservable: dict[str, str] = {}
+        latencies: list[float] = []
+        slowest: list[tuple[str, float]] = []
+        models: tuple[ClientModel, ...] = ()
+        if last is None:
+            unobservable["latencies"] = "no legacy walk measured yet (crdscope probe discovery --legacy)"
+            unobservable["client_models"] = unobservable["latencies"]
+        else:
+            latencies = list(last.gv_seconds.values())
+            slowest = sorted(last.gv_seconds.items(), key=lambda item: item[1], reverse=True)[:SLOWEST]
+            models = client_models(last.api_seconds, last.apis_seconds, latencies, self.extra_limits)
+        return DiscoverySample(
+            server=self.cluster.server, mode=mode, format=fmt, fallback_reason=fallback,
+            group_versions=len(fresh), resources=len(resources), stale_group_versions=tuple(sorted(found.stale)),
+            failed_group_versions=dict(sorted(walk.failed.items())) if walk else {},
+            requests=requests, bytes=body_bytes, wire_bytes=wire_bytes, seconds=seconds,
+            not_modified=not_modified, not_modified_total=self.not_modified_total,
+            changed=bool(appeared or vanished), appeared=tuple(appeared), vanished=tuple(vanished),
+            walk_timestamp=last.timestamp if last else None, walk_requests=last.requests if last else None,
+            walk_bytes=last.bytes if last else None, walk_seconds=last.seconds if last else None,
+            gv_p50_seconds=percentile(latencies, 50), gv_p95_seconds=percentile(latencies, 95),
+            gv_max_seconds=max(latencies) if latencies else None,
+            slowest=tuple(GroupVersionLatency(gv, seconds) for gv, seconds in slowest),
+            client_models=models, kubectl_cache=cache, unobservable=unobservable,
+        )
+
+    async def _refresh_kubectl_cache(self) -> KubectlCache:
+        """Inspect kubectl's cache in a thread; re-time the reads only when its files changed."""
+        def inspect() -> tuple[tuple, KubectlCache]:
+            signature = kubectl_side.cache_signature(kubectl_side.cache_dir_for(self.cluster.server))
+            changed = self._cache is None or signature != self._cache_signature
+            current = kubectl_side.inspect_cache(self.cluster.server, time_reads=changed)
+            if not changed:
+                current = dataclasses.replace(current, read_seconds=self._cache.read_seconds,
+                                              unreadable_files=self._cache.unreadable_files)
+            return signature, current
+
+        self._cache_signature, self._cache = await asyncio.to_thread(inspect)
+        return self._cache
+
+
+async def once(cluster: Cluster, legacy: bool = False, qps: float | None = None, burst: int | None = None,
+               kubectl: bool = False) -> DiscoverySample:
+    """``crdscope probe discovery``: aggregated discovery, or (``legacy``) the legacy walk.
+
+    ``qps``/``burst`` add a client model of the walk (so they need ``legacy``);
+    ``kubectl`` also times the real ``kubectl api-resources`` (cold and warm).
+    """
+    extra = user_limits(qps, burst)
+    if extra is not None and not legacy:
+        raise ConfigError("--qps/--burst model the legacy walk: add --legacy")
+    probe = DiscoveryProbe(cluster, extra_limits=extra)
+    sample = await probe.observe("legacy" if legacy else "aggregated")
+    if kubectl and sample.ok:
+        sample = dataclasses.replace(sample, kubectl=await kubectl_side.kubectl_timing(cluster))
+    return sample
+
+
+def make_probe(monitor) -> DiscoveryProbe:
+    """The discovery probe on the monitor's cluster and cadences; it publishes ``monitor.shared["discovery"]``."""
+    return DiscoveryProbe(monitor.cluster, monitor.settings.cadences, shared=monitor.shared)

@@ -1,0 +1,484 @@
+"""API-server health: memory, descriptors, restarts, availability, and their cost per CRD.
+
+Figures come from the shared ``/metrics`` scrape (process and Go runtime
+gauges, storage object counts and database size as the server exposes them:
+Kubernetes 1.37 names the object counts ``apiserver_resource_objects``,
+older servers ``apiserver_storage_objects``).  Where ``/metrics`` is forbidden
+or absent, a Prometheus server (:mod:`probes.prometheus`, ``--prometheus
+URL``) fills what it can; ``sources`` names where each filled figure came
+from, and every figure left empty has its reason in ``unobservable``.
+
+Across runs the probe keeps:
+
+* restarts: a later ``process_start_time_seconds`` than any seen before counts
+  one restart, once, whether or not the probe saw the server go away (a
+  load balancer flipping back to an older instance is not a restart);
+* outage windows: from the first run that finds the server unreachable or not
+  ready to the first that finds it ready again (resolution: the cadence);
+* least-squares fits (:mod:`probes.fit`) of resident memory, heap and open
+  descriptors against the CRD count, one per API server process.
+
+On a lab, the API server's established TCP connections to etcd are counted
+from ``/proc``: the wiring that knows it watches a lab puts
+``lab.sockets.etcd_connection_counter(server)`` into
+``monitor.shared["lab_etcd_connections"]`` (:data:`LAB_ETCD_CONNECTIONS`);
+probes never import ``lab``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable
+
+import httpx
+
+from .cluster import Cluster, explain, status_message
+from .crdwatch import CRD_PATH
+from .fit import ProcessFits
+from .metrics import MetricsSource, Scrape
+from .prometheus import PrometheusReading, PrometheusSource
+from .samples import Sample
+
+log = logging.getLogger("crdscope.health")
+
+#: Key of ``monitor.shared`` holding a zero-argument callable -> int | None (lab only).
+LAB_ETCD_CONNECTIONS = "lab_etcd_connections"
+MIB = float(1 << 20)
+KEEP_OUTAGES = 20
+TOP_RESOURCES = 10
+#: Restart detection ignores start-time jitter below this (the gauge is a float of seconds).
+START_TIME_TOLERANCE_SECONDS = 0.5
+CHECK_TIMEOUT = httpx.Timeout(connect=5.0, read=10.0, write=10.0, pool=10.0)
+
+#: sample field -> /metrics family
+PROCESS_FAMILIES = {
+    "rss_bytes": "process_resident_memory_bytes",
+    "heap_bytes": "go_memstats_heap_inuse_bytes",
+    "goroutines": "go_goroutines",
+    "start_time": "process_start_time_seconds",
+    "open_fds": "process_open_fds",
+    "max_fds": "process_max_fds",
+}
+OBJECT_FAMILIES = ("apiserver_resource_objects", "apiserver_storage_objects")  # 1.37 name first
+SIZE_FAMILIES = ("apiserver_storage_size_bytes", "etcd_db_total_size_in_bytes")
+HEALTH_FAMILIES = (*PROCESS_FAMILIES.values(), *OBJECT_FAMILIES, *SIZE_FAMILIES)
+#: fit name -> (figure it fits, sample fields of slope and R², divisor of the slope)
+FITS = {
+    "rss": ("rss_bytes", "mib_per_crd", "r2", MIB),
+    "heap": ("heap_bytes", "heap_mib_per_crd", "heap_r2", MIB),
+    "fds": ("open_fds", "fds_per_crd", "fds_r2", 1.0),
+}
+
+
+@dataclass(frozen=True)
+class Outage:
+    """A time the server was unreachable or not ready; ``end`` is None while it lasts."""
+
+    start: float
+    end: float | None = None
+    duration_seconds: float = 0.0
+    reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class HealthSample(Sample):
+    """The API server's resources, restarts and availability (None figures: see ``unobservable``)."""
+
+    probe = "health"
+
+    server: str = ""
+    rss_bytes: int | None = None
+    heap_bytes: int | None = None
+    goroutines: int | None = None
+    start_time: float | None = None
+    open_fds: int | None = None
+    max_fds: int | None = None
+    #: Lab only: established TCP connections from the API server to etcd (from /proc).
+    etcd_connections: int | None = None
+    storage_objects_total: int | None = None
+    storage_objects_top: dict[str, int] = field(default_factory=dict)
+    storage_size_bytes: int | None = None
+    restarts: int | None = None
+    ready: bool | None = None
+    live: bool | None = None
+    #: Checks /readyz names as failing (what makes ``ready`` False), and those /livez names.
+    failing_checks: tuple[str, ...] = ()
+    failing_live_checks: tuple[str, ...] = ()
+    down: bool = False
+    outages: tuple[Outage, ...] = ()
+    crds: int | None = None
+    mib_per_crd: float | None = None
+    r2: float | None = None
+    heap_mib_per_crd: float | None = None
+    heap_r2: float | None = None
+    fds_per_crd: float | None = None
+    fds_r2: float | None = None
+    #: Observations behind the memory fit, and at how many different CRD counts.
+    fit_points: int = 0
+    fit_crd_counts: int = 0
+    #: Prometheus only: the pod's working set and kube-state-metrics' restart counts per pod.
+    working_set_bytes: int | None = None
+    pod_restarts: dict[str, int] = field(default_factory=dict)
+    #: field -> where a figure came from when not from this server's /metrics.
+    sources: dict[str, str] = field(default_factory=dict)
+    #: field -> why it has no value.
+    unobservable: dict[str, str] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- checks
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One ``/readyz?verbose`` or ``/livez?verbose`` answer."""
+
+    ok: bool | None  # None: not allowed to ask
+    failing: tuple[str, ...] = ()
+    unreachable: bool = False
+    error: str | None = None
+
+
+def failing_check_names(text: str) -> tuple[str, ...]:
+    """Names of the ``[-]name failed: ...`` lines of a verbose health answer."""
+    names = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("[-]") and len(line) > 3:
+            names.append(line[3:].split()[0])
+    return tuple(names)
+
+
+async def health_check(cluster: Cluster, endpoint: str) -> CheckResult:
+    """GET ``/<endpoint>?verbose``; failures are results, never exceptions."""
+    try:
+        response = await cluster.client.get(f"/{endpoint}?verbose", timeout=CHECK_TIMEOUT)
+    except httpx.HTTPError as exc:
+        return CheckResult(ok=False, unreachable=True, error=explain(exc, cluster.server))
+    if response.status_code == 200:
+        return CheckResult(ok=True)
+    if response.status_code in (401, 403):
+        return CheckResult(ok=None, error=f"/{endpoint} answered {response.status_code}: {status_message(response)}")
+    failing = failing_check_names(response.text)
+    error = None if failing else f"/{endpoint} answered {response.status_code}: {status_message(response)}"
+    return CheckResult(ok=False, failing=failing, error=error)
+
+
+async def count_crds(cluster: Cluster) -> tuple[int | None, str | None]:
+    """The number of CRDs from one ``?limit=1`` list (``remainingItemCount`` + the item).
+
+    Cheap on any cluster (one object crosses the wire); returns (None, reason) when not allowed.
+    """
+    try:
+        response = await cluster.client.get(CRD_PATH, params={"limit": 1})
+    except httpx.HTTPError as exc:
+        return None, explain(exc, cluster.server)
+    if response.status_code != 200:
+        return None, f"listing CRDs answered {response.status_code}: {status_message(response)}"
+    try:
+        body = response.json()
+    except ValueError:
+        return None, "listing CRDs did not answer JSON"
+    metadata = body.get("metadata") or {}
+    remaining = metadata.get("remainingItemCount")
+    if remaining is None and metadata.get("continue"):
+        return None, "the server did not say how many CRDs remain (no remainingItemCount)"
+    return len(body.get("items") or []) + int(remaining or 0), None
+
+
+# --------------------------------------------------------------------------- state across runs
+
+
+class HealthTracker:
+    """Restarts, outage windows and per-CRD fits, remembered between runs."""
+
+    def __init__(self) -> None:
+        self.start_time: float | None = None
+        self.restarts = 0
+        self.outages: deque[Outage] = deque(maxlen=KEEP_OUTAGES)
+        self.open_outage: Outage | None = None
+        self.fits = {name: ProcessFits() for name in FITS}
+        self.pod_restarts_baseline: int | None = None
+
+    def observe_start(self, start_time: float) -> None:
+        """Count one restart when a process started later than any seen before."""
+        if self.start_time is None:
+            self.start_time = start_time
+        elif start_time > self.start_time + START_TIME_TOLERANCE_SECONDS:
+            self.restarts += 1
+            log.warning("API server restarted (process start time moved by %.0f s)", start_time - self.start_time)
+            self.start_time = start_time
+
+    def observe_availability(self, now: float, down: bool, reason: str) -> None:
+        """Open an outage window on the first bad run, close it on the first good one."""
+        if down and self.open_outage is None:
+            self.open_outage = Outage(start=now, reason=reason)
+            log.warning("API server down: %s", reason)
+        elif not down and self.open_outage is not None:
+            start = self.open_outage.start
+            self.outages.append(Outage(start, now, now - start, self.open_outage.reason))
+            self.open_outage = None
+            log.info("API server back after %.1f s", now - start)
+
+    def outage_windows(self, now: float) -> tuple[Outage, ...]:
+        """Closed windows, then the open one (its duration so far)."""
+        windows = tuple(self.outages)
+        if self.open_outage is not None:
+            start = self.open_outage.start
+            windows += (Outage(start, None, now - start, self.open_outage.reason),)
+        return windows
+
+
+# --------------------------------------------------------------------------- the probe
+
+
+CrdCounter = Callable[[], Awaitable[tuple[int | None, str | None]]]
+
+
+class HealthProbe:
+    """Runs the health checks, reads the scrape, and keeps :class:`HealthTracker` state."""
+
+    name = "health"
+
+    def __init__(self, cluster: Cluster, metrics: MetricsSource, *, crd_count: CrdCounter,
+                 cadence: float = 5.0, prometheus: PrometheusSource | None = None,
+                 etcd_counter: Callable[[], Callable[[], int | None] | None] = lambda: None) -> None:
+        self.cluster = cluster
+        self.metrics = metrics
+        self.cadence = cadence
+        self.prometheus = prometheus
+        self.tracker = HealthTracker()
+        self._crd_count = crd_count
+        self._etcd_counter = etcd_counter
+        metrics.want(*HEALTH_FAMILIES)
+
+    async def run(self) -> HealthSample:
+        """One observation; an unreachable server is a sample with ``error`` and an open outage."""
+        unobservable: dict[str, str] = {}
+        ready, live, scrape, (crds, crds_reason), reading, etcd_connections = await asyncio.gather(
+            health_check(self.cluster, "readyz"),
+            health_check(self.cluster, "livez"),
+            self.metrics.scrape(max_age=self.cadence / 2),
+            self._crd_count(),
+            self._prometheus(),
+            self._etcd_connections(unobservable),  # beside the scrape: open_fds and this compare
+        )
+        now = time.time()
+        values = _process_figures(scrape, unobservable)
+        sources: dict[str, str] = {}
+        if reading is not None:
+            _fill_from_prometheus(reading, values, sources, unobservable)
+        else:
+            reason = "needs --prometheus (a kubelet/cAdvisor and kube-state-metrics figure)"
+            unobservable.update(working_set_bytes=reason, pod_restarts=reason)
+        if crds is None:
+            unobservable["crds"] = crds_reason or "CRD count unknown"
+
+        restarts = self._restarts(values, reading, unobservable)
+        down, reason = _availability(ready, live)
+        self.tracker.observe_availability(now, down, reason)
+        if ready.ok is None:
+            unobservable["ready"] = ready.error or "readiness not observable"
+        if live.ok is None:
+            unobservable["live"] = live.error or "liveness not observable"
+
+        fitted = self._fit(values, crds, unobservable)
+        objects, size = _storage(scrape, unobservable)
+        top = dict(sorted(objects.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_RESOURCES])
+        rss_fit = self.tracker.fits["rss"].current()
+        return HealthSample(
+            timestamp=now,
+            error=ready.error if ready.unreachable else None,
+            server=self.cluster.server,
+            rss_bytes=_int(values.get("rss_bytes")),
+            heap_bytes=_int(values.get("heap_bytes")),
+            goroutines=_int(values.get("goroutines")),
+            start_time=values.get("start_time"),
+            open_fds=_int(values.get("open_fds")),
+            max_fds=_int(values.get("max_fds")),
+            etcd_connections=etcd_connections,
+            storage_objects_total=sum(objects.values()) if objects else None,
+            storage_objects_top=top,
+            storage_size_bytes=size,
+            restarts=restarts,
+            ready=ready.ok,
+            live=live.ok,
+            failing_checks=ready.failing,
+            failing_live_checks=live.failing,
+            down=down,
+            outages=self.tracker.outage_windows(now),
+            crds=crds,
+            fit_points=rss_fit.n if rss_fit else 0,
+            fit_crd_counts=rss_fit.distinct_x if rss_fit else 0,
+            working_set_bytes=_int(values.get("working_set_bytes")),
+            pod_restarts=dict(reading.pod_restarts) if reading else {},
+            sources=sources,
+            unobservable=unobservable,
+            **fitted,
+        )
+
+    async def _prometheus(self) -> PrometheusReading | None:
+        return await self.prometheus.read() if self.prometheus else None
+
+    def _restarts(self, values: dict[str, float], reading: PrometheusReading | None,
+                  unobservable: dict[str, str]) -> int | None:
+        if "start_time" in values:
+            self.tracker.observe_start(values["start_time"])
+            return self.tracker.restarts
+        if self.tracker.start_time is not None:
+            return self.tracker.restarts  # seen before: the server is away, the count stands
+        if reading is not None and reading.pod_restarts:
+            # Without a start time, kube-state-metrics' counter: restarts since the monitor began.
+            total = sum(reading.pod_restarts.values())
+            if self.tracker.pod_restarts_baseline is None or total < self.tracker.pod_restarts_baseline:
+                self.tracker.pod_restarts_baseline = total
+            return total - self.tracker.pod_restarts_baseline
+        unobservable["restarts"] = "needs process_start_time_seconds (see start_time)"
+        return None
+
+    async def _etcd_connections(self, unobservable: dict[str, str]) -> int | None:
+        counter = self._etcd_counter()
+        if counter is None:
+            unobservable["etcd_connections"] = ("counted from /proc on a lab only "
+                                                f"(monitor.shared[{LAB_ETCD_CONNECTIONS!r}] not set)")
+            return None
+        count = await asyncio.to_thread(counter)
+        if count is None:
+            unobservable["etcd_connections"] = "the lab's API server process is not running"
+        return count
+
+    def _fit(self, values: dict[str, float], crds: int | None, unobservable: dict[str, str]) -> dict:
+        start = values.get("start_time", self.tracker.start_time or 0.0)
+        fitted: dict[str, float | None] = {}
+        for name, (figure, slope_field, r2_field, unit) in FITS.items():
+            fits = self.tracker.fits[name]
+            if crds is not None and figure in values:
+                fits.add(start, crds, values[figure])
+            result = fits.result()
+            fitted[slope_field] = result.slope / unit if result else None
+            fitted[r2_field] = result.r2 if result else None
+            if result is None:
+                unobservable[slope_field] = unobservable[r2_field] = self._no_fit_reason(
+                    name, figure, values, crds, unobservable)
+            elif result.r2 is None:
+                unobservable[r2_field] = f"{figure} did not vary"
+        return fitted
+
+    def _no_fit_reason(self, name: str, figure: str, values: dict[str, float], crds: int | None,
+                       unobservable: dict[str, str]) -> str:
+        if crds is None:
+            return "no CRD count (see crds)"
+        if figure not in values:
+            return f"no {figure} (see {figure})"
+        current = self.tracker.fits[name].current()
+        seen = current.distinct_x if current else 0
+        return f"needs samples at two or more CRD counts from one API server process (seen {seen})"
+
+
+def _int(value: float | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def _process_figures(scrape: Scrape, unobservable: dict[str, str]) -> dict[str, float]:
+    """Process and runtime gauges from the scrape; a reason in ``unobservable`` for each one missing."""
+    values: dict[str, float] = {}
+    for field_name, family in PROCESS_FAMILIES.items():
+        value = scrape.value(family) if scrape.ok else None
+        if value is not None:
+            values[field_name] = value
+        elif scrape.ok:
+            unobservable[field_name] = f"/metrics has no {family}"
+        else:
+            unobservable[field_name] = scrape.error or "/metrics failed"
+    return values
+
+
+def _fill_from_prometheus(reading: PrometheusReading, values: dict[str, float], sources: dict[str, str],
+                          unobservable: dict[str, str]) -> None:
+    """Fill figures /metrics could not give from Prometheus (same meaning first)."""
+    for field_name, value in reading.values.items():
+        if field_name == "working_set_bytes" or field_name not in values:
+            values[field_name] = value
+            sources[field_name] = reading.sources[field_name]
+            unobservable.pop(field_name, None)
+    if "rss_bytes" not in values and "working_set_bytes" in values:
+        # A pod's working set is not the process's RSS, but the closest a managed cluster shows.
+        values["rss_bytes"] = values["working_set_bytes"]
+        sources["rss_bytes"] = reading.sources["working_set_bytes"]
+        unobservable.pop("rss_bytes", None)
+    if reading.pod_restarts:
+        sources["pod_restarts"] = reading.sources["pod_restarts"]
+    for field_name, reason in reading.unobservable.items():
+        if field_name not in values and field_name not in sources:
+            previous = unobservable.get(field_name)
+            unobservable[field_name] = f"{previous}; {reason}" if previous else reason
+
+
+def _availability(ready: CheckResult, live: CheckResult) -> tuple[bool, str]:
+    """Whether the server counts as down now, and why."""
+    if ready.unreachable:
+        return True, ready.error or "unreachable"
+    if ready.ok is False:
+        return True, "not ready: " + (", ".join(ready.failing) or ready.error or "?")
+    if ready.ok is None and live.ok is False:  # readiness forbidden: liveness is all we have
+        return True, "not live: " + (", ".join(live.failing) or live.error or "?")
+    return False, ""
+
+
+def _storage(scrape: Scrape, unobservable: dict[str, str]) -> tuple[dict[str, int], int | None]:
+    """Stored objects per resource ("resource.group") and the database size, as the server reports."""
+    if not scrape.ok:
+        reason = scrape.error or "/metrics failed"
+        unobservable.update(storage_objects_total=reason, storage_size_bytes=reason)
+        return {}, None
+    objects: dict[str, int] = {}
+    for family in OBJECT_FAMILIES:
+        grouped = scrape.by(family, "group", "resource")
+        if grouped:
+            for (group, resource), value in grouped.items():
+                if value >= 0:  # -1: the server failed to count this resource
+                    objects[f"{resource}.{group}" if group else resource] = int(value)
+            break
+    else:
+        unobservable["storage_objects_total"] = f"/metrics has none of {', '.join(OBJECT_FAMILIES)}"
+    size = None
+    for family in SIZE_FAMILIES:
+        total = scrape.total(family)
+        if total is not None:
+            size = int(total)
+            break
+    else:
+        unobservable["storage_size_bytes"] = f"/metrics has none of {', '.join(SIZE_FAMILIES)}"
+    return objects, size
+
+
+# --------------------------------------------------------------------------- wiring
+
+
+def make_probe(monitor) -> HealthProbe:
+    """The health probe on the monitor's shared scrape, CRD watch and settings."""
+    prometheus = PrometheusSource(monitor.settings.prometheus_url) if monitor.settings.prometheus_url else None
+
+    async def crd_count() -> tuple[int | None, str | None]:
+        if monitor.crds.status.synced:
+            return len(monitor.crds.crds), None
+        return await count_crds(monitor.cluster)  # until the watch has listed once
+
+    return HealthProbe(monitor.cluster, monitor.metrics, crd_count=crd_count,
+                       cadence=monitor.settings.cadences.health, prometheus=prometheus,
+                       etcd_counter=lambda: monitor.shared.get(LAB_ETCD_CONNECTIONS))
+
+
+async def once(cluster: Cluster, prometheus_url: str | None = None) -> HealthSample:
+    """One health sample (``crdscope probe health``): fits need a running monitor."""
+    prometheus = PrometheusSource(prometheus_url) if prometheus_url else None
+    probe = HealthProbe(cluster, MetricsSource(cluster), crd_count=lambda: count_crds(cluster),
+                        prometheus=prometheus)
+    try:
+        return await probe.run()
+    finally:
+        if prometheus is not None:
+            prometheus.close()

@@ -1,0 +1,376 @@
+"""OpenAPI readiness: how long new CRDs take to reach discovery and the OpenAPI documents.
+
+Every run fetches the ``/openapi/v3`` index (If-None-Match when the server
+gave an ETag: kube-apiserver 1.37 gives none for the index, so a change is
+told by comparing the path hashes) and reads aggregated discovery (the
+discovery probe's ``monitor.shared["discovery"]`` when it is fresh, else its
+own fetch of ``/apis`` with an ETag), and feeds
+the shared CRD watch's records to a :class:`~probes.publication.PublicationTracker`,
+which keeps each CRD's stage times.  Nothing is fetched per CRD.
+
+``/openapi/v2`` is fetched rarely, in the background: at most every
+``cadences.openapi_v2`` seconds and only after the watch saw a CRD change,
+with If-None-Match, streamed to count bytes without keeping the document.
+Fetching it (and, to a lesser degree, the v3 index with its hashes) makes the
+server build the documents: the cadence is the user's to set (0 turns v2 off).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from typing import Any
+
+import httpx
+
+from .cluster import Cluster, explain, status_message
+from .crdwatch import CRDRecord, CRDWatch
+from .publication import LagStats, PublicationTracker
+from .samples import Sample
+
+DISCOVERY_ACCEPT = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
+                    "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,"
+                    "application/json")
+#: What client-go's OpenAPI v2 client asks for (smaller than JSON); JSON is accepted too.
+V2_ACCEPT = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf, application/json;q=0.9"
+#: Building /openapi/v2 on a cluster with thousands of CRDs takes long before the first byte.
+V2_TIMEOUT = httpx.Timeout(connect=5.0, read=300.0, write=10.0, pool=10.0)
+BACKLOG_NAMES = 10
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GroupVersionPublication:
+    """One CRD group-version in the v3 index."""
+
+    #: When the path appeared (None: already there at the first fetch).
+    first_seen: float | None = None
+    #: When its hash last changed (None: unchanged since the first fetch).
+    hash_changed: float | None = None
+    #: First 16 hex digits of the current hash ("" when the path is gone).
+    hash: str = ""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OpenAPISample(Sample):
+    """The v3 index, each stage's publication lag, the backlog, and the last v2 fetch."""
+
+    probe = "openapi"
+
+    v3_paths: int = 0
+    v3_seconds: float = 0.0
+    v3_status: int | None = None
+    #: The index differs from the previous fetch (always True for the first fetch).
+    v3_changed: bool = False
+    #: The index answer carried an ETag (then an unchanged index answers 304).
+    v3_etag: bool = False
+    v3_bytes: int = 0
+    group_versions: dict[str, GroupVersionPublication] = dataclasses.field(default_factory=dict)
+    #: Seconds from creation to each stage: names_accepted, established, discovery, openapi_v3.
+    lag_seconds: dict[str, LagStats] = dataclasses.field(default_factory=dict)
+    #: CRDs Established but not yet in the v3 index, the oldest one's age, and the oldest names.
+    backlog: int = 0
+    backlog_oldest_seconds: float | None = None
+    backlog_names: tuple[str, ...] = ()
+    #: Why the discovery stage is not observed (None when it is).
+    discovery_unobservable: str | None = None
+    v2_status: int | None = None
+    #: Size of the last full /openapi/v2 document, uncompressed (a 304 keeps the previous size).
+    v2_bytes: int | None = None
+    #: Bytes the last fetch transferred (compressed; about 0 for a 304).
+    v2_wire_bytes: int | None = None
+    v2_seconds: float | None = None
+    v2_first_byte_seconds: float | None = None
+    v2_content_type: str = ""
+    v2_fetched_at: float | None = None
+    v2_error: str | None = None
+    #: Why v2 was not fetched yet ("" once it was).
+    v2_note: str = ""
+
+
+# --------------------------------------------------------------------------- fetching
+
+
+def index_hashes(document: dict[str, Any]) -> dict[str, str]:
+    """``apis/<group>/<version>`` -> hash, from a ``/openapi/v3`` index document."""
+    hashes = {}
+    for path, entry in (document.get("paths") or {}).items():
+        if not path.startswith("apis/") or path.count("/") != 2:
+            continue
+        url = str((entry or {}).get("serverRelativeURL", ""))
+        hashes[path] = url.partition("hash=")[2].partition("&")[0]
+    return hashes
+
+
+def discovered_resources(document: dict[str, Any]) -> set[tuple[str, str, str]]:
+    """(group, version, resource) of every top-level resource in an APIGroupDiscoveryList."""
+    visible = set()
+    for group in document.get("items") or []:
+        name = (group.get("metadata") or {}).get("name", "")
+        for version in group.get("versions") or []:
+            for resource in version.get("resources") or []:
+                visible.add((name, str(version.get("version", "")), str(resource.get("resource", ""))))
+    return visible
+
+
+class ConditionalGet:
+    """GET one path with If-None-Match; keeps the last decoded body for 304s."""
+
+    def __init__(self, cluster: Cluster, path: str, accept: str = "application/json") -> None:
+        self.cluster = cluster
+        self.path = path
+        self.accept = accept
+        self.etag: str | None = None
+        self.body: Any = None
+        self.status: int | None = None
+        self.bytes = 0
+        self.fetches = 0
+
+    async def fetch(self) -> tuple[Any, bool]:
+        """(document, changed); raises httpx.HTTPError or ValueError with one line."""
+        headers = {"Accept": self.accept}
+        if self.etag and self.body is not None:
+            headers["If-None-Match"] = self.etag
+        self.fetches += 1
+        response = await self.cluster.client.get(self.path, headers=headers)
+        self.status = response.status_code
+        if response.status_code == 304 and self.body is not None:
+            return self.body, False
+        if response.status_code != 200:
+            raise ValueError(f"GET {self.path} answered {response.status_code}: {status_message(response)}")
+        self.etag = response.headers.get("ETag")
+        self.bytes = len(response.content)
+        body = await asyncio.to_thread(response.json) if self.bytes > 256 * 1024 else response.json()
+        changed = body != self.body
+        self.body = body
+        return body, changed
+
+
+@dataclasses.dataclass(frozen=True)
+class V2Result:
+    """One /openapi/v2 fetch."""
+
+    fetched_at: float
+    status: int | None = None
+    bytes: int | None = None
+    seconds: float | None = None
+    first_byte_seconds: float | None = None
+    content_type: str = ""
+    #: Bytes on the wire (compressed) for this fetch; a 304 sends none.
+    wire_bytes: int | None = None
+    error: str | None = None
+
+
+class V2Fetcher:
+    """``/openapi/v2`` with If-None-Match, streamed: bytes are counted, never kept."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.etag: str | None = None
+        self.document_bytes: int | None = None
+        self.last: V2Result | None = None
+
+    async def fetch(self) -> V2Result:
+        """Fetch once; failures come back as ``V2Result.error``."""
+        headers = {"Accept": V2_ACCEPT}
+        if self.etag:
+            headers["If-None-Match"] = self.etag
+        stamp = time.time()
+        started = time.perf_counter()
+        first_byte = None
+        received = 0
+        try:
+            async with self.cluster.client.stream("GET", "/openapi/v2", headers=headers,
+                                                  timeout=V2_TIMEOUT) as response:
+                # Headers come with the first bytes of the answer, after the server built the document.
+                first_byte = time.perf_counter() - started
+                if response.status_code not in (200, 304):
+                    await response.aread()
+                    result = V2Result(stamp, response.status_code, self.document_bytes,
+                                      time.perf_counter() - started, first_byte,
+                                      error=f"/openapi/v2 answered {response.status_code}: {status_message(response)}")
+                    self.last = result
+                    return result
+                async for chunk in response.aiter_bytes():  # decompressed: the document's own size
+                    received += len(chunk)
+                if response.status_code == 200:
+                    self.etag = response.headers.get("ETag")
+                    self.document_bytes = received
+                result = V2Result(stamp, response.status_code, self.document_bytes,
+                                  time.perf_counter() - started, first_byte,
+                                  response.headers.get("Content-Type", ""), response.num_bytes_downloaded)
+        except httpx.HTTPError as exc:
+            result = V2Result(stamp, None, self.document_bytes, time.perf_counter() - started, first_byte,
+                              error=explain(exc, self.cluster.server))
+        self.last = result
+        return result
+
+
+# --------------------------------------------------------------------------- the probe
+
+
+class OpenAPIObserver:
+    """Fetches the v3 index and discovery, and keeps the per-CRD stage times."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.tracker = PublicationTracker()
+        self.v3 = ConditionalGet(cluster, "/openapi/v3")
+        self.discovery = ConditionalGet(cluster, "/apis", DISCOVERY_ACCEPT)
+        self.v2 = V2Fetcher(cluster)
+        self._view_timestamp: float | None = None
+
+    async def observe(self, crds: dict[str, CRDRecord], discovery_view: Any = None) -> OpenAPISample:
+        """One round: v3 index and discovery, stage bookkeeping, and a sample (v2 fields left empty).
+
+        ``discovery_view`` is the discovery probe's published view
+        (``monitor.shared["discovery"]``, with ``timestamp`` and ``served``); when
+        given, it replaces this probe's own fetch of ``/apis``.
+        """
+        self.tracker.update_crds(crds)
+        started = time.time()
+        clock = time.perf_counter()
+        try:
+            index, changed = await self.v3.fetch()
+        except httpx.HTTPError as exc:
+            return OpenAPISample(error=explain(exc, self.cluster.server))
+        except ValueError as exc:
+            return OpenAPISample(error=str(exc) or "/openapi/v3 did not answer JSON")
+        v3_seconds = time.perf_counter() - clock
+        received = time.time()
+        self.tracker.observe_index(started, received, index_hashes(index))
+        if discovery_view is not None:
+            if discovery_view.timestamp != self._view_timestamp:
+                self._view_timestamp = discovery_view.timestamp
+                self.tracker.observe_discovery(discovery_view.timestamp, set(discovery_view.served), crds)
+            discovery_unobservable = None
+        else:
+            discovery_unobservable = await self._observe_discovery(crds)
+        self.tracker.place_openapi(crds)
+        return self._sample(crds, received, v3_seconds, changed, len(index.get("paths") or {}),
+                            discovery_unobservable)
+
+    async def _observe_discovery(self, crds: dict[str, CRDRecord]) -> str | None:
+        try:
+            document, _ = await self.discovery.fetch()
+        except httpx.HTTPError as exc:
+            return explain(exc, self.cluster.server)
+        except ValueError as exc:
+            return str(exc) or "/apis did not answer JSON"
+        if document.get("kind") not in ("APIGroupDiscoveryList", None) or "items" not in document:
+            return "the server does not serve aggregated discovery"
+        self.tracker.observe_discovery(time.time(), discovered_resources(document), crds)
+        return None
+
+    def _sample(self, crds: dict[str, CRDRecord], now: float, v3_seconds: float, changed: bool,
+                paths: int, discovery_unobservable: str | None) -> OpenAPISample:
+        crd_paths = {f"apis/{gv}" for record in crds.values() for gv in record.group_versions}
+        group_versions = {}
+        for path in sorted(crd_paths):
+            history = self.tracker.index.get(path)
+            if history is not None:
+                group_versions[path.removeprefix("apis/")] = GroupVersionPublication(
+                    first_seen=history.first_seen, hash_changed=history.hash_changed,
+                    hash=(history.current or "")[:16])
+        pending = self.tracker.backlog(crds)
+        return OpenAPISample(
+            timestamp=now,
+            v3_paths=paths,
+            v3_seconds=v3_seconds,
+            v3_status=self.v3.status,
+            v3_changed=changed,
+            v3_etag=self.v3.etag is not None,
+            v3_bytes=self.v3.bytes,
+            group_versions=group_versions,
+            lag_seconds=self.tracker.lag_seconds(),
+            backlog=len(pending),
+            backlog_oldest_seconds=max(0.0, now - pending[0][1]) if pending else None,
+            backlog_names=tuple(name for name, _ in pending[:BACKLOG_NAMES]),
+            discovery_unobservable=discovery_unobservable,
+        )
+
+
+def with_v2(sample: OpenAPISample, result: V2Result | None, note: str = "") -> OpenAPISample:
+    """The sample with the fields of the last /openapi/v2 fetch (or why there was none)."""
+    if result is None:
+        return dataclasses.replace(sample, v2_note=note)
+    return dataclasses.replace(
+        sample, v2_status=result.status, v2_bytes=result.bytes, v2_seconds=result.seconds,
+        v2_first_byte_seconds=result.first_byte_seconds, v2_content_type=result.content_type,
+        v2_wire_bytes=result.wire_bytes,
+        v2_fetched_at=result.fetched_at, v2_error=result.error, v2_note=note)
+
+
+async def once(cluster: Cluster, **_options) -> OpenAPISample:
+    """List CRDs, fetch the v3 index, discovery and /openapi/v2 once.
+
+    One look cannot time a stage: lags come only from the CRDs' own conditions
+    (names_accepted, established); the backlog counts Established CRDs whose
+    group-version is missing from the index.
+    """
+    watch = CRDWatch(cluster)
+    error = await watch.sync_once()
+    if error:
+        return OpenAPISample(error=error)
+    observer = OpenAPIObserver(cluster)
+    sample = await observer.observe(watch.crds)
+    if sample.error:
+        return sample
+    return with_v2(sample, await observer.v2.fetch())
+
+
+class OpenAPIProbe:
+    """The v3 index every ``cadences.openapi``; /openapi/v2 in the background, rarely."""
+
+    name = "openapi"
+
+    def __init__(self, monitor) -> None:
+        self.monitor = monitor
+        self.cadence = monitor.settings.cadences.openapi
+        self.v2_cadence = monitor.settings.cadences.openapi_v2
+        self.observer = OpenAPIObserver(monitor.cluster)
+        self._v2_task: asyncio.Task | None = None
+        self._v2_events: int | None = None  # watch events when v2 was last fetched
+        self._v2_started = 0.0
+
+    @property
+    def tracker(self) -> PublicationTracker:
+        return self.observer.tracker
+
+    async def run(self) -> OpenAPISample:
+        watch: CRDWatch = self.monitor.crds
+        not_synced = await watch.wait_synced(max(1.0, self.cadence))
+        if not_synced:
+            return OpenAPISample(error=not_synced)
+        if self._v2_events is None:
+            self._v2_events = watch.status.events  # changes are counted from the first run on
+        sample = await self.observer.observe(watch.crds, self._discovery_view())
+        note = self._maybe_start_v2(watch)
+        return with_v2(sample, self.observer.v2.last, note)
+
+    def _discovery_view(self) -> Any:
+        """The discovery probe's view when it is fresh (then /apis is not fetched twice), else None."""
+        view = self.monitor.shared.get("discovery")
+        max_age = max(30.0, 3 * self.monitor.settings.cadences.discovery)
+        if view is None or time.time() - getattr(view, "timestamp", 0.0) > max_age or not hasattr(view, "served"):
+            return None
+        return view
+
+    def _maybe_start_v2(self, watch: CRDWatch) -> str:
+        if self.v2_cadence <= 0:
+            return "off (cadences.openapi_v2 = 0)"
+        if self._v2_task is not None and not self._v2_task.done():
+            return "fetching"
+        if watch.status.events == self._v2_events:
+            return "" if self.observer.v2.last else "waiting for a CRD change (fetching v2 makes the server build it)"
+        if time.time() - self._v2_started < self.v2_cadence:
+            return f"next fetch at most every {self.v2_cadence:.0f}s"
+        self._v2_events = watch.status.events
+        self._v2_started = time.time()
+        self._v2_task = asyncio.create_task(self.observer.v2.fetch(), name="openapi-v2")
+        return "fetching"
+
+
+def make_probe(monitor) -> OpenAPIProbe:
+    """The OpenAPI readiness probe on the monitor's cluster and shared CRD watch."""
+    return OpenAPIProbe(monitor)

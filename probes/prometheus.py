@@ -1,0 +1,213 @@
+"""Health figures from a Prometheus server, for control planes that hide ``/metrics``.
+
+Managed clusters (GKE, AKS) expose the API server's figures only through their
+managed Prometheus; self-hosted ones often scrape kubelets (cAdvisor) and
+kube-state-metrics.  :class:`PrometheusSource` asks a Prometheus server, through
+``prometheus-api-client`` (blocking ``requests``: always run in a thread), for:
+
+======================  =====================================================================
+figure                  query (what must be scraped for it to exist)
+======================  =====================================================================
+``working_set_bytes``   ``container_memory_working_set_bytes{container="kube-apiserver"}``
+                        (kubelet/cAdvisor; a pod's working set, not the process's RSS)
+``pod_restarts``        ``kube_pod_container_status_restarts_total{namespace="kube-system",
+                        container="kube-apiserver"}`` (kube-state-metrics, per pod)
+process figures         ``process_resident_memory_bytes``, ``process_start_time_seconds``,
+                        ``go_memstats_heap_inuse_bytes``, ``go_goroutines``, ``process_open_fds``
+                        with ``job=~"apiserver|kube-apiserver"`` (the API server's own
+                        ``/metrics`` scraped by that Prometheus: the fallback)
+======================  =====================================================================
+
+Several API server instances (HA) give several series: a figure is the
+largest of them (memory) or their sum (restarts), and :attr:`PrometheusReading.sources`
+says which query and how many series each figure came from.  What returns no
+series is reported in :attr:`PrometheusReading.unobservable` with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from .errors import ConfigError
+
+#: Jobs under which common setups scrape the API server's own /metrics.
+APISERVER_JOBS = "apiserver|kube-apiserver"
+CONTAINER = "kube-apiserver"
+CONTAINER_QUERY = (
+    '{__name__=~"container_memory_working_set_bytes|kube_pod_container_status_restarts_total",'
+    f'container="{CONTAINER}"}}'
+)
+#: health field -> process metric read from the API server's own scrape.
+PROCESS_METRICS = {
+    "rss_bytes": "process_resident_memory_bytes",
+    "start_time": "process_start_time_seconds",
+    "heap_bytes": "go_memstats_heap_inuse_bytes",
+    "goroutines": "go_goroutines",
+    "open_fds": "process_open_fds",
+}
+QUERY_TIMEOUT_SECONDS = 10
+
+
+def process_query(jobs: str = APISERVER_JOBS) -> str:
+    """One PromQL selector for every process metric of the API server's jobs."""
+    names = "|".join(PROCESS_METRICS.values())
+    return f'{{__name__=~"{names}",job=~"{jobs}"}}'
+
+
+def redacted(url: str) -> str:
+    """``scheme://host:port`` of a URL: user names and passwords never reach messages."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError):
+        return "the Prometheus URL"
+    port = f":{parsed.port}" if parsed.port else ""
+    return f"{parsed.scheme}://{parsed.host}{port}"
+
+
+@dataclass(frozen=True)
+class PrometheusReading:
+    """What one round of queries found: figures, where each came from, what is missing."""
+
+    timestamp: float
+    values: dict[str, float] = field(default_factory=dict)
+    pod_restarts: dict[str, int] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    unobservable: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+
+
+class PrometheusSource:
+    """Reads the API server's health figures from a Prometheus server (see the module doc)."""
+
+    def __init__(self, url: str, *, jobs: str = APISERVER_JOBS, timeout: float = QUERY_TIMEOUT_SECONDS,
+                 min_interval: float = 15.0) -> None:
+        from urllib3.util.retry import Retry
+        from prometheus_api_client import PrometheusConnect
+
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"--prometheus wants an http:// or https:// URL, not {url.split('@')[-1]!r}")
+        self.url = url.rstrip("/")
+        self.jobs = jobs
+        self.min_interval = min_interval
+        self.last: PrometheusReading | None = None
+        # One quick retry: the health probe asks again on its own cadence.
+        self._client = PrometheusConnect(url=self.url, timeout=timeout,
+                                         retry=Retry(total=1, backoff_factor=0.2, status_forcelist=(502, 503, 504)))
+
+    async def read(self, max_age: float | None = None) -> PrometheusReading:
+        """The figures (cached for ``max_age``, default :attr:`min_interval`: Prometheus scrapes
+        every 15-60 s, asking more often only repeats its answer)."""
+        max_age = self.min_interval if max_age is None else max_age
+        last = self.last
+        if last is not None and time.time() - last.timestamp <= max_age:
+            return last
+        reading = await asyncio.to_thread(self._read_blocking)
+        self.last = reading
+        return reading
+
+    def close(self) -> None:
+        self._client.close()
+
+    # -- blocking part (runs in a thread) -------------------------------------------------
+    def _query(self, query: str) -> list[dict[str, Any]]:
+        return self._client.custom_query(query)
+
+    def _read_blocking(self) -> PrometheusReading:
+        import requests
+        from prometheus_api_client import PrometheusApiClientException
+
+        stamp = time.time()
+        try:
+            container = self._query(CONTAINER_QUERY)
+            process = self._query(process_query(self.jobs))
+        except requests.RequestException as exc:
+            return self._failed(stamp, f"cannot query Prometheus at {redacted(self.url)}: {_reason(exc)}")
+        except PrometheusApiClientException as exc:
+            return self._failed(stamp, f"Prometheus at {redacted(self.url)} refused the query: "
+                                       f"{str(exc).splitlines()[0][:160]}")
+        except (ValueError, KeyError) as exc:
+            return self._failed(stamp, f"Prometheus at {redacted(self.url)} answered something else "
+                                       f"than a query result ({type(exc).__name__})")
+        return self._interpret(stamp, container, process)
+
+    def _failed(self, stamp: float, message: str) -> PrometheusReading:
+        reasons = {name: message for name in ("working_set_bytes", "pod_restarts", *PROCESS_METRICS)}
+        return PrometheusReading(stamp, unobservable=reasons, error=message)
+
+    def _interpret(self, stamp: float, container: list[dict[str, Any]],
+                   process: list[dict[str, Any]]) -> PrometheusReading:
+        values: dict[str, float] = {}
+        sources: dict[str, str] = {}
+        unobservable: dict[str, str] = {}
+        pod_restarts: dict[str, int] = {}
+
+        working_sets = [_value(s) for s in container
+                        if s["metric"].get("__name__") == "container_memory_working_set_bytes"]
+        working_sets = [v for v in working_sets if v is not None]
+        if working_sets:
+            values["working_set_bytes"] = max(working_sets)
+            sources["working_set_bytes"] = (f'prometheus: container_memory_working_set_bytes{{container="{CONTAINER}"}}'
+                                            f" (largest of {len(working_sets)} series)")
+        else:
+            unobservable["working_set_bytes"] = (
+                f'Prometheus has no container_memory_working_set_bytes{{container="{CONTAINER}"}} '
+                "(no kubelet/cAdvisor scrape, or the API server does not run as a pod)")
+
+        for series in container:
+            labels = series["metric"]
+            if labels.get("__name__") != "kube_pod_container_status_restarts_total":
+                continue
+            if labels.get("namespace") != "kube-system":
+                continue
+            value = _value(series)
+            if value is not None:
+                pod = labels.get("pod", "?")
+                pod_restarts[pod] = pod_restarts.get(pod, 0) + int(value)
+        if pod_restarts:
+            sources["pod_restarts"] = ('prometheus: kube_pod_container_status_restarts_total'
+                                       f'{{namespace="kube-system",container="{CONTAINER}"}}')
+        else:
+            unobservable["pod_restarts"] = (
+                "Prometheus has no kube_pod_container_status_restarts_total for kube-system "
+                f"{CONTAINER} pods (no kube-state-metrics, or a managed control plane)")
+
+        by_name: dict[str, list[float]] = {}
+        for series in process:
+            value = _value(series)
+            if value is not None:
+                by_name.setdefault(series["metric"].get("__name__", ""), []).append(value)
+        for field_name, metric in PROCESS_METRICS.items():
+            found = by_name.get(metric)
+            if found:
+                # The newest process (start time) or the largest figure across instances.
+                values[field_name] = max(found)
+                sources[field_name] = f'prometheus: {metric}{{job=~"{self.jobs}"}} (largest of {len(found)} series)'
+            else:
+                unobservable[field_name] = (f'Prometheus has no {metric}{{job=~"{self.jobs}"}} '
+                                            "(it does not scrape the API server's /metrics under that job)")
+        return PrometheusReading(stamp, values, pod_restarts, sources, unobservable)
+
+
+def _value(series: dict[str, Any]) -> float | None:
+    try:
+        value = float(series["value"][1])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+    return None if math.isnan(value) else value
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc)
+    if "Connection refused" in text or "Errno 111" in text:
+        return "connection refused"
+    if "timed out" in text.lower():
+        return "timed out"
+    if "Name or service not known" in text:
+        return "unknown host"
+    return type(exc).__name__

@@ -1,0 +1,240 @@
+"""When each CRD reached each publication stage: the bookkeeping behind the OpenAPI probe.
+
+Stages, and which clock each one uses:
+
+- ``created``: ``metadata.creationTimestamp`` (server clock, truncated to the
+  second).  It is the only record of when a CRD was made.
+- ``names_accepted``: the NamesAccepted condition's ``lastTransitionTime``.  The
+  watch keeps no sub-second time for it, and it follows creation within
+  milliseconds: on the same (server) clock as ``created`` its lag is 0 or 1 s of
+  truncation, with no client/server clock skew in it.
+- ``established``: the watch's ``seen_established`` (sub-second, local clock)
+  when the watch saw the transition happen; the condition time when the CRD was
+  already Established at the first list (the monitor started later).  The later
+  stages are observed on the local clock too, so their order is comparable.
+- ``discovery``: the end of the first aggregated-discovery fetch that showed the
+  CRD's resource in every served group-version (resolution: the probe cadence).
+- ``openapi_v3``: the end of the first ``/openapi/v3`` index fetch, started after
+  the CRD was Established, in which every served group-version's hash differs from
+  its hash before (or the path appeared).  The server publishes a CRD's schema
+  only once it is Established; a hash change caused by another CRD of the same
+  group-version established moments before can mark this one a little early.
+
+A stage seen already reached at the first observation ("before monitoring")
+has no time: it counts as reached but stays out of the lag figures.  Lags are
+measured from ``created``, so they include up to one second of truncation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from .crdwatch import CRDRecord
+from .samples import percentile
+
+STAGES = ("names_accepted", "established", "discovery", "openapi_v3")
+#: Hash changes kept per group-version (enough to place every pending CRD).
+HISTORY_PER_GROUP_VERSION = 64
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LagStats:
+    """Seconds from creation to one stage, over the CRDs timed through it."""
+
+    p50: float | None = None
+    p95: float | None = None
+    max: float | None = None
+    count: int = 0
+
+
+def lag_stats(values: list[float]) -> LagStats:
+    """p50/p95/max of ``values`` (None for no values)."""
+    if not values:
+        return LagStats()
+    return LagStats(p50=percentile(values, 50), p95=percentile(values, 95), max=max(values), count=len(values))
+
+
+@dataclass
+class Stages:
+    """The stage times of one CRD (None: not reached, or reached before monitoring)."""
+
+    name: str
+    created: float
+    names_accepted: float | None = None
+    established: float | None = None
+    discovery: float | None = None
+    openapi_v3: float | None = None
+    #: Reached, but before we could time it.
+    discovery_untimed: bool = False
+    openapi_untimed: bool = False
+
+    @property
+    def in_discovery(self) -> bool:
+        return self.discovery is not None or self.discovery_untimed
+
+    @property
+    def in_openapi(self) -> bool:
+        return self.openapi_v3 is not None or self.openapi_untimed
+
+
+@dataclass
+class IndexChange:
+    """A group-version's hash as first observed by one index fetch (hash None: path gone)."""
+
+    started: float
+    received: float
+    hash: str | None
+
+
+@dataclass
+class GroupVersionHistory:
+    """What the index fetches showed for one ``apis/<group>/<version>`` path."""
+
+    #: The path was in the first index fetch (its first appearance is unknown).
+    initial: bool
+    changes: list[IndexChange] = field(default_factory=list)
+
+    @property
+    def current(self) -> str | None:
+        return self.changes[-1].hash if self.changes else None
+
+    @property
+    def first_seen(self) -> float | None:
+        """When the path first appeared (None when it was there at the first fetch)."""
+        if self.initial:
+            return None
+        return next((c.received for c in self.changes if c.hash is not None), None)
+
+    @property
+    def hash_changed(self) -> float | None:
+        """When the current hash was first seen (None when unchanged since the first fetch)."""
+        if len(self.changes) == 1 and self.initial:
+            return None
+        return self.changes[-1].received if self.changes else None
+
+
+def established_time(record: CRDRecord) -> float | None:
+    """The ``established`` stage time of a record (see the module docstring)."""
+    if record.established is None:
+        return None
+    if record.established_live and record.seen_established is not None:
+        return record.seen_established
+    return record.established
+
+
+class PublicationTracker:
+    """Stage times per CRD, fed with CRD records and discovery/index observations."""
+
+    def __init__(self) -> None:
+        self.stages: dict[str, Stages] = {}  # by uid
+        self.index: dict[str, GroupVersionHistory] = {}
+        self.index_fetches = 0
+        self.first_index_started: float | None = None
+        #: (group, version, plural) -> when it appeared in discovery (None: in the first fetch).
+        self.discovery_appeared: dict[tuple[str, str, str], float | None] = {}
+        self.discovery_fetches = 0
+
+    # -- CRDs ------------------------------------------------------------------------
+    def update_crds(self, records: dict[str, CRDRecord]) -> None:
+        """Follow the current CRDs: new ones start, deleted ones are forgotten."""
+        current = {record.uid: record for record in records.values()}
+        for uid in [uid for uid in self.stages if uid not in current]:
+            del self.stages[uid]
+        for uid, record in current.items():
+            stages = self.stages.get(uid)
+            if stages is None:
+                stages = self.stages[uid] = Stages(name=record.name, created=record.created)
+            stages.names_accepted = record.names_accepted
+            stages.established = established_time(record)
+
+    # -- discovery -------------------------------------------------------------------
+    def observe_discovery(self, received: float, visible: set[tuple[str, str, str]],
+                          records: dict[str, CRDRecord]) -> None:
+        """One aggregated-discovery fetch (received at ``received``) listing ``visible`` resources."""
+        first = self.discovery_fetches == 0
+        self.discovery_fetches += 1
+        for key in [k for k in self.discovery_appeared if k not in visible]:
+            del self.discovery_appeared[key]
+        for key in visible:
+            if key not in self.discovery_appeared:
+                self.discovery_appeared[key] = None if first else received
+        for record in records.values():
+            stages = self.stages.get(record.uid)
+            if stages is None or stages.in_discovery or not record.served_versions:
+                continue
+            keys = [(record.group, version, record.plural) for version in record.served_versions]
+            if not all(key in self.discovery_appeared for key in keys):
+                continue
+            times = [self.discovery_appeared[key] for key in keys]
+            if any(t is None for t in times) or max(times) < record.created - 1.0:
+                # Visible before we looked, or the resource belongs to an earlier CRD of the same name.
+                stages.discovery_untimed = True
+            else:
+                stages.discovery = max(times)
+
+    # -- /openapi/v3 -----------------------------------------------------------------------
+    def observe_index(self, started: float, received: float, hashes: dict[str, str]) -> None:
+        """One ``/openapi/v3`` index fetch: ``apis/<group>/<version>`` path -> hash."""
+        first = self.index_fetches == 0
+        self.index_fetches += 1
+        if first:
+            self.first_index_started = started
+        for path, history in self.index.items():
+            if path not in hashes and history.current is not None:
+                history.changes.append(IndexChange(started, received, None))
+        for path, digest in hashes.items():
+            history = self.index.get(path)
+            if history is None:
+                history = self.index[path] = GroupVersionHistory(initial=first)
+            if history.current != digest:
+                history.changes.append(IndexChange(started, received, digest))
+                del history.changes[:-HISTORY_PER_GROUP_VERSION]
+
+    def place_openapi(self, records: dict[str, CRDRecord]) -> None:
+        """Decide, for every Established CRD not yet published, whether the index now shows it."""
+        if self.first_index_started is None:
+            return
+        for record in records.values():
+            stages = self.stages.get(record.uid)
+            if stages is None or stages.in_openapi or stages.established is None or not record.served_versions:
+                continue
+            times: list[float] = []
+            untimed = False
+            for version in record.served_versions:
+                history = self.index.get(f"apis/{record.group}/{version}")
+                if history is None or history.current is None:
+                    break
+                if stages.established < self.first_index_started and history.initial:
+                    untimed = True  # published, for all we know, before the first fetch
+                    continue
+                change = next((c for c in history.changes if c.started > stages.established and c.hash), None)
+                if change is None:
+                    break
+                times.append(change.received)
+            else:
+                if untimed:
+                    stages.openapi_untimed = True
+                else:
+                    stages.openapi_v3 = max(times)
+
+    # -- results -----------------------------------------------------------------------------
+    def lag_seconds(self) -> dict[str, LagStats]:
+        """Per stage, p50/p95/max of (stage time - created) over the timed CRDs."""
+        values: dict[str, list[float]] = {stage: [] for stage in STAGES}
+        for stages in self.stages.values():
+            for stage in STAGES:
+                when = getattr(stages, stage)
+                if when is not None:
+                    values[stage].append(max(0.0, when - stages.created))
+        return {stage: lag_stats(found) for stage, found in values.items()}
+
+    def backlog(self, records: dict[str, CRDRecord]) -> list[tuple[str, float]]:
+        """(name, Established time) of Established, not Terminating CRDs missing from the v3 index."""
+        pending = []
+        for record in records.values():
+            stages = self.stages.get(record.uid)
+            if (stages is not None and stages.established is not None and not record.terminating
+                    and not stages.in_openapi):
+                pending.append((record.name, stages.established))
+        return sorted(pending, key=lambda item: item[1])

@@ -1,0 +1,276 @@
+"""Throttling: API Priority and Fairness on the server, rate limits on the client.
+
+Server side, from the shared ``/metrics`` scrape (:mod:`probes.apf`): the APF
+families per priority level (and per flow schema where something happened), as
+current values and as rates between two scrapes.  The probe keeps its own previous
+scrape (probes sharing the scrape run on other cadences); ``once`` takes two
+scrapes :data:`ONCE_INTERVAL_SECONDS` apart so that rates exist.
+
+Of crdscope's own requests (:class:`probes.cluster.RequestLog`): every 429
+with its ``Retry-After``, and the ``X-Kubernetes-PF-*-UID`` headers mapped to
+names through the flowcontrol API (:class:`FlowcontrolNames`, listed rarely).
+
+Client side, two hooks a monitor fills (the probe never imports the loader):
+
+* ``monitor.shared["client_limiter"]`` (:data:`CLIENT_LIMITER`): the token
+  bucket crdscope itself runs; whoever starts the loader on a monitor puts the
+  loader's :class:`probes.ratelimit.TokenBucket` there.  Any object with
+  ``qps``, ``burst`` and the running totals ``acquired`` (requests that passed),
+  ``throttled`` (those that had to wait) and ``waited_seconds`` will do.
+* the client models (client-go, kubectl) of the discovery probe's latest sample
+  (``monitor.scheduler.latest["discovery"].client_models``), copied as they are.
+
+What cannot be seen (``/metrics`` forbidden, no limiter in a one-shot run) is
+named with its reason in ``unobservable``; the rest of the sample stays filled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from .apf import (
+    APF_FAMILIES, CURRENT_LIMIT, NOMINAL_LIMIT, FlowcontrolNames, FlowSchemaActivity, PriorityLevel,
+    level_names, priority_levels,
+)
+from .cluster import Cluster, RequestLog
+from .metrics import MetricsSource, Scrape
+from .ratelimit import ClientModel
+from .samples import Sample
+
+#: Seconds between the two scrapes of :func:`once`: long enough for a rate, short for a CLI.
+ONCE_INTERVAL_SECONDS = 2.0
+#: Key of ``monitor.shared`` holding crdscope's own client-side limiter (see the module docstring).
+CLIENT_LIMITER = "client_limiter"
+#: How many of the latest 429s a sample lists.
+RECENT_429 = 20
+
+# --------------------------------------------------------------------------- the sample
+
+
+@dataclass(frozen=True)
+class Response429:
+    """A 429 one of crdscope's requests received."""
+
+    timestamp: float
+    method: str
+    path: str
+    retry_after_seconds: float | None
+    flow_schema: str | None
+    priority_level: str | None
+
+
+@dataclass(frozen=True)
+class Responses429:
+    """Every 429 crdscope's requests to this cluster received."""
+
+    total: int = 0
+    since_last_run: int = 0
+    #: the latest ones, oldest first
+    recent: tuple[Response429, ...] = ()
+
+
+@dataclass(frozen=True)
+class OwnFlow:
+    """A (flow schema, priority level) the server put crdscope's own requests in."""
+
+    flow_schema: str | None
+    priority_level: str | None
+    flow_schema_uid: str
+    priority_level_uid: str
+    responses: int
+
+
+@dataclass(frozen=True)
+class ClientLimiter:
+    """crdscope's own client-side token bucket (the loader's)."""
+
+    qps: float
+    burst: int
+    acquired: int
+    #: acquires that had to wait for a token
+    throttled: int
+    waited_seconds: float
+    #: waiting time added since the previous run
+    waited_seconds_since_last_run: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThrottlingSample(Sample):
+    """Server-side APF and client-side limits, as a person waiting on kubectl lives them."""
+
+    probe = "throttling"
+
+    server: str = ""
+    #: seconds between the two scrapes the counts and rates come from (None: one scrape only)
+    interval_seconds: float | None = None
+    priority_levels: tuple[PriorityLevel, ...] = ()
+    flow_schemas: tuple[FlowSchemaActivity, ...] = ()
+    rejected_per_s: float | None = None
+    responses_429: Responses429 = Responses429()
+    own_flows: tuple[OwnFlow, ...] = ()
+    client_limiter: ClientLimiter | None = None
+    client_models: tuple[ClientModel, ...] = ()
+    scrape_bytes: int = 0
+    scrape_seconds: float = 0.0
+    #: figure -> why it could not be observed
+    unobservable: dict[str, str] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- crdscope's own requests
+
+
+def responses_429(log: RequestLog, names: FlowcontrolNames, previous_total: int | None) -> Responses429:
+    """The 429s crdscope received, the latest with names for their flow schema and level."""
+    recent = list(log.throttled)[-RECENT_429:]
+    return Responses429(
+        total=log.throttled_total,
+        since_last_run=log.throttled_total - (previous_total or 0),
+        recent=tuple(
+            Response429(timestamp=t.timestamp, method=t.method, path=t.path,
+                        retry_after_seconds=t.retry_after_seconds,
+                        flow_schema=names.flow_schema(t.flow_schema_uid),
+                        priority_level=names.priority_level(t.priority_level_uid))
+            for t in recent
+        ),
+    )
+
+
+def own_flows(log: RequestLog, names: FlowcontrolNames) -> tuple[OwnFlow, ...]:
+    """Where the server classified crdscope's requests (most used first)."""
+    return tuple(
+        OwnFlow(flow_schema=names.flow_schema(fs), priority_level=names.priority_level(pl),
+                flow_schema_uid=fs, priority_level_uid=pl, responses=count)
+        for (fs, pl), count in sorted(log.apf_pairs.items(), key=lambda item: -item[1])
+    )
+
+
+def header_uids(log: RequestLog) -> set[str]:
+    """Every APF UID crdscope's responses carried."""
+    return {uid for pair in log.apf_pairs for uid in pair}
+
+
+# --------------------------------------------------------------------------- client side
+
+
+def client_limiter(limiter: object | None, previous_waited: float | None) -> ClientLimiter | None:
+    """A view of crdscope's own token bucket (see the module docstring for the protocol)."""
+    if limiter is None:
+        return None
+    waited = float(getattr(limiter, "waited_seconds", 0.0))
+    return ClientLimiter(
+        qps=float(getattr(limiter, "qps", 0.0)),
+        burst=int(getattr(limiter, "burst", 0)),
+        acquired=int(getattr(limiter, "acquired", 0)),
+        throttled=int(getattr(limiter, "throttled", 0)),
+        waited_seconds=waited,
+        waited_seconds_since_last_run=None if previous_waited is None else waited - previous_waited,
+    )
+
+
+def client_models(discovery_sample: object | None) -> tuple[ClientModel, ...]:
+    """The client models of the discovery probe's latest sample (none before its first run)."""
+    models = getattr(discovery_sample, "client_models", None) or ()
+    return tuple(model for model in models if isinstance(model, ClientModel))
+
+
+# --------------------------------------------------------------------------- the probe
+
+
+class ThrottlingProbe:
+    """The throttling probe of a monitor (or of :func:`once`): keeps its previous scrape."""
+
+    name = "throttling"
+
+    def __init__(self, cluster: Cluster, metrics: MetricsSource, *, cadence: float = 5.0,
+                 shared: dict[str, object] | None = None, latest: dict[str, Sample] | None = None) -> None:
+        self.cluster = cluster
+        self.metrics = metrics
+        self.cadence = cadence
+        self.shared = shared if shared is not None else {}
+        self.latest = latest if latest is not None else {}
+        self.names = FlowcontrolNames(cluster)
+        metrics.want(*APF_FAMILIES)
+        self._previous: Scrape | None = None
+        self._previous_429: int | None = None
+        self._previous_waited: float | None = None
+
+    async def run(self) -> ThrottlingSample:
+        """One observation; rates need the previous run's scrape."""
+        # Another probe's scrape of the last half cadence will do: rates use each scrape's own time.
+        scrape = await self.metrics.scrape(max_age=self.cadence / 2)
+        return await self.observe(scrape)
+
+    async def observe(self, scrape: Scrape) -> ThrottlingSample:
+        """Build the sample from ``scrape`` (and the kept previous one)."""
+        unobservable: dict[str, str] = {}
+        await self.names.refresh(header_uids(self.cluster.requests), level_names(scrape))
+        if self.names.error:
+            unobservable["names"] = self.names.error
+
+        levels: tuple[PriorityLevel, ...] = ()
+        schemas: tuple[FlowSchemaActivity, ...] = ()
+        interval = None
+        error = None
+        if scrape.ok:
+            older = self._previous if self._previous is not None and self._previous.ok else None
+            if not scrape.has(NOMINAL_LIMIT) and not scrape.has(CURRENT_LIMIT):
+                unobservable["priority_levels"] = ("the server exports no API Priority and Fairness "
+                                                   "metrics (APF disabled?)")
+            else:
+                levels, schemas = priority_levels(scrape, older, self.names.limit_responses)
+                if older is not None and scrape.timestamp > older.timestamp:
+                    interval = scrape.timestamp - older.timestamp
+                else:
+                    unobservable["rates"] = "one scrape so far: rates need the next run"
+            self._previous = scrape
+        elif scrape.status in (401, 403):
+            reason = scrape.error or "/metrics forbidden"
+            unobservable["priority_levels"] = unobservable["flow_schemas"] = reason
+        else:
+            error = scrape.error
+
+        log = self.cluster.requests
+        answered = responses_429(log, self.names, self._previous_429)
+        self._previous_429 = log.throttled_total
+        limiter = client_limiter(self.shared.get(CLIENT_LIMITER), self._previous_waited)
+        if limiter is None:
+            unobservable["client_limiter"] = "no client-side limiter runs here (the loader's, while it loads)"
+        else:
+            self._previous_waited = limiter.waited_seconds
+        models = client_models(self.latest.get("discovery"))
+        if not models:
+            unobservable["client_models"] = "no discovery sample with client models yet"
+        rejected = [level.rejected_per_s for level in levels if level.rejected_per_s is not None]
+        return ThrottlingSample(
+            server=self.cluster.server,
+            error=error,
+            interval_seconds=interval,
+            priority_levels=levels,
+            flow_schemas=schemas,
+            rejected_per_s=sum(rejected) if rejected else None,
+            responses_429=answered,
+            own_flows=own_flows(log, self.names),
+            client_limiter=limiter,
+            client_models=models,
+            scrape_bytes=scrape.bytes,
+            scrape_seconds=scrape.seconds,
+            unobservable=unobservable,
+        )
+
+
+async def once(cluster: Cluster) -> ThrottlingSample:
+    """Two scrapes :data:`ONCE_INTERVAL_SECONDS` apart, so that the sample has rates."""
+    probe = ThrottlingProbe(cluster, MetricsSource(cluster))
+    first = await probe.metrics.scrape()
+    sample = await probe.observe(first)
+    if not first.ok:  # down or forbidden: a second scrape would say the same
+        return sample
+    await asyncio.sleep(ONCE_INTERVAL_SECONDS)
+    return await probe.observe(await probe.metrics.scrape())
+
+
+def make_probe(monitor) -> ThrottlingProbe:
+    """The throttling probe on the monitor's shared scrape, hooks and cadence."""
+    return ThrottlingProbe(monitor.cluster, monitor.metrics, cadence=monitor.settings.cadences.throttling,
+                           shared=monitor.shared, latest=monitor.scheduler.latest)

@@ -1,0 +1,279 @@
+"""Transitions worth a person's attention, derived from samples: the events log.
+
+:class:`EventDetector` watches the samples of every probe and yields an
+:class:`Event` once per *transition* (the API server restarted, readyz started
+failing, 429s began...), never once per sample: a server that stays down for
+ten minutes is one "down" event and one "recovered" event.  The TUI's events
+panel, the headless watcher and the recorder all use it; an event's timestamp
+is the timestamp of the sample that revealed it, so replaying a recording
+yields the same events as the live session did.
+
+Figures are read by name and defensively (:mod:`session.values`): a field a
+probe does not have, or reports as unobservable (``None``), raises no event.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+from probes.samples import Sample
+from probes.settings import Thresholds
+
+from .values import count, get, items, number
+
+INFO, WARN, FAIL = "info", "warn", "fail"
+SEVERITIES = (INFO, WARN, FAIL)
+
+#: The kubectl >= 1.24 client model (QPS 50, burst 300): the discovery budget people feel.
+KUBECTL_124_QPS, KUBECTL_124_BURST = 50.0, 300.0
+#: Consecutive rises of the OpenAPI backlog that count as "growing" below the warn threshold.
+BACKLOG_RISES = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    """One transition: when, what kind, how bad, which probe saw it, and a line for a person."""
+
+    timestamp: float
+    kind: str
+    severity: str
+    probe: str
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (the recorder's event record)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Event:
+        """Inverse of :meth:`to_json`; unknown keys are ignored."""
+        return cls(timestamp=float(data.get("timestamp", 0.0)), kind=str(data.get("kind", "")),
+                   severity=str(data.get("severity", INFO)), probe=str(data.get("probe", "")),
+                   message=str(data.get("message", "")))
+
+    def line(self) -> str:
+        """``HH:MM:SS severity probe: message`` in local time, for logs and the headless watcher."""
+        clock = time.strftime("%H:%M:%S", time.localtime(self.timestamp))
+        return f"{clock} {self.severity:<4} {self.probe}: {self.message}"
+
+
+@dataclasses.dataclass
+class _ProbeState:
+    down_since: float | None = None
+
+
+class EventDetector:
+    """Turns a stream of samples (any probe, any order) into transition events."""
+
+    def __init__(self, thresholds: Thresholds | None = None) -> None:
+        self.thresholds = thresholds or Thresholds()
+        self._probes: dict[str, _ProbeState] = {}
+        self._restarts: float | None = None
+        self._start_time: float | None = None
+        self._ready: bool | None = None
+        self._throttled = False
+        self._responses_429: float | None = None
+        self._over_budget = False
+        self._backlog: float | None = None
+        self._backlog_rises = 0
+        self._backlog_growing = False
+        self._breaches: dict[str, str] = {}
+        self._loader_state: str | None = None
+
+    def observe(self, sample: Sample) -> list[Event]:
+        """The events this sample reveals (usually none)."""
+        probe = type(sample).probe
+        events = self._availability(probe, sample)
+        if sample.error:
+            return events  # a failed sample's figures are defaults, not observations
+        detector = _DETECTORS.get(probe)
+        if detector is not None:
+            events.extend(getattr(self, detector)(sample))
+        return events
+
+    # -- every probe: down / recovered ------------------------------------------------
+    def _availability(self, probe: str, sample: Sample) -> list[Event]:
+        state = self._probes.setdefault(probe, _ProbeState())
+        if sample.error and state.down_since is None:
+            state.down_since = sample.timestamp
+            return [Event(sample.timestamp, "probe-down", FAIL, probe, f"probe down: {sample.error}")]
+        if not sample.error and state.down_since is not None:
+            seconds = max(0.0, sample.timestamp - state.down_since)
+            state.down_since = None
+            return [Event(sample.timestamp, "probe-recovered", INFO, probe,
+                          f"probe recovered after {format_seconds(seconds)}")]
+        return []
+
+    # -- per probe ---------------------------------------------------------------------
+    def _health(self, sample: Sample) -> list[Event]:
+        events: list[Event] = []
+        restarts = number(get(sample, "restarts"))
+        start_time = number(get(sample, "start_time"))
+        restarted = False
+        if restarts is not None:
+            restarted = self._restarts is not None and restarts > self._restarts
+            self._restarts = restarts
+        elif start_time is not None:
+            restarted = self._start_time is not None and start_time != self._start_time
+        if start_time is not None:
+            self._start_time = start_time
+        if restarted:
+            when = f" (new process started {time.strftime('%H:%M:%S', time.localtime(start_time))})" \
+                if start_time else ""
+            events.append(Event(sample.timestamp, "apiserver-restarted", FAIL, "health",
+                                f"API server restarted{when}"))
+        ready = get(sample, "ready")
+        if isinstance(ready, bool):
+            if not ready and self._ready is not False:
+                failing = _first_few([str(c) for c in items(get(sample, "failing_checks"))]) or "no check named"
+                events.append(Event(sample.timestamp, "readyz-failing", FAIL, "health",
+                                    f"readyz failing: {failing}"))
+            elif ready and self._ready is False:
+                events.append(Event(sample.timestamp, "readyz-recovered", INFO, "health", "readyz ok again"))
+            self._ready = ready
+        return events
+
+    def _throttling(self, sample: Sample) -> list[Event]:
+        rejecting = []
+        for level in items(get(sample, "priority_levels")):
+            rate = number(get(level, "rejected_per_s"))
+            if rate:
+                rejecting.append(f"{get(level, 'name', '?')} {rate:.1f}/s")
+        seen = count(get(sample, "responses_429"))
+        new_429 = seen is not None and self._responses_429 is not None and seen > self._responses_429
+        if seen is not None:
+            self._responses_429 = seen
+        throttled = bool(rejecting) or new_429
+        if throttled == self._throttled:
+            return []
+        self._throttled = throttled
+        if throttled:
+            where = f"APF rejecting at {', '.join(rejecting)}" if rejecting else "crdscope received 429s"
+            return [Event(sample.timestamp, "throttling-began", WARN, "throttling", f"429s began: {where}")]
+        return [Event(sample.timestamp, "throttling-stopped", INFO, "throttling", "429s stopped")]
+
+    def _discovery(self, sample: Sample) -> list[Event]:
+        seconds = kubectl_124_seconds(sample)
+        if seconds is None:
+            return []
+        budget = self.thresholds.discovery_seconds_warn
+        over = seconds > budget
+        if over == self._over_budget:
+            return []
+        self._over_budget = over
+        if over:
+            return [Event(sample.timestamp, "discovery-over-budget", WARN, "discovery",
+                          f"discovery over budget: kubectl 1.24+ would take {seconds:.1f} s (> {budget:g} s)")]
+        return [Event(sample.timestamp, "discovery-within-budget", INFO, "discovery",
+                      f"discovery within budget again: kubectl 1.24+ {seconds:.1f} s")]
+
+    def _openapi(self, sample: Sample) -> list[Event]:
+        backlog = number(get(sample, "backlog"))
+        if backlog is None:
+            return []
+        previous, self._backlog = self._backlog, backlog
+        self._backlog_rises = self._backlog_rises + 1 if previous is not None and backlog > previous else 0
+        warn = self.thresholds.openapi_backlog_warn
+        if not self._backlog_growing and backlog > 0 and (backlog >= warn or self._backlog_rises >= BACKLOG_RISES):
+            self._backlog_growing = True
+            severity = WARN if backlog >= warn else INFO
+            return [Event(sample.timestamp, "openapi-backlog-growing", severity, "openapi",
+                          f"OpenAPI backlog growing: {backlog:.0f} CRDs Established but not yet published")]
+        if self._backlog_growing and backlog == 0:
+            self._backlog_growing = False
+            return [Event(sample.timestamp, "openapi-backlog-drained", INFO, "openapi", "OpenAPI backlog drained")]
+        return []
+
+    def _latency(self, sample: Sample) -> list[Event]:
+        now = {breach_key(b): breach_text(b, sample) for b in items(get(sample, "slo_breaches"))}
+        for name in items(get(sample, "canary_slo_breaches")):
+            canary = get(get(sample, "canaries"), str(name))
+            p99, slo = number(get(canary, "p99_seconds")), number(get(canary, "slo_seconds"))
+            figures = f" p99 {p99:.2f} s > {slo:g} s" if p99 is not None and slo is not None else ""
+            now[f"canary {name}"] = f"canary {name}{figures}"
+        events = [Event(sample.timestamp, "latency-slo-breached", WARN, "latency", f"latency SLO breached: {text}")
+                  for key, text in now.items() if key not in self._breaches]
+        events += [Event(sample.timestamp, "latency-slo-recovered", INFO, "latency", f"latency SLO met again: {key}")
+                   for key in self._breaches if key not in now]
+        self._breaches = now
+        return events
+
+    def _loader(self, sample: Sample) -> list[Event]:
+        state = get(sample, "state")
+        if not isinstance(state, str) or state == self._loader_state:
+            return []
+        previous, self._loader_state = self._loader_state, state
+        source = get(sample, "source", "")
+        if state == "running" and previous in (None, "idle", "done", "stopped"):
+            return [Event(sample.timestamp, "loader-started", INFO, "loader", f"loading {source}")]
+        if state in ("done", "stopped"):
+            established = number(get(sample, "established")) or 0
+            failed = number(get(sample, "failed")) or 0
+            elapsed = number(get(sample, "elapsed_seconds"))
+            took = f" in {format_seconds(elapsed)}" if elapsed is not None else ""
+            severity = WARN if failed else INFO
+            return [Event(sample.timestamp, f"loader-{state}", severity, "loader",
+                          f"loader {state}: {established:.0f} CRDs Established, {failed:.0f} failed{took}")]
+        return []
+
+
+#: probe name -> the EventDetector method that reads its figures.
+_DETECTORS = {"health": "_health", "throttling": "_throttling", "discovery": "_discovery",
+              "openapi": "_openapi", "latency": "_latency", "loader": "_loader"}
+
+
+def kubectl_124_seconds(sample: Any) -> float | None:
+    """Seconds of the kubectl >= 1.24 client model in a discovery sample (None when absent)."""
+    models = items(get(sample, "client_models"))
+    for model in models:
+        if number(get(model, "qps")) == KUBECTL_124_QPS and number(get(model, "burst")) == KUBECTL_124_BURST:
+            return number(get(model, "seconds"))
+    for model in models:
+        name = str(get(model, "name", ""))
+        if "kubectl" in name and "1.24" in name:
+            return number(get(model, "seconds"))
+    return None
+
+
+def breach_key(breach: Any) -> str:
+    """A stable name for one SLO breach: ``verb scope`` of a record, or the string itself."""
+    if isinstance(breach, str):
+        return breach
+    parts = [str(get(breach, k)) for k in ("verb", "scope") if get(breach, k)]
+    return " ".join(parts) or str(breach)
+
+
+def breach_text(breach: Any, sample: Any = None) -> str:
+    """The breach as a person reads it, with p99 against the SLO when the sample gives them.
+
+    A record may carry ``p99_seconds``/``slo_seconds`` itself; a string key is looked up in
+    the sample's ``p99_by_verb_scope`` and ``slo_seconds``.
+    """
+    key = breach_key(breach)
+    if isinstance(breach, str):
+        p99 = number(get(get(sample, "p99_by_verb_scope"), key))
+        slo = number(get(get(sample, "slo_seconds"), key))
+    else:
+        p99, slo = number(get(breach, "p99_seconds")), number(get(breach, "slo_seconds"))
+    if p99 is not None and slo is not None:
+        return f"{key} p99 {p99:.2f} s > {slo:g} s"
+    return key
+
+
+def _first_few(names: list[str], shown: int = 3) -> str:
+    """``a, b, c (+4 more)``: a restarting server fails a dozen checks at once."""
+    more = f" (+{len(names) - shown} more)" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
+def format_seconds(seconds: float) -> str:
+    """``4.2 s``, ``3m05s``, ``1h02m``: short durations for event lines and reports."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"

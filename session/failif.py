@@ -1,0 +1,133 @@
+"""``--fail-if`` thresholds: ``<probe>.<field><op><number>``, checked against every sample.
+
+Expressions are validated against the probes' sample dataclasses before
+anything runs (an unknown probe or field is a :class:`ConfigError`, exit 2), so a
+typo in a CI pipeline fails at once instead of silently never firing.  Field
+names are the ``--json`` keys of ``crdscope probe <name>``; a nested figure is
+reached with more dots (``latency.p99_by_verb.GET``), and a collection compares
+by its size (``health.failing_checks>0``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+import re
+import types
+import typing
+from typing import Any, Callable, Iterable
+
+from probes.errors import ConfigError
+from probes.samples import Sample, sample_type
+
+from .values import count, get_path
+
+OPERATORS: dict[str, Callable[[float, float], bool]] = {
+    ">=": operator.ge, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
+    ">": operator.gt, "<": operator.lt,
+}
+_EXPRESSION = re.compile(
+    r"^\s*(?P<probe>[A-Za-z_][\w-]*)\.(?P<path>[A-Za-z_][\w-]*(?:\.[\w-]+)*)\s*"
+    r"(?P<op>>=|<=|==|!=|>|<)\s*(?P<number>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Threshold:
+    """One parsed ``--fail-if`` expression."""
+
+    text: str
+    probe: str
+    path: tuple[str, ...]
+    op: str
+    limit: float
+
+    @property
+    def name(self) -> str:
+        return f"{self.probe}.{'.'.join(self.path)}"
+
+    def value(self, sample: Sample) -> float | None:
+        """The figure this threshold reads from a sample of its probe (None: not observed)."""
+        if type(sample).probe != self.probe or sample.error:
+            return None
+        return count(get_path(sample, self.path))
+
+    def crossed(self, sample: Sample) -> float | None:
+        """The observed value when this sample crosses the threshold, else None."""
+        value = self.value(sample)
+        if value is not None and OPERATORS[self.op](value, self.limit):
+            return value
+        return None
+
+
+def parse_threshold(text: str, probes: Iterable[str] | None = None) -> Threshold:
+    """Parse and validate one expression; :class:`ConfigError` names what is wrong."""
+    from probes.monitor import PROBE_FACTORIES
+
+    match = _EXPRESSION.match(text)
+    if not match:
+        raise ConfigError(
+            f"--fail-if '{text}' is not <probe>.<field><op><number> "
+            f"(ops: {' '.join(OPERATORS)}; e.g. 'discovery.seconds>5')"
+        )
+    known = list(probes if probes is not None else PROBE_FACTORIES)
+    probe = match["probe"]
+    if probe not in known:
+        raise ConfigError(f"--fail-if '{text}': unknown probe '{probe}' (probes: {', '.join(known)})")
+    cls = sample_type(probe)
+    if cls is Sample:
+        raise ConfigError(f"--fail-if '{text}': probe '{probe}' is not available in this build")
+    path = _check_path(text, probe, cls, tuple(match["path"].split(".")))
+    return Threshold(text=text.strip(), probe=probe, path=path, op=match["op"], limit=float(match["number"]))
+
+
+def parse_thresholds(texts: Iterable[str], probes: Iterable[str] | None = None) -> list[Threshold]:
+    """Parse every ``--fail-if`` (all errors are found before anything runs)."""
+    return [parse_threshold(text, probes) for text in texts]
+
+
+def _check_path(text: str, probe: str, cls: type, path: tuple[str, ...]) -> tuple[str, ...]:
+    """Walk the dataclass type hints along ``path``; the leaf must be a number or a collection.
+
+    Returns the path with dict keys as single segments: a key may contain dots
+    (``storage_objects_top.customresourcedefinitions.apiextensions.k8s.io``) when the
+    dict's values are figures, so the rest of the path is that key.
+    """
+    annotation: Any = cls
+    walked = probe
+    resolved: list[str] = []
+    index = 0
+    while index < len(path):
+        part = path[index]
+        annotation = _strip_optional(annotation)
+        if dataclasses.is_dataclass(annotation):
+            hints = typing.get_type_hints(annotation)
+            names = [f.name for f in dataclasses.fields(annotation) if f.name != "error"]
+            if part not in names:
+                raise ConfigError(f"--fail-if '{text}': {walked} has no field '{part}' "
+                                  f"(fields: {', '.join(names)})")
+            annotation = hints.get(part, Any)
+        elif typing.get_origin(annotation) is dict:
+            args = typing.get_args(annotation)
+            annotation = _strip_optional(args[1]) if len(args) == 2 else Any
+            if not (dataclasses.is_dataclass(annotation) or typing.get_origin(annotation) is dict):
+                part = ".".join(path[index:])  # figures keyed by names that may hold dots
+                index = len(path) - 1
+        elif annotation is Any:
+            return (*resolved, *path[index:])  # untyped: checked when samples arrive
+        else:
+            raise ConfigError(f"--fail-if '{text}': {walked} is not a record ('{part}' cannot follow it)")
+        resolved.append(part)
+        walked = f"{walked}.{part}"
+        index += 1
+    if _strip_optional(annotation) is str:
+        raise ConfigError(f"--fail-if '{text}': {walked} is text, not a number")
+    return tuple(resolved)
+
+
+def _strip_optional(annotation: Any) -> Any:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(options) == 1:
+            return options[0]
+    return annotation

@@ -1,0 +1,334 @@
+"""``crdscope watch --headless``: the probes without a screen, for CI pipelines and fleets.
+
+One line per notable event (:class:`session.events.EventDetector`) on stdout,
+an optional recording, an optional Prometheus endpoint, and ``--fail-if``
+thresholds: the watch ends with exit code 1 as soon as one is crossed, 0 when
+``--duration`` runs out without a crossing, and 130 on Ctrl-C (or SIGTERM);
+every path closes the recording and the endpoint first.  Bad flags (an unknown
+``--fail-if`` field, a bad duration or address) fail with exit code 2 before
+anything connects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable, TextIO
+
+from probes.errors import ConfigError, CrdscopeError
+from probes.paths import state_dir
+from probes.samples import Sample
+
+from .events import Event, EventDetector, FAIL, format_seconds
+from .failif import Threshold, parse_thresholds
+
+#: The one /version request that names the cluster must not hold the watch up.
+DESCRIBE_TIMEOUT_SECONDS = 5.0
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str) -> float:
+    """``90s``, ``5m``, ``1h``, ``1h30m``, or plain seconds (``45``) -> seconds."""
+    value = str(text).strip().lower()
+    try:
+        seconds = float(value)
+    except ValueError:
+        position, seconds = 0, 0.0
+        for match in _DURATION_PART.finditer(value):
+            if match.start() != position:
+                break
+            seconds += float(match[1]) * _UNIT_SECONDS[match[2]]
+            position = match.end()
+        if position != len(value) or not value:
+            raise ConfigError(f"--duration '{text}' is not a duration (e.g. 90s, 5m, 1h, 1h30m)") from None
+    if seconds <= 0:
+        raise ConfigError(f"--duration '{text}' must be positive")
+    return seconds
+
+
+@dataclasses.dataclass
+class Crossing:
+    """The threshold that ended the watch and the value that crossed it."""
+
+    threshold: Threshold
+    value: float
+    timestamp: float
+
+    def message(self) -> str:
+        return f"threshold crossed: {self.threshold.text} ({self.threshold.name} = {self.value:g})"
+
+
+class Watch:
+    """The sinks of a headless watch: events to lines (and the recording), thresholds to a stop."""
+
+    def __init__(self, detector: EventDetector, thresholds: Iterable[Threshold], *,
+                 recorder: Any = None, collector: Any = None, out: TextIO | None = None) -> None:
+        self.detector = detector
+        self.thresholds = list(thresholds)
+        self.recorder = recorder
+        self.collector = collector
+        self.out = out or sys.stdout
+        self.crossing: Crossing | None = None
+        self.samples = 0
+        self.events: list[Event] = []
+        self.done = asyncio.Event()
+        self.out_closed = False
+
+    def __call__(self, sample: Sample) -> None:
+        """The monitor sink."""
+        self.samples += 1
+        self.record(sample)
+        if self.collector is not None:
+            self.collector(sample)
+        for event in self.detector.observe(sample):
+            self.say(event.line())
+            self.events.append(event)
+            self.record(event)
+        if self.crossing is None:
+            for threshold in self.thresholds:
+                value = threshold.crossed(sample)
+                if value is not None:
+                    self.crossing = Crossing(threshold, value, sample.timestamp)
+                    event = Event(sample.timestamp, "threshold-crossed", FAIL, threshold.probe,
+                                  self.crossing.message())
+                    self.say(event.line())
+                    self.record(event)
+                    self.done.set()
+                    break
+
+    def record(self, item: Sample | Event) -> None:
+        """Record a sample or an event; a failing disk stops the recording, not the watch."""
+        if self.recorder is None:
+            return
+        try:
+            self.recorder(item)
+        except OSError as exc:
+            self.say(f"recording stopped: cannot write {self.recorder.path}: {exc.strerror or exc}")
+            self.recorder = None
+
+    def say(self, line: str) -> None:
+        """One line on stdout; a closed pipe (``| head``) ends the watch."""
+        if self.out_closed:
+            return
+        try:
+            print(line, file=self.out, flush=True)
+        except BrokenPipeError:
+            self.out_closed = True
+            self.done.set()
+            _discard_output(self.out)
+
+
+def run_headless(kubeconfig: str | None = None, context: str | None = None, duration: str | None = None,
+                 record: str | None = None, fail_if: Iterable[str] = (), serve_metrics: str | None = None,
+                 prometheus_url: str | None = None, *, out: TextIO | None = None) -> None:
+    """Watch a cluster without a screen; raises :class:`CrdscopeError` (exit 1) when a threshold is crossed."""
+    from probes.cluster import Cluster
+    from probes.settings import load_settings
+
+    from .exporter import parse_listen
+
+    # Everything a person can get wrong is checked before anything connects or runs.
+    seconds = parse_duration(duration) if duration else None
+    thresholds = parse_thresholds(fail_if)
+    listen = parse_listen(serve_metrics) if serve_metrics else None
+    settings = load_settings()
+    if prometheus_url:
+        settings = dataclasses.replace(settings, prometheus_url=prometheus_url)
+    cluster = Cluster.connect(kubeconfig, context)
+    out = out or sys.stdout
+    configure_logging()
+    outcome = asyncio.run(_watch(cluster, settings, seconds, record, thresholds, listen, out))
+    if outcome == "crossed":
+        raise CrdscopeError("a --fail-if threshold was crossed", exit_code=1)
+    if outcome == "interrupted":
+        raise CrdscopeError("interrupted", exit_code=130)
+
+
+async def _watch(cluster: Any, settings: Any, seconds: float | None, record: str | None,
+                 thresholds: list[Threshold], listen: tuple[str, int] | None, out: TextIO) -> str:
+    from probes.monitor import Monitor
+
+    from .exporter import MetricsServer, SampleCollector
+    from .recorder import ClusterInfo, Recorder, describe_cluster
+
+    collector = server = recorder = None
+    stack = contextlib.ExitStack()
+    stopped = asyncio.Event()
+    started = time.monotonic()
+    try:
+        if listen is not None:  # a port in use fails before anything talks to the cluster
+            collector = SampleCollector()
+            server = MetricsServer(collector, *listen)
+            stack.callback(server.close)
+        try:
+            info = await asyncio.wait_for(describe_cluster(cluster), DESCRIBE_TIMEOUT_SECONDS)
+        except asyncio.TimeoutError:  # a frozen server: watch it anyway, its version unknown
+            info = ClusterInfo(server=cluster.server, context=cluster.context)
+        if collector is not None:
+            collector.cluster = info
+        if record:
+            recorder = Recorder(record, info)
+            stack.callback(recorder.close)
+        monitor = Monitor(cluster, settings)
+        wire_lab(monitor)
+        watch = Watch(EventDetector(settings.thresholds), thresholds, recorder=recorder,
+                      collector=collector, out=out)
+        monitor.add_sink(watch)
+        version = info.kubernetes_version or "version unknown"
+        watch.say(f"watching {info.server} ({version}, context {info.context}); probes: "
+                  f"{', '.join(p.name for p in monitor.scheduler.probes)}"
+                  + (f"; for {format_seconds(seconds)}" if seconds else ""))
+        if recorder is not None:
+            watch.say(f"recording to {recorder.path}")
+        if server is not None:
+            watch.say(f"serving metrics on {server.url}")
+        _install_signals(stopped.set)
+        stack.callback(_remove_signals)
+        running = asyncio.create_task(monitor.run(), name="monitor")
+        waiters = [asyncio.create_task(watch.done.wait()), asyncio.create_task(stopped.wait())]
+        done, _ = await asyncio.wait([running, *waiters], timeout=seconds,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        for task in (running, *waiters):
+            task.cancel()
+        await asyncio.gather(running, *waiters, return_exceptions=True)
+        if running in done and not running.cancelled() and running.exception() is not None:
+            raise running.exception()
+        elapsed = format_seconds(time.monotonic() - started)
+        if watch.crossing is not None:
+            outcome = "crossed"
+        elif stopped.is_set():
+            outcome = "interrupted"
+        else:
+            outcome = "completed"
+        watch.say(f"watch {outcome} after {elapsed}: {watch.samples} samples, {len(watch.events)} events"
+                  + ("" if watch.crossing else ", no threshold crossed"))
+        return outcome
+    finally:
+        stack.close()
+        await cluster.aclose()
+
+
+def replay_headless(recording: Any, *, speed: float = 0.0, as_json: bool = False,
+                    out: TextIO | None = None) -> None:
+    """``crdscope replay --headless``: play a recording as event lines (as the live watch prints
+    them), or every sample and event as JSON lines; a closed pipe (``| head``) ends it quietly."""
+    import json
+
+    from probes.settings import load_settings
+
+    from .recorder import event_record, sample_record
+    from .replay import ReplayFeed
+
+    out = out or sys.stdout
+    configure_logging()
+    detector = EventDetector(load_settings().thresholds)
+    feed = ReplayFeed(recording, speed=speed)
+    closed: list[bool] = []
+    playing: asyncio.Task | None = None
+
+    def sink(sample: Sample) -> None:
+        try:
+            if as_json:
+                print(json.dumps(sample_record(sample)), file=out, flush=True)
+            for event in detector.observe(sample):
+                print(json.dumps(event_record(event)) if as_json else event.line(), file=out, flush=True)
+        except BrokenPipeError:  # the reader has had enough
+            closed.append(True)
+            if playing is not None:
+                playing.cancel()
+
+    async def main() -> None:
+        nonlocal playing
+        playing = asyncio.current_task()
+        try:
+            await feed.run()
+        except asyncio.CancelledError:
+            if not closed:
+                raise
+
+    feed.add_sink(sink)
+    cluster = recording.cluster
+    if not as_json:
+        print(f"replaying {recording.path} ({cluster.server}, {cluster.kubernetes_version or 'version unknown'})",
+              file=out, flush=True)
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        raise CrdscopeError("interrupted", exit_code=130) from None
+    if closed:
+        _discard_output(out)
+        return
+    if not as_json:
+        span = (recording.end - recording.start) if recording.samples else 0.0
+        print(f"replayed {len(recording.samples)} samples covering {format_seconds(span)}"
+              + ("" if recording.ended else " (the recording was not closed cleanly)"), file=out, flush=True)
+
+
+def _discard_output(out: TextIO) -> None:
+    """After a closed pipe, point the stream at /dev/null (as Python's docs advise) so that
+    exiting does not complain about the unflushed rest."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass  # not a real file (tests)
+
+
+def configure_logging() -> Path | None:
+    """Probe transitions are already event lines: logs go to the state dir's log file, errors also to stderr."""
+    path = state_dir() / "crdscope.log"
+    root = logging.getLogger()
+    errors = logging.StreamHandler()
+    errors.setLevel(logging.ERROR)
+    errors.setFormatter(logging.Formatter("crdscope: %(name)s: %(message)s"))
+    handlers: list[logging.Handler] = [errors]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        to_file = logging.FileHandler(path, encoding="utf-8")
+    except OSError:
+        path = None
+    else:
+        to_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handlers.append(to_file)
+    root.handlers[:] = handlers
+    root.setLevel(logging.WARNING)
+    logging.getLogger("crdscope").setLevel(logging.INFO)
+    return path
+
+
+def wire_lab(monitor: Any) -> None:
+    """When the monitor watches crdscope's lab, give the health probe the lab's etcd connection count.
+
+    The health probe reads ``monitor.shared["lab_etcd_connections"]`` (a callable) if present;
+    only lab-aware callers (this watcher, the TUI) set it, since probes never import ``lab``.
+    """
+    try:
+        from lab.sockets import etcd_connection_counter
+    except ImportError:
+        return
+    counter: Callable[[], Any] | None = etcd_connection_counter(monitor.cluster.server)
+    if counter is not None:
+        monitor.shared["lab_etcd_connections"] = counter
+
+
+def _install_signals(callback: Callable[[], None]) -> None:
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signum, callback)
+
+
+def _remove_signals() -> None:
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.remove_signal_handler(signum)

@@ -1,0 +1,288 @@
+"""``crdscope report FILE``: what happened during a recorded session, in Markdown or HTML.
+
+:func:`summarise` streams a recording once and keeps only what the report
+shows: the cluster, the duration, CRDs loaded and their rate, discovery at the
+start and at the end with the client models, the peak of APF rejections,
+OpenAPI lag percentiles, memory per CRD with its fit, restarts and outage
+windows, SLO breaches and the events.  Restarts and outages are re-derived from
+the samples with :class:`session.events.EventDetector` (the same rules as the
+live events log), so a recording made without events still reports them.
+
+:mod:`session.report_render` turns a :class:`Summary` into Markdown or HTML.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from probes.samples import Sample
+
+from .events import Event, EventDetector, kubectl_124_seconds
+from .recorder import ClusterInfo
+from .replay import Damage, RecordingReader
+from .values import count, get, items, names_of, number
+
+MIB = float(1 << 20)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientModel:
+    name: str
+    qps: float | None
+    burst: float | None
+    seconds: float | None
+    waited_seconds: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class DiscoveryPoint:
+    """Discovery as measured at one moment, with what each client model would have taken."""
+
+    timestamp: float
+    mode: str
+    seconds: float | None
+    group_versions: float | None
+    resources: float | None
+    requests: float | None
+    models: tuple[ClientModel, ...]
+    kubectl_124_seconds: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """An outage: ``end`` None while it was still open when the recording ended."""
+
+    start: float
+    end: float | None
+    seconds: float
+    reason: str
+
+
+@dataclasses.dataclass
+class Summary:
+    """Everything the report shows, computed from one pass over a recording."""
+
+    path: Path
+    cluster: ClusterInfo
+    header: dict[str, Any]
+    start: float | None = None
+    end: float | None = None
+    ended_cleanly: bool = False
+    damage: Damage | None = None
+    samples: dict[str, int] = dataclasses.field(default_factory=dict)
+    # CRDs
+    crds_start: float | None = None
+    crds_end: float | None = None
+    crds_loaded: float | None = None
+    load_rate_per_s: float | None = None
+    load_source: str = ""
+    loader: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # discovery
+    discovery_start: DiscoveryPoint | None = None
+    discovery_end: DiscoveryPoint | None = None
+    # throttling
+    apf_peak_per_s: float | None = None
+    apf_peak_at: float | None = None
+    apf_peak_levels: str = ""
+    responses_429: float | None = None
+    # openapi
+    openapi_lag: dict[str, dict[str, float | None]] = dataclasses.field(default_factory=dict)
+    backlog_peak: float | None = None
+    backlog_peak_at: float | None = None
+    # health
+    mib_per_crd: float | None = None
+    r2: float | None = None
+    heap_mib_per_crd: float | None = None
+    fds_per_crd: float | None = None
+    fit_points: float | None = None
+    fit_crd_counts: float | None = None
+    #: Start time of the API server process whose memory fit is reported.
+    fit_start_time: float | None = None
+    rss_start: float | None = None
+    rss_end: float | None = None
+    restarts: list[float] = dataclasses.field(default_factory=list)
+    outages: list[Window] = dataclasses.field(default_factory=list)
+    slo_breaches: list[str] = dataclasses.field(default_factory=list)
+    recorded_events: list[Event] = dataclasses.field(default_factory=list)
+    derived_events: list[Event] = dataclasses.field(default_factory=list)
+    #: Plot data: name -> [(x, y)].
+    series: dict[str, list[tuple[float, float]]] = dataclasses.field(default_factory=dict)
+    #: (crds, rss MiB, process start time) points for the memory plot.
+    memory_points: list[tuple[float, float, float | None]] = dataclasses.field(default_factory=list)
+
+    @property
+    def duration(self) -> float | None:
+        return None if self.start is None or self.end is None else self.end - self.start
+
+    @property
+    def events(self) -> list[Event]:
+        """The events log: as recorded live, else as re-derived from the samples."""
+        return self.recorded_events or self.derived_events
+
+    def add_point(self, name: str, x: float, y: float | None) -> None:
+        if y is not None:
+            self.series.setdefault(name, []).append((x, y))
+
+
+def summarise(path: str | Path) -> Summary:
+    """Read a recording once (up to any damage) and summarise it."""
+    reader = RecordingReader(path)
+    summary = Summary(path=Path(path), cluster=reader.cluster, header=reader.header)
+    detector = EventDetector()
+    last: dict[str, Sample] = {}
+    #: probe -> times its CRD count changed (inventory or health).
+    crd_changes: dict[str, list[float]] = {}
+    for item in reader:
+        if isinstance(item, Event):
+            summary.recorded_events.append(item)
+            continue
+        probe = type(item).probe
+        summary.samples[probe] = summary.samples.get(probe, 0) + 1
+        summary.start = item.timestamp if summary.start is None else min(summary.start, item.timestamp)
+        summary.end = item.timestamp if summary.end is None else max(summary.end, item.timestamp)
+        summary.derived_events.extend(detector.observe(item))
+        if probe == "health":
+            last["health-any"] = item  # its outage windows stay current while the server is away
+        if item.error:
+            continue
+        last[probe] = item
+        _take(summary, probe, item, crd_changes)
+    summary.damage = reader.damage
+    summary.ended_cleanly = reader.ended
+    _finish(summary, last, crd_changes)
+    return summary
+
+
+def _take(summary: Summary, probe: str, sample: Sample, changes: dict[str, list[float]]) -> None:
+    t = sample.timestamp
+    if probe in ("inventory", "health"):
+        crds = number(get(sample, "crds"))
+        if crds is not None:
+            key = f"crds:{probe}"
+            previous = summary.series.get(key, [])
+            if previous and previous[-1][1] != crds:
+                changes.setdefault(probe, []).append(t)
+            summary.add_point(key, t, crds)
+    if probe == "discovery":
+        point = discovery_point(sample)
+        summary.discovery_start = summary.discovery_start or point
+        summary.discovery_end = point
+        summary.add_point("discovery_seconds", t, point.seconds)
+        summary.add_point("discovery_kubectl_124", t, point.kubectl_124_seconds)
+    elif probe == "throttling":
+        levels = [(str(get(level, "name", "?")), number(get(level, "rejected_per_s")) or 0.0)
+                  for level in items(get(sample, "priority_levels"))]
+        total = sum(rate for _, rate in levels)
+        summary.add_point("apf_rejected_per_s", t, total)
+        if total > 0 and (summary.apf_peak_per_s is None or total > summary.apf_peak_per_s):
+            summary.apf_peak_per_s, summary.apf_peak_at = total, t
+            summary.apf_peak_levels = ", ".join(f"{name} {rate:.1f}/s" for name, rate in levels if rate)
+        seen = count(get(sample, "responses_429"))
+        if seen is not None:
+            summary.responses_429 = max(summary.responses_429 or 0.0, seen)
+    elif probe == "openapi":
+        backlog = number(get(sample, "backlog"))
+        summary.add_point("openapi_backlog", t, backlog)
+        if backlog is not None and (summary.backlog_peak is None or backlog > summary.backlog_peak):
+            summary.backlog_peak, summary.backlog_peak_at = backlog, t
+        lag = get(sample, "lag_seconds")
+        if names_of(lag):
+            summary.openapi_lag = {str(stage): {str(k): number(get(get(lag, stage), k))
+                                                for k in names_of(get(lag, stage))}
+                                   for stage in names_of(lag)}
+    elif probe == "health":
+        rss = number(get(sample, "rss_bytes"))
+        crds = number(get(sample, "crds"))
+        summary.add_point("rss_mib", t, rss / MIB if rss is not None else None)
+        if rss is not None:
+            summary.rss_start = summary.rss_start if summary.rss_start is not None else rss
+            summary.rss_end = rss
+            if crds is not None:
+                summary.memory_points.append((crds, rss / MIB, number(get(sample, "start_time"))))
+        # A restarted server starts a new fit with no slope yet: report the last fit that had one.
+        if number(get(sample, "mib_per_crd")) is not None:
+            for field in ("mib_per_crd", "r2", "heap_mib_per_crd", "fds_per_crd", "fit_points", "fit_crd_counts"):
+                setattr(summary, field, number(get(sample, field)))
+            summary.fit_start_time = number(get(sample, "start_time"))
+    elif probe == "latency":
+        from .events import breach_key
+
+        for breach in items(get(sample, "slo_breaches")):
+            key = breach_key(breach)
+            if key not in summary.slo_breaches:
+                summary.slo_breaches.append(key)
+
+
+def _crd_source(summary: Summary) -> str:
+    """The CRD count the report trusts: the inventory probe's, else the health probe's."""
+    return "inventory" if "crds:inventory" in summary.series else "health"
+
+
+def discovery_point(sample: Any) -> DiscoveryPoint:
+    """The report's view of one discovery sample."""
+    models = tuple(
+        ClientModel(name=str(get(m, "name", "?")), qps=number(get(m, "qps")), burst=number(get(m, "burst")),
+                    seconds=number(get(m, "seconds")), waited_seconds=number(get(m, "waited_seconds")))
+        for m in items(get(sample, "client_models"))
+    )
+    return DiscoveryPoint(timestamp=sample.timestamp, mode=str(get(sample, "mode", "") or ""),
+                          seconds=number(get(sample, "seconds")),
+                          group_versions=count(get(sample, "group_versions")),
+                          resources=count(get(sample, "resources")), requests=number(get(sample, "requests")),
+                          models=models, kubectl_124_seconds=kubectl_124_seconds(sample))
+
+
+def _finish(summary: Summary, last: dict[str, Sample], crd_changes: dict[str, list[float]]) -> None:
+    source = _crd_source(summary)
+    changes = crd_changes.get(source, [])
+    counts = summary.series.get(f"crds:{source}", [])
+    if counts:
+        summary.crds_start, summary.crds_end = counts[0][1], counts[-1][1]
+    loader = last.get("loader")
+    if loader is not None:
+        summary.loader = {k: get(loader, k) for k in ("source", "state", "requested", "created", "established",
+                                                       "skipped", "failed", "elapsed_seconds")}
+        loaded = number(get(loader, "established"))
+        summary.crds_loaded = loaded if loaded is not None else number(get(loader, "created"))
+        summary.load_rate_per_s = number(get(loader, "crds_per_second"))
+        summary.load_source = f"loader ({get(loader, 'source', '')})"
+    elif counts:
+        summary.crds_loaded = max(0.0, counts[-1][1] - counts[0][1])
+        if changes and summary.crds_loaded:
+            # The rate over the time the count was moving (from the sample before the first change).
+            before = max((t for t, _ in counts if t < changes[0]), default=changes[0])
+            span = changes[-1] - before
+            summary.load_rate_per_s = summary.crds_loaded / span if span > 0 else None
+        summary.load_source = f"{source} probe (CRD count at the end minus at the start)"
+    summary.restarts = [e.timestamp for e in summary.derived_events if e.kind == "apiserver-restarted"]
+    summary.outages = _outages(summary, last.get("health-any"))
+
+
+def _outages(summary: Summary, health: Sample | None) -> list[Window]:
+    """The health probe's own outage windows, else probe-down/recovered pairs of any probe."""
+    windows = []
+    for outage in items(get(health, "outages")) if health is not None else []:
+        start = number(get(outage, "start"))
+        if start is None:
+            continue
+        end = number(get(outage, "end"))
+        seconds = number(get(outage, "duration_seconds"))
+        if seconds is None:
+            seconds = (end if end is not None else (summary.end or start)) - start
+        windows.append(Window(start, end, seconds, str(get(outage, "reason", "") or "")))
+    if windows or health is not None:
+        return windows
+    opened: dict[str, Event] = {}
+    for event in summary.derived_events:
+        if event.kind == "probe-down":
+            opened.setdefault(event.probe, event)
+        elif event.kind == "probe-recovered" and event.probe in opened:
+            down = opened.pop(event.probe)
+            windows.append(Window(down.timestamp, event.timestamp, event.timestamp - down.timestamp,
+                                  f"{event.probe}: {down.message}"))
+    for probe, down in opened.items():
+        windows.append(Window(down.timestamp, None, (summary.end or down.timestamp) - down.timestamp,
+                              f"{probe}: {down.message}"))
+    return sorted(windows, key=lambda w: w.start)

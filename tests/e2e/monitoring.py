@@ -1,0 +1,108 @@
+"""Run a real Monitor against a lab inside an async test and collect what its probes deliver.
+
+Shared by the health and latency end-to-end tests.  kubectl runs in a thread
+(``kubectl``) so that the monitor keeps running on the event loop meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import Callable
+
+from tests.helpers import async_wait_for
+
+ADMIN_CONTEXT = "crdscope-lab"
+
+
+class Collected:
+    """A sink keeping every sample, by probe name."""
+
+    def __init__(self) -> None:
+        self.samples: dict[str, list] = {}
+
+    def __call__(self, sample) -> None:
+        self.samples.setdefault(sample.probe, []).append(sample)
+
+    def of(self, probe: str) -> list:
+        return self.samples.get(probe, [])
+
+    async def next(self, probe: str, predicate: Callable = lambda s: True, *, timeout: float = 60.0,
+                   message: str = "a sample"):
+        """The first sample of ``probe`` delivered from now on that satisfies ``predicate``."""
+        start = len(self.of(probe))
+
+        def found():
+            return next((s for s in self.of(probe)[start:] if predicate(s)), None)
+
+        return await async_wait_for(found, timeout=timeout, message=f"{probe}: {message}")
+
+
+@contextlib.asynccontextmanager
+async def running_monitor(lab, probes: list[str], *, kubeconfig: str | None = None,
+                          context: str | None = None, count_etcd: bool = True, **cadences: float):
+    """A Monitor on the lab running in the background; yields (monitor, collected)."""
+    from lab.sockets import etcd_connection_counter
+    from probes.cluster import Cluster
+    from probes.health import LAB_ETCD_CONNECTIONS
+    from probes.monitor import Monitor
+    from probes.settings import Settings
+
+    cluster = Cluster.connect(kubeconfig or lab.kubeconfig, context or (None if kubeconfig else ADMIN_CONTEXT))
+    monitor = Monitor(cluster, Settings().override("cadences", **cadences), probes=probes)
+    if count_etcd:
+        # What the TUI/headless wiring does when the server is the lab's.
+        counter = etcd_connection_counter(lab.server, Path(lab.lab.home))
+        assert counter is not None, "the lab was not recognised from its state file"
+        monitor.shared[LAB_ETCD_CONNECTIONS] = counter
+    collected = Collected()
+    monitor.add_sink(collected)
+    task = asyncio.create_task(monitor.run())
+    try:
+        yield monitor, collected
+    finally:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        await cluster.aclose()
+
+
+async def kubectl(lab, *args: str, check: bool = True, **kwargs):
+    """The real kubectl, off the event loop."""
+    return await asyncio.to_thread(lab.kubectl, *args, check=check, **kwargs)
+
+
+async def apply_and_establish(lab, path: Path, monitor=None) -> None:
+    """kubectl apply, then wait until every CRD of the file is Established.
+
+    With a running monitor its CRD watch tells (kubectl wait asks each CRD in turn: slow).
+    """
+    from tests.crdsets import crd_names
+
+    await kubectl(lab, "apply", "-f", str(path))
+    if monitor is None:
+        await kubectl(lab, "wait", "--for=condition=Established", "--timeout=120s", "-f", str(path))
+        return
+    names = set(crd_names([path]))
+    established = await monitor.crds.wait_until(
+        lambda crds: all(name in crds and crds[name].established is not None for name in names), timeout=120)
+    assert established, f"CRDs of {path.name} not Established within 120 s"
+
+
+async def delete_and_wait(lab, *paths: Path) -> None:
+    """Delete the CRDs of some files and wait until they are gone (tests share one lab)."""
+    for path in paths:
+        await kubectl(lab, "delete", "--ignore-not-found", "--wait=false", "-f", str(path))
+    for path in paths:
+        await kubectl(lab, "wait", "--for=delete", "--timeout=180s", "-f", str(path), check=False)
+        left = await kubectl(lab, "get", "--ignore-not-found", "-o", "name", "-f", str(path), check=False)
+        assert not left.stdout.strip(), f"CRDs left behind: {left.stdout[:200]}"
+
+
+def metric_value(text: str, name: str) -> float:
+    """One unlabelled sample of a /metrics text read by kubectl (the reference reader)."""
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not in /metrics")

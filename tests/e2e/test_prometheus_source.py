@@ -1,0 +1,200 @@
+"""The Prometheus source against a real Prometheus server scraping the lab.
+
+Debian's ``prometheus`` is started on loopback in a temporary directory and
+scrapes the lab's /metrics with the admin client certificate (job
+"apiserver"), as a self-hosted monitoring stack scrapes an API server.
+
+What the lab cannot give for real, and how the tests deal with it:
+
+* kubelet/cAdvisor (``container_memory_working_set_bytes``): the lab runs no
+  kubelet.  The first tests see the query return nothing and check that the
+  figure is unobservable with its reason.  The last one adds a scrape job that
+  renames the lab's own ``process_resident_memory_bytes`` to
+  ``container_memory_working_set_bytes{container="kube-apiserver"}`` through
+  Prometheus relabelling (a stand-in for cAdvisor, done by the real server), so
+  the query, the labels and the value path are exercised end to end.
+* kube-state-metrics (``kube_pod_container_status_restarts_total``): nothing
+  in the lab produces it, so only its absence (unobservable, with the reason)
+  is tested for real.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from probes.prometheus import PrometheusSource
+from tests.e2e.monitoring import metric_value
+from tests.helpers import wait_for
+
+pytestmark = pytest.mark.lab
+
+CRDSCOPE = [sys.executable, "-m", "tui.cli"]
+PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+
+
+def scrape_job(name: str, lab, pki: Path, relabel: list[dict] | None = None) -> dict:
+    job = {
+        "job_name": name,
+        "scheme": "https",
+        "tls_config": {"ca_file": str(pki / "ca.crt"), "cert_file": str(pki / "admin.crt"),
+                       "key_file": str(pki / "admin.key")},
+        "static_configs": [{"targets": [lab.server.removeprefix("https://")]}],
+        # Keep the TSDB small: the lab's /metrics is megabytes, the source reads a few gauges.
+        "metric_relabel_configs": relabel or [
+            {"source_labels": ["__name__"], "regex": "process_.*|go_goroutines|go_memstats_heap_inuse_bytes",
+             "action": "keep"}],
+    }
+    return job
+
+
+CADVISOR_STANDIN = [
+    {"source_labels": ["__name__"], "regex": "process_resident_memory_bytes", "action": "keep"},
+    {"target_label": "__name__", "replacement": "container_memory_working_set_bytes"},
+    {"target_label": "container", "replacement": "kube-apiserver"},
+    {"target_label": "namespace", "replacement": "kube-system"},
+    {"target_label": "pod", "replacement": "kube-apiserver-lab"},
+]
+
+
+class PrometheusServer:
+    def __init__(self, lab, directory: Path) -> None:
+        from lab.controlplane import free_port
+
+        self.lab = lab
+        self.directory = directory
+        self.pki = Path(lab.state.run_dir) / "pki"
+        self.config = directory / "prometheus.yml"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.write_config(cadvisor_standin=False)
+        self.log = open(directory / "prometheus.log", "wb")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [PROMETHEUS, f"--config.file={self.config}", f"--storage.tsdb.path={directory / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
+            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def write_config(self, *, cadvisor_standin: bool) -> None:
+        jobs = [scrape_job("apiserver", self.lab, self.pki)]
+        if cadvisor_standin:
+            jobs.append(scrape_job("cadvisor-standin", self.lab, self.pki, CADVISOR_STANDIN))
+        config = {"global": {"scrape_interval": "1s", "scrape_timeout": "1s"}, "scrape_configs": jobs}
+        self.config.write_text(json.dumps(config))  # JSON is YAML
+
+    def reload(self) -> None:
+        self.process.send_signal(signal.SIGHUP)
+
+    def query(self, promql: str) -> list:
+        try:
+            response = httpx.get(f"{self.url}/api/v1/query", params={"query": promql}, timeout=5)
+            return response.json()["data"]["result"] if response.status_code == 200 else []
+        except httpx.HTTPError:
+            return []
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def prometheus(lab, tmp_path_factory):
+    if not os.path.exists(PROMETHEUS):
+        pytest.fail("Debian's prometheus is required for the Prometheus source tests")
+    server = PrometheusServer(lab, tmp_path_factory.mktemp("prometheus"))
+    try:
+        wait_for(lambda: server.query('process_start_time_seconds{job="apiserver"}'), timeout=90,
+                 message="Prometheus to scrape the lab")
+        yield server
+    finally:
+        server.stop()
+
+
+def probe_health(kubeconfig: str, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+    done = subprocess.run([*CRDSCOPE, "probe", "health", "--json", "--kubeconfig", kubeconfig, *extra],
+                          capture_output=True, text=True, timeout=120)
+    return done, json.loads(done.stdout) if done.stdout.strip() else {}
+
+
+async def read_now(url: str):
+    source = PrometheusSource(url)
+    try:
+        return await source.read(max_age=0)
+    finally:
+        source.close()
+
+
+async def test_process_figures_come_from_the_apiserver_job_and_gaps_are_named(prometheus, lab):
+    reading = await read_now(prometheus.url)
+    reference = lab.kubectl("get", "--raw", "/metrics").stdout
+    assert reading.error is None
+    assert reading.values["start_time"] == metric_value(reference, "process_start_time_seconds")
+    assert reading.values["rss_bytes"] == pytest.approx(metric_value(reference, "process_resident_memory_bytes"),
+                                                        rel=0.3)
+    assert reading.values["goroutines"] == pytest.approx(metric_value(reference, "go_goroutines"), rel=0.3)
+    assert "process_resident_memory_bytes" in reading.sources["rss_bytes"]
+    # No kubelet and no kube-state-metrics in the lab: said so, not zero.
+    assert "working_set_bytes" not in reading.values
+    assert "container_memory_working_set_bytes" in reading.unobservable["working_set_bytes"]
+    assert reading.pod_restarts == {}
+    assert "kube-state-metrics" in reading.unobservable["pod_restarts"]
+
+
+def test_user_without_metrics_gets_memory_and_restarts_from_prometheus(prometheus, lab):
+    kubeconfig = str(lab.lab.mint_user("nometrics-prom"))
+    done, sample = probe_health(kubeconfig, "--prometheus", prometheus.url)
+    assert done.returncode == 0, done.stderr
+    reference = lab.kubectl("get", "--raw", "/metrics").stdout
+    assert sample["error"] is None
+    assert sample["start_time"] == metric_value(reference, "process_start_time_seconds")
+    assert sample["rss_bytes"] == pytest.approx(metric_value(reference, "process_resident_memory_bytes"), rel=0.3)
+    assert sample["sources"]["rss_bytes"].startswith("prometheus: process_resident_memory_bytes")
+    assert sample["restarts"] == 0  # from the start time Prometheus holds
+    assert "rss_bytes" not in sample["unobservable"]
+    # Still not observable: what neither this user nor this Prometheus can see.
+    assert sample["working_set_bytes"] is None and "working_set_bytes" in sample["unobservable"]
+    assert sample["crds"] is None and "403" in sample["unobservable"]["crds"]
+    assert "403" in sample["unobservable"]["storage_objects_total"]
+
+
+def test_unreachable_prometheus_keeps_the_metrics_figures(lab):
+    from lab.controlplane import free_port
+
+    done, sample = probe_health(lab.kubeconfig, "--prometheus", f"http://127.0.0.1:{free_port()}")
+    assert done.returncode == 0, done.stderr
+    assert sample["rss_bytes"] and "rss_bytes" not in sample["sources"]  # /metrics, directly
+    assert "connection refused" in sample["unobservable"]["working_set_bytes"]
+    bad = subprocess.run([*CRDSCOPE, "probe", "health", "--kubeconfig", lab.kubeconfig, "--prometheus",
+                          "user:secret@nowhere"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2
+    assert len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
+    assert "secret" not in bad.stderr
+
+
+async def test_container_working_set_is_read_when_cadvisor_series_exist(prometheus, lab):
+    prometheus.write_config(cadvisor_standin=True)
+    prometheus.reload()
+    wait_for(lambda: prometheus.query('container_memory_working_set_bytes{container="kube-apiserver"}'),
+             timeout=60, message="the cAdvisor stand-in series")
+    reading = await read_now(prometheus.url)
+    reference = lab.kubectl("get", "--raw", "/metrics").stdout
+    assert reading.values["working_set_bytes"] == pytest.approx(
+        metric_value(reference, "process_resident_memory_bytes"), rel=0.3)
+    assert "largest of 1 series" in reading.sources["working_set_bytes"]
+    assert "working_set_bytes" not in reading.unobservable
+    done, sample = probe_health(lab.kubeconfig, "--prometheus", prometheus.url)
+    assert done.returncode == 0, done.stderr
+    assert sample["working_set_bytes"] == pytest.approx(sample["rss_bytes"], rel=0.3)
+    assert sample["sources"]["working_set_bytes"].startswith("prometheus: container_memory_working_set_bytes")

@@ -1,0 +1,225 @@
+"""Record a real lab session (a load and a kube-apiserver restart), replay it, report it; --fail-if exits.
+
+The session test builds the monitor in-process (as ``watch --headless`` does) so that
+the samples the probes delivered can be compared, object for object, with the
+ones replayed from the file; replay and report then run as a person runs them, as
+``crdscope`` subprocesses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers import async_wait_for, wait_for
+
+pytestmark = pytest.mark.lab
+
+CRDSCOPE = [sys.executable, "-m", "tui.cli"]
+ROOT = Path(__file__).resolve().parents[2]
+LOADED = 40
+#: Fast cadences: the restart and the load show up within seconds.
+CADENCES = dict(version=5.0, inventory=1.0, discovery=3.0, throttling=2.0, openapi=2.0, health=1.0, latency=2.0)
+
+
+def crdscope(*args: str, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
+    """Run the crdscope command line as a subprocess (the test's XDG/KUBECONFIG environment)."""
+    return subprocess.run([*CRDSCOPE, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT, **kwargs)
+
+
+def secrets_of(kubeconfig: str, pki: Path) -> list[bytes]:
+    """The lab's key material, in every form a leak could take (kubeconfig base64, PEM body lines)."""
+    document = yaml.safe_load(Path(kubeconfig).read_text())
+    found: list[bytes] = []
+    for user in document["users"]:
+        for key in ("client-key-data", "client-certificate-data"):
+            value = user["user"].get(key)
+            if value:
+                found.append(value.encode())
+                pem = base64.b64decode(value)
+                found += [line for line in pem.splitlines() if len(line) > 40 and not line.startswith(b"-----")]
+    for key_file in pki.glob("*.key"):
+        found += [line for line in key_file.read_bytes().splitlines() if len(line) > 40 and not line.startswith(b"-----")]
+    assert found, "no key material found to look for"
+    return found
+
+
+async def test_record_a_load_and_a_restart_then_replay_and_report(fresh_lab, tmp_path):
+    from loader.engine import LoadEngine
+    from probes.monitor import Monitor
+    from probes.settings import Settings
+    from session.events import EventDetector
+    from session.recorder import Recorder, describe_cluster
+    from session.replay import ReplayFeed, read_recording
+
+    path = tmp_path / "session.jsonl"
+    cluster = fresh_lab.cluster()
+    settings = Settings().override("cadences", **CADENCES)
+    monitor = Monitor(cluster, settings)
+    recorder = Recorder(path, await describe_cluster(cluster))
+    detector = EventDetector(settings.thresholds)
+    live, live_events = [], []
+
+    def sink(sample):
+        live.append(sample)
+        recorder(sample)
+        for event in detector.observe(sample):
+            live_events.append(event)
+            recorder(event)
+
+    def seen(probe, predicate):
+        return lambda: any(s.probe == probe and predicate(s) for s in live)
+
+    monitor.add_sink(sink)
+    running = asyncio.create_task(monitor.run())
+    try:
+        await async_wait_for(seen("inventory", lambda s: not s.error and s.crds == 0), timeout=60,
+                             message="an inventory sample of the empty lab")
+        await async_wait_for(seen("health", lambda s: not s.error and s.start_time), timeout=60,
+                             message="a health sample")
+        engine = LoadEngine(cluster, f"synthetic:{LOADED}", rate=40, crd_watch=monitor.crds, on_progress=sink,
+                            runs_directory=tmp_path / "runs")
+        final = await engine.run()
+        assert (final.state, final.established, final.failed) == ("done", LOADED, 0), final
+        listed = await asyncio.to_thread(fresh_lab.kubectl, "get", "crd", "-o", "name")
+        assert len(listed.stdout.split()) == LOADED  # the reference client agrees about the lab
+        await async_wait_for(seen("inventory", lambda s: not s.error and s.crds == LOADED), timeout=60,
+                             message=f"inventory reporting {LOADED} CRDs")
+
+        await asyncio.to_thread(fresh_lab.lab.kill, "apiserver")
+        await async_wait_for(seen("health", lambda s: s.error is not None), timeout=60,
+                             message="the health probe noticing the API server is gone")
+        await asyncio.to_thread(fresh_lab.lab.start, "apiserver")
+        await async_wait_for(seen("health", lambda s: not s.error and s.restarts == 1), timeout=120,
+                             message="the health probe counting the restart")
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+        recorder.close()
+        await cluster.aclose()
+
+    # The file replays to exactly what the probes delivered (stable order by sample time).
+    recording = read_recording(path)
+    assert recording.damage is None and recording.ended
+    expected = sorted(live, key=lambda s: s.timestamp)
+    assert len(recording.samples) == len(expected) > 20
+    for replayed, original in zip(recording.samples, expected):
+        assert type(replayed) is type(original)
+        assert replayed == original, f"{original.probe} sample differs after replay"
+    assert recording.events == live_events
+    assert {s.probe for s in recording.samples} >= {"inventory", "discovery", "health", "loader", "openapi"}
+    assert recording.cluster.server == fresh_lab.server and recording.cluster.kubernetes_version == "v1.37.2"
+
+    feed = ReplayFeed(recording, speed=0)
+    replayed = []
+    feed.add_sink(replayed.append)
+    await asyncio.wait_for(feed.run(), 30)
+    assert replayed == expected
+
+    # Replay headlessly, as a person would: the restart is one line among the events.
+    done = await asyncio.to_thread(crdscope, "replay", "--headless", str(path))
+    assert done.returncode == 0, done.stderr
+    assert "API server restarted" in done.stdout
+    assert done.stdout.count("API server restarted") == 1
+    assert f"replayed {len(expected)} samples" in done.stdout
+
+    # The report lists the restart and the loaded CRD count.
+    done = await asyncio.to_thread(crdscope, "report", str(path))
+    assert done.returncode == 0, done.stderr
+    report = done.stdout
+    assert "- **Restarts**: 1 (at " in report
+    assert f"- **Loaded**: {LOADED}\n" in report
+    assert "- **At start**: 0\n" in report and f"- **At end**: {LOADED}\n" in report
+    assert "- **Outage windows**: 1\n" in report
+    assert fresh_lab.server in report and "v1.37.2" in report
+    html_path = tmp_path / "report.html"
+    done = await asyncio.to_thread(crdscope, "report", str(path), "--format", "html", "--output", str(html_path))
+    assert done.returncode == 0, done.stderr
+    html = html_path.read_text()
+    assert html.count("<svg") >= 5 and "<polyline" in html and 'class="marker"' in html  # the restart line
+    assert "<script" not in html and "<link" not in html and not re.search(r"""src\s*=""", html)
+
+    # No credential reached the recording.
+    content = path.read_bytes()
+    for secret in secrets_of(fresh_lab.kubeconfig, fresh_lab.state.pki_dir):
+        assert secret not in content
+
+
+def test_fail_if_exits_0_when_no_threshold_is_crossed(lab, tmp_path):
+    record = tmp_path / "quiet.jsonl"
+    done = crdscope("watch", "--headless", "--kubeconfig", lab.kubeconfig, "--context", lab.admin_context,
+                    "--duration", "12s", "--record", str(record),
+                    "--fail-if", "health.restarts>0", "--fail-if", "health.ready==0",
+                    "--fail-if", "discovery.seconds>30", "--fail-if", "openapi.backlog>100")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no threshold crossed" in done.stdout
+    from session.replay import read_recording
+
+    recording = read_recording(record)
+    probes = {s.probe for s in recording.samples}
+    assert {"health", "discovery", "openapi"} <= probes  # the thresholds were really evaluated
+    assert all(not s.error for s in recording.samples if s.probe == "health")
+
+
+def test_fail_if_exits_1_as_soon_as_a_threshold_is_crossed(lab, tmp_path):
+    # The lab is ready (kubectl agrees), so 'health.ready==1' is crossed at the first health sample.
+    assert lab.kubectl("get", "--raw", "/readyz").stdout.strip() == "ok"
+    record = tmp_path / "crossed.jsonl"
+    done = crdscope("watch", "--headless", "--kubeconfig", lab.kubeconfig, "--context", lab.admin_context,
+                    "--duration", "5m", "--record", str(record),
+                    "--fail-if", "health.restarts>0", "--fail-if", "health.ready==1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "threshold crossed: health.ready==1 (health.ready = 1)" in done.stdout
+    assert "a --fail-if threshold was crossed" in done.stderr
+    from session.replay import read_recording
+
+    recording = read_recording(record)  # closed cleanly on the way out, with the crossing as an event
+    assert recording.ended and [e.kind for e in recording.events][-1] == "threshold-crossed"
+
+
+def test_ctrl_c_ends_the_watch_cleanly(lab, tmp_path):
+    record = tmp_path / "interrupted.jsonl"
+    process = subprocess.Popen([*CRDSCOPE, "watch", "--headless", "--kubeconfig", lab.kubeconfig,
+                                "--context", lab.admin_context, "--record", str(record)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        def health_recorded() -> bool:
+            return record.exists() and b'"probe":"health"' in record.read_bytes()
+
+        wait_for(health_recorded, timeout=60, message="a recorded health sample")
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130
+    assert "watch interrupted after" in stdout
+    assert "Traceback" not in stderr and stderr.strip().splitlines()[-1] == "crdscope: interrupted"
+    from session.replay import read_recording
+
+    recording = read_recording(record)
+    assert recording.ended and recording.damage is None and recording.samples
+
+
+def test_headless_watch_against_a_missing_server_says_so(tmp_path, lab):
+    """An unreachable cluster is a probe-down line, not a traceback, and the watch still ends on time."""
+    kubeconfig = yaml.safe_load(Path(lab.kubeconfig).read_text())
+    kubeconfig["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:9"  # nothing listens there
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(kubeconfig))
+    os.chmod(path, 0o600)
+    done = crdscope("watch", "--headless", "--kubeconfig", str(path), "--context", lab.admin_context,
+                    "--duration", "4s")
+    assert done.returncode == 0, done.stderr
+    assert "probe down: cannot reach https://127.0.0.1:9" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr

@@ -1,0 +1,81 @@
+"""Keys answer within 100 ms while big answers are parsed in the app's event loop.
+
+Against the lab: a /metrics scrape that keeps every family (the parser's
+heaviest case) and a legacy discovery walk (2+N concurrent requests) run back
+to back in the app's own loop, as the probes do, while ``p`` is pressed; each
+press is timed from sending the key until its action runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from probes.discovery import once as discovery_once
+from probes.metrics import MetricsSource
+from tests.helpers import async_wait_for
+from tests.tui.test_live import lab_app
+
+pytestmark = pytest.mark.lab
+
+PRESSES = 40
+#: Keys answer within 100 ms (the issue); on a shared 2-core machine one press in twenty may
+#: meet another process's burst, so the 95th percentile is held to it and the worst to 250 ms
+#: (the worst-stall goal of the UI latency benchmark).
+BUDGET_SECONDS = 0.100
+WORST_SECONDS = 0.250
+
+
+async def test_keys_answer_within_100ms_during_a_scrape_and_a_legacy_walk(lab):
+    app = lab_app(lab)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await async_wait_for(lambda: app.store.last_good("inventory"), timeout=60, message="the monitor running")
+        cluster = lab.cluster()
+        metrics = MetricsSource(cluster)  # no family wanted: every line is parsed and kept
+        scraped: list[int] = []
+        walks: list[int] = []
+        stop = asyncio.Event()
+
+        async def busy() -> None:
+            while not stop.is_set():
+                scrape, walk = await asyncio.gather(metrics.scrape(), discovery_once(cluster, legacy=True))
+                assert scrape.ok and walk.error is None, scrape.error or walk.error
+                scraped.append(scrape.bytes)
+                walks.append(walk.requests)
+
+        answered: list[float] = []
+        toggle = app.action_toggle_pause
+
+        def timed_toggle() -> None:
+            answered.append(time.perf_counter())
+            toggle()
+
+        app.action_toggle_pause = timed_toggle  # the binding looks the action up on the instance
+        worker = asyncio.create_task(busy())
+        try:
+            timings = []
+            in_flight = 0
+            while len(timings) < PRESSES:
+                paused_before = app.feed.paused
+                started = time.perf_counter()
+                app.simulate_key("p")
+                await async_wait_for(lambda: len(answered) > len(timings), timeout=10, interval=0.002,
+                                     message="the key's action")
+                timings.append(answered[-1] - started)
+                in_flight += not worker.done()
+                assert app.feed.paused != paused_before
+            await async_wait_for(lambda: scraped and walks, timeout=60, message="a scrape and a walk finished")
+        finally:
+            stop.set()
+            await asyncio.gather(worker, return_exceptions=True)
+            await cluster.aclose()
+        assert in_flight == PRESSES, "the work must be in flight during every press"
+        assert max(scraped) > 1_000_000, f"a /metrics of {max(scraped)} bytes is too small to prove anything"
+        ordered = sorted(timings)
+        p95 = ordered[int(0.95 * (PRESSES - 1))]
+        print(f"\nkey latency during a {max(scraped) / 1e6:.1f} MB scrape and a {max(walks)}-request legacy walk: "
+              f"median {ordered[PRESSES // 2] * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms, max {ordered[-1] * 1000:.1f} ms")
+        assert p95 < BUDGET_SECONDS, f"95% of keys should answer within 100 ms: {[round(t * 1000) for t in ordered]}"
+        assert ordered[-1] < WORST_SECONDS, f"slowest key took {ordered[-1] * 1000:.0f} ms"

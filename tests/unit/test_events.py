@@ -1,0 +1,192 @@
+"""The events detector: one event per transition, never one per sample."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from probes.health import HealthSample
+from probes.samples import Sample
+from probes.settings import Thresholds
+from session.events import Event, EventDetector
+
+
+def fake(probe: str, **fields):
+    """A sample of ``probe`` with exactly these fields, NOT registered as that probe's class.
+
+    (Assigning ``probe`` after the class exists skips ``Sample.__init_subclass__``,
+    so the real probe classes stay the registered ones.)
+    """
+    names = [(name, object, dataclasses.field(default=None)) for name in fields if name not in ("timestamp", "error")]
+    cls = dataclasses.make_dataclass(f"Fake{probe.title()}", names, bases=(Sample,), frozen=True, kw_only=True)
+    cls.probe = probe
+    return cls(**fields)
+
+
+def run(detector: EventDetector, samples) -> list[Event]:
+    events = []
+    for sample in samples:
+        events += detector.observe(sample)
+    return events
+
+
+def kinds(events: list[Event]) -> list[str]:
+    return [e.kind for e in events]
+
+
+def test_a_probe_going_down_is_one_event_and_its_recovery_another():
+    samples = [HealthSample(timestamp=10.0, ready=True),
+               HealthSample(timestamp=15.0, error="cannot reach https://x: connection refused"),
+               HealthSample(timestamp=20.0, error="cannot reach https://x: connection refused"),
+               HealthSample(timestamp=25.0, error="cannot reach https://x: connection refused"),
+               HealthSample(timestamp=32.5, ready=True)]
+    events = run(EventDetector(), samples)
+    assert kinds(events) == ["probe-down", "probe-recovered"]
+    down, up = events
+    assert (down.timestamp, down.severity, down.probe) == (15.0, "fail", "health")
+    assert "connection refused" in down.message
+    assert up.timestamp == 32.5 and "17.5 s" in up.message  # 32.5 - 15.0
+
+
+def test_a_restart_is_reported_once_when_the_restart_count_moves():
+    samples = [HealthSample(timestamp=t, restarts=r, start_time=s, ready=True)
+               for t, r, s in [(1.0, 0, 100.0), (2.0, 0, 100.0), (3.0, 1, 250.0), (4.0, 1, 250.0), (5.0, 1, 250.0)]]
+    events = run(EventDetector(), samples)
+    assert kinds(events) == ["apiserver-restarted"]
+    assert events[0].timestamp == 3.0 and events[0].severity == "fail"
+
+
+def test_a_restart_without_a_restart_count_is_seen_from_the_start_time():
+    samples = [HealthSample(timestamp=1.0, start_time=100.0), HealthSample(timestamp=2.0, start_time=100.0),
+               HealthSample(timestamp=3.0, start_time=180.0)]
+    assert kinds(run(EventDetector(), samples)) == ["apiserver-restarted"]
+
+
+def test_readyz_failing_names_the_checks_and_recovers_once():
+    samples = [HealthSample(timestamp=1.0, ready=True),
+               HealthSample(timestamp=2.0, ready=False, failing_checks=("etcd", "etcd-readiness")),
+               HealthSample(timestamp=3.0, ready=False, failing_checks=("etcd",)),
+               HealthSample(timestamp=4.0, ready=True), HealthSample(timestamp=5.0, ready=True)]
+    events = run(EventDetector(), samples)
+    assert kinds(events) == ["readyz-failing", "readyz-recovered"]
+    assert "etcd, etcd-readiness" in events[0].message
+
+
+def test_a_failed_sample_raises_no_figure_event():
+    # An unreachable server's sample has default figures (ready None, restarts None): no readyz/restart news.
+    samples = [HealthSample(timestamp=1.0, ready=True, restarts=0),
+               HealthSample(timestamp=2.0, error="timed out", ready=False, restarts=5)]
+    assert kinds(run(EventDetector(), samples)) == ["probe-down"]
+
+
+def test_429s_begin_and_stop_once_from_apf_rejections_or_responses():
+    level = lambda rate: {"name": "workload-low", "rejected_per_s": rate}  # noqa: E731
+    samples = [fake("throttling", timestamp=1.0, priority_levels=(level(0.0),), responses_429=0),
+               fake("throttling", timestamp=2.0, priority_levels=(level(2.5),), responses_429=0),
+               fake("throttling", timestamp=3.0, priority_levels=(level(3.0),), responses_429=0),
+               fake("throttling", timestamp=4.0, priority_levels=(level(0.0),), responses_429=0),
+               # no server-side rejection, but crdscope's own requests got 429s
+               fake("throttling", timestamp=5.0, priority_levels=(level(0.0),), responses_429={"count": 3}),
+               fake("throttling", timestamp=6.0, priority_levels=(level(0.0),), responses_429={"count": 3})]
+    events = run(EventDetector(), samples)
+    assert kinds(events) == ["throttling-began", "throttling-stopped", "throttling-began", "throttling-stopped"]
+    assert "workload-low 2.5/s" in events[0].message
+    assert [e.timestamp for e in events] == [2.0, 4.0, 5.0, 6.0]
+
+
+def test_discovery_budget_follows_the_kubectl_124_model_only():
+    def discovery(t: float, kubectl_124: float, client_go: float):
+        return fake("discovery", timestamp=t, client_models=(
+            {"name": "client-go default", "qps": 5.0, "burst": 10, "seconds": client_go, "waited_seconds": 0.0},
+            {"name": "kubectl >=1.24", "qps": 50.0, "burst": 300, "seconds": kubectl_124, "waited_seconds": 0.0},
+        ))
+
+    detector = EventDetector(Thresholds(discovery_seconds_warn=5.0))
+    samples = [discovery(1, 2.0, 30.0), discovery(2, 7.0, 40.0), discovery(3, 8.0, 40.0), discovery(4, 3.0, 40.0)]
+    events = run(detector, samples)
+    assert kinds(events) == ["discovery-over-budget", "discovery-within-budget"]
+    assert "7.0 s" in events[0].message and events[0].timestamp == 2
+
+
+def test_openapi_backlog_growing_then_drained():
+    detector = EventDetector(Thresholds(openapi_backlog_warn=50))
+    backlogs = [0, 1, 2, 3, 3, 1, 0, 0, 60, 70, 0]
+    events = run(detector, [fake("openapi", timestamp=float(i), backlog=b) for i, b in enumerate(backlogs)])
+    assert kinds(events) == ["openapi-backlog-growing", "openapi-backlog-drained",
+                             "openapi-backlog-growing", "openapi-backlog-drained"]
+    # two consecutive rises (0->1->2) below the warn threshold: info; jumping past it: warn
+    assert [e.timestamp for e in events] == [2.0, 6.0, 8.0, 10.0]
+    assert [e.severity for e in events] == ["info", "info", "warn", "info"]
+
+
+def test_latency_breaches_are_per_verb_and_scope():
+    breach = lambda verb, scope: {"verb": verb, "scope": scope, "p99_seconds": 2.0, "slo_seconds": 1.0}  # noqa: E731
+    samples = [fake("latency", timestamp=1.0, slo_breaches=()),
+               fake("latency", timestamp=2.0, slo_breaches=(breach("GET", "resource"),)),
+               fake("latency", timestamp=3.0, slo_breaches=(breach("GET", "resource"), breach("LIST", "cluster"))),
+               fake("latency", timestamp=4.0, slo_breaches=(breach("LIST", "cluster"),)),
+               fake("latency", timestamp=5.0, slo_breaches=())]
+    events = run(EventDetector(), samples)
+    assert [(e.kind, e.timestamp) for e in events] == [
+        ("latency-slo-breached", 2.0), ("latency-slo-breached", 3.0),
+        ("latency-slo-recovered", 4.0), ("latency-slo-recovered", 5.0)]
+    assert "GET resource p99 2.00 s > 1 s" in events[0].message
+
+
+def test_unknown_probes_and_missing_fields_raise_nothing():
+    samples = [fake("version", timestamp=1.0, git_version="v1.37.2"), fake("openapi", timestamp=2.0),
+               fake("discovery", timestamp=3.0, client_models=())]
+    assert run(EventDetector(), samples) == []
+
+
+def test_events_round_trip_and_replay_to_the_same_events():
+    samples = [HealthSample(timestamp=1.0, ready=True, restarts=0, start_time=1.0),
+               HealthSample(timestamp=2.0, error="down"),
+               HealthSample(timestamp=3.0, ready=True, restarts=1, start_time=2.5)]
+    live = run(EventDetector(), samples)
+    again = run(EventDetector(), samples)
+    assert live == again and len(live) == 3
+    assert [Event.from_json(e.to_json()) for e in live] == live
+
+
+@pytest.mark.parametrize("severity", ["info", "warn", "fail"])
+def test_event_line_is_one_line(severity):
+    line = Event(0.0, "x", severity, "health", "something happened").line()
+    assert "\n" not in line and severity in line and "health: something happened" in line
+
+
+def test_the_real_sample_classes_carry_the_fields_the_detector_reads():
+    """The detector reads fields by name: the probes' own classes must raise the same events."""
+    from probes.apf import PriorityLevel
+    from probes.discovery import DiscoverySample
+    from probes.latency import Canary, LatencySample
+    from probes.openapi import OpenAPISample
+    from probes.ratelimit import ClientModel
+    from probes.throttling import Responses429, ThrottlingSample
+
+    def discovery(t, seconds):
+        return DiscoverySample(timestamp=t, client_models=(
+            ClientModel("client-go default", 5.0, 10, 99.0, 90.0), ClientModel("kubectl >=1.24", 50.0, 300, seconds, 0.0)))
+
+    def throttling(t, rate, total):
+        return ThrottlingSample(timestamp=t, priority_levels=(PriorityLevel(name="workload-low", rejected_per_s=rate),),
+                                responses_429=Responses429(total=total))
+
+    def latency(t, over, canary_over=()):
+        return LatencySample(timestamp=t, slo_breaches=over, p99_by_verb_scope={"LIST cluster": 31.0},
+                             slo_seconds={"LIST cluster": 30.0}, canary_slo_breaches=canary_over,
+                             canaries={"version": Canary(p99_seconds=1.5, slo_seconds=1.0)})
+
+    samples = [discovery(1, 1.0), discovery(2, 6.0), discovery(3, 1.0),
+               throttling(4, 0.0, 0), throttling(5, None, 2), throttling(6, 0.0, 2),
+               OpenAPISample(timestamp=7, backlog=0), OpenAPISample(timestamp=8, backlog=80),
+               OpenAPISample(timestamp=9, backlog=0),
+               latency(10, ()), latency(11, ("LIST cluster",), ("version",)), latency(12, ())]
+    events = run(EventDetector(Thresholds(discovery_seconds_warn=5.0, openapi_backlog_warn=50)), samples)
+    assert kinds(events) == ["discovery-over-budget", "discovery-within-budget", "throttling-began",
+                             "throttling-stopped", "openapi-backlog-growing", "openapi-backlog-drained",
+                             "latency-slo-breached", "latency-slo-breached", "latency-slo-recovered",
+                             "latency-slo-recovered"]
+    assert "LIST cluster p99 31.00 s > 30 s" in events[6].message
+    assert "canary version p99 1.50 s > 1 s" in events[7].message

@@ -1,0 +1,90 @@
+"""The exporter's collector: metric names, labels for nested figures, unobservable left out.
+
+The exposition is read back with prometheus_client's own parser (the reference reader).
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from probes import __version__
+from probes.apf import PriorityLevel
+from probes.errors import ConfigError
+from probes.health import HealthSample
+from probes.latency import Canary, LatencySample
+from probes.openapi import OpenAPISample
+from probes.publication import LagStats
+from probes.throttling import Responses429, ThrottlingSample
+from session.exporter import MetricsServer, SampleCollector
+from session.recorder import ClusterInfo
+
+
+def scrape(collector: SampleCollector) -> dict[tuple[str, tuple], float]:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    text = generate_latest(registry).decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def test_figures_and_labels():
+    collector = SampleCollector(ClusterInfo(server="https://10.0.0.1:6443", context="prod", kubernetes_version="v1.37.2"))
+    collector(HealthSample(timestamp=5.0, rss_bytes=300 << 20, ready=True, restarts=None, crds=12))
+    collector(ThrottlingSample(timestamp=6.0, priority_levels=(
+        PriorityLevel(name="workload-low", inqueue=3, rejected_per_s=1.5, rejected_by_reason={"queue-full": 4}),
+        PriorityLevel(name="exempt", rejected_per_s=None)), responses_429=Responses429(total=7)))
+    collector(LatencySample(timestamp=7.0, p99_by_verb={"GET": 0.25, "LIST": 1.5},
+                            canaries={"version": Canary(seconds=0.01, status=200)}, slo_breaches=("LIST cluster",)))
+    collector(OpenAPISample(timestamp=8.0, backlog=4, lag_seconds={"established": LagStats(p50=1.0, p95=2.0, max=3.0)}))
+    series = scrape(collector)
+    assert series[("crdscope_health_rss_bytes", ())] == 300 << 20
+    assert series[("crdscope_health_ready", ())] == 1.0
+    assert ("crdscope_health_restarts", ()) not in series  # unobservable is absent, not 0
+    assert series[("crdscope_throttling_priority_levels_inqueue", (("priority_level", "workload-low"),))] == 3
+    assert series[("crdscope_throttling_priority_levels_rejected_per_s", (("priority_level", "workload-low"),))] == 1.5
+    assert ("crdscope_throttling_priority_levels_rejected_per_s", (("priority_level", "exempt"),)) not in series
+    assert series[("crdscope_throttling_priority_levels_rejected_by_reason",
+                   (("priority_level", "workload-low"), ("reason", "queue-full")))] == 4
+    assert series[("crdscope_throttling_responses_429_total", ())] == 7
+    assert series[("crdscope_latency_p99_by_verb", (("verb", "LIST"),))] == 1.5
+    assert series[("crdscope_latency_canaries_status", (("canary", "version"),))] == 200
+    assert series[("crdscope_openapi_lag_seconds_p95", (("stage", "established"),))] == 2.0
+    assert series[("crdscope_openapi_backlog", ())] == 4
+    assert series[("crdscope_probe_up", (("probe", "health"),))] == 1.0
+    assert series[("crdscope_probe_last_sample_timestamp_seconds", (("probe", "openapi"),))] == 8.0
+    assert series[("crdscope_info", (("context", "prod"), ("kubernetes_version", "v1.37.2"),
+                                     ("server", "https://10.0.0.1:6443"), ("version", __version__)))] == 1.0
+
+
+def test_a_failed_probe_is_down_and_its_stale_figures_are_gone():
+    collector = SampleCollector()
+    collector(HealthSample(timestamp=1.0, rss_bytes=1000))
+    collector(HealthSample(timestamp=2.0, error="connection refused"))
+    series = scrape(collector)
+    assert series[("crdscope_probe_up", (("probe", "health"),))] == 0.0
+    assert not any(name.startswith("crdscope_health_") for name, _ in series)
+
+
+def test_the_endpoint_serves_and_closes():
+    collector = SampleCollector()
+    collector(HealthSample(timestamp=1.0, crds=3))
+    server = MetricsServer(collector, "127.0.0.1", 0)
+    try:
+        text = httpx.get(server.url, timeout=5).text
+        assert "crdscope_health_crds 3.0" in text
+    finally:
+        server.close()
+    with pytest.raises(httpx.TransportError):
+        httpx.get(server.url, timeout=2)
+
+
+def test_a_port_in_use_is_a_config_error():
+    first = MetricsServer(SampleCollector(), "127.0.0.1", 0)
+    try:
+        with pytest.raises(ConfigError, match="cannot serve metrics on 127.0.0.1"):
+            MetricsServer(SampleCollector(), "127.0.0.1", first.port)
+    finally:
+        first.close()

@@ -1,0 +1,117 @@
+"""Stage bookkeeping of the OpenAPI probe: which observation times a CRD, and which cannot."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from probes.crdwatch import CRDRecord
+from probes.publication import PublicationTracker, lag_stats
+
+
+def record(name: str, *, created: float, established: float | None, live: bool = True, uid: str | None = None,
+           versions: tuple[str, ...] = ("v1",), group: str = "g.test") -> CRDRecord:
+    return CRDRecord(
+        name=name, uid=uid or f"uid-{name}", group=group, kind="K", plural=name.split(".")[0], scope="Cluster",
+        served_versions=versions, storage_version=versions[0], owner="other", labels=(), run_id=None,
+        resource_version="1", created=created, names_accepted=created, terminating=False,
+        established=None if established is None else float(int(established)),  # conditions: whole seconds
+        seen=created + 0.01, seen_established=established, established_live=live and established is not None)
+
+
+def test_lag_stats_by_hand():
+    stats = lag_stats([4.0, 1.0, 3.0, 2.0])
+    # Linear interpolation: rank (n-1)*q: p50 -> 1.5 -> 2.5; p95 -> 2.85 -> 3 + 0.85 = 3.85.
+    assert (stats.p50, stats.p95, stats.max, stats.count) == (2.5, pytest.approx(3.85), 4.0, 4)
+    assert lag_stats([]).p50 is None
+
+
+def test_openapi_stage_needs_a_hash_change_after_establishment():
+    tracker = PublicationTracker()
+    crds = {"a.g.test": record("a.g.test", created=100.0, established=None)}
+    tracker.update_crds(crds)
+    tracker.observe_index(100.0, 100.1, {"apis/g.test/v1": "H0"})  # the group-version exists already
+    crds["a.g.test"] = record("a.g.test", created=100.0, established=100.5)
+    tracker.update_crds(crds)
+    # A fetch that started before establishment cannot show it, even with a new hash.
+    tracker.observe_index(100.4, 100.6, {"apis/g.test/v1": "H1"})
+    tracker.place_openapi(crds)
+    assert tracker.backlog(crds) == [("a.g.test", 100.5)]
+    tracker.observe_index(101.0, 101.2, {"apis/g.test/v1": "H1"})  # unchanged: still not published
+    tracker.place_openapi(crds)
+    assert len(tracker.backlog(crds)) == 1
+    tracker.observe_index(102.0, 102.3, {"apis/g.test/v1": "H2"})
+    tracker.place_openapi(crds)
+    stages = next(iter(tracker.stages.values()))
+    assert stages.openapi_v3 == 102.3 and tracker.backlog(crds) == []
+    assert tracker.lag_seconds()["openapi_v3"].max == pytest.approx(2.3)
+    history = tracker.index["apis/g.test/v1"]
+    assert history.first_seen is None and history.hash_changed == 102.3
+
+
+def test_crds_older_than_the_monitor():
+    tracker = PublicationTracker()
+    crds = {
+        "old.g.test": record("old.g.test", created=10.0, established=11.0, live=False),
+        "late.h.test": record("late.h.test", created=20.0, established=21.0, live=False, group="h.test"),
+    }
+    tracker.update_crds(crds)
+    tracker.observe_index(50.0, 50.1, {"apis/g.test/v1": "H"})
+    tracker.place_openapi(crds)
+    old = tracker.stages["uid-old.g.test"]
+    # In the first fetch: published, but when is unknown - out of the lag figures and the backlog.
+    assert old.openapi_untimed and old.openapi_v3 is None
+    assert tracker.backlog(crds) == [("late.h.test", 21.0)]
+    tracker.observe_index(55.0, 55.2, {"apis/g.test/v1": "H", "apis/h.test/v1": "X"})
+    tracker.place_openapi(crds)
+    assert tracker.stages["uid-late.h.test"].openapi_v3 == 55.2
+    assert tracker.index["apis/h.test/v1"].first_seen == 55.2
+    assert tracker.lag_seconds()["openapi_v3"].count == 1
+
+
+def test_every_served_version_must_be_published():
+    tracker = PublicationTracker()
+    crds = {"m.g.test": record("m.g.test", created=0.0, established=None, versions=("v1", "v2"))}
+    tracker.update_crds(crds)
+    tracker.observe_index(0.5, 0.6, {})
+    crds["m.g.test"] = dataclasses.replace(crds["m.g.test"], established=1.0, seen_established=1.2,
+                                           established_live=True)
+    tracker.update_crds(crds)
+    tracker.observe_index(2.0, 2.1, {"apis/g.test/v1": "A"})
+    tracker.place_openapi(crds)
+    assert tracker.backlog(crds) == [("m.g.test", 1.2)]
+    tracker.observe_index(3.0, 3.1, {"apis/g.test/v1": "A", "apis/g.test/v2": "B"})
+    tracker.place_openapi(crds)
+    assert tracker.stages["uid-m.g.test"].openapi_v3 == 3.1
+
+
+def test_discovery_stage():
+    tracker = PublicationTracker()
+    crds = {"a.g.test": record("a.g.test", created=10.0, established=10.3)}
+    tracker.update_crds(crds)
+    tracker.observe_discovery(10.5, {("g.test", "v1", "a")}, crds)  # the first look: untimed
+    assert tracker.stages["uid-a.g.test"].discovery_untimed
+    crds["b.g.test"] = record("b.g.test", created=11.0, established=11.2)
+    tracker.update_crds(crds)
+    tracker.observe_discovery(12.0, {("g.test", "v1", "a")}, crds)
+    assert not tracker.stages["uid-b.g.test"].in_discovery
+    tracker.observe_discovery(13.0, {("g.test", "v1", "a"), ("g.test", "v1", "b")}, crds)
+    assert tracker.stages["uid-b.g.test"].discovery == 13.0
+    # `b` deleted and created again between two looks: its resource never left discovery, so the
+    # time it appeared belongs to the old CRD - the new one is reached but untimed.
+    crds["b.g.test"] = record("b.g.test", created=40.0, established=40.2, uid="uid-b2")
+    tracker.update_crds(crds)
+    tracker.observe_discovery(41.0, {("g.test", "v1", "a"), ("g.test", "v1", "b")}, crds)
+    assert "uid-b.g.test" not in tracker.stages
+    assert tracker.stages["uid-b2"].discovery_untimed and tracker.stages["uid-b2"].discovery is None
+    assert tracker.lag_seconds()["discovery"].count == 0
+
+
+def test_openapi_sample_round_trips():
+    from probes.openapi import GroupVersionPublication, OpenAPISample
+
+    sample = OpenAPISample(v3_paths=3, lag_seconds={"established": lag_stats([1.0, 2.0])},
+                           group_versions={"g.test/v1": GroupVersionPublication(first_seen=1.0, hash="AB")},
+                           backlog=1, backlog_names=("a.g.test",), v2_bytes=10)
+    assert OpenAPISample.from_json(sample.to_json()) == sample

@@ -1,0 +1,284 @@
+"""The crdscope monitor: a thin Textual App around a feed of samples.
+
+The app owns the sample store, the events detector and the recorder; the
+screens and panels render what is in the store.  Everything that talks to a
+cluster runs in the app's event loop as a worker (the feed, loader actions), so
+a key press is never stuck behind the network.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from typing import Any, Callable
+
+from textual.app import App
+from textual.binding import Binding
+
+from probes.errors import ConfigError
+from probes.paths import data_dir, state_dir
+from probes.samples import Sample
+from probes.scheduler import ProbeHealth
+from probes.settings import Settings
+from themes import DEFAULT_THEME, THEME_NAMES, THEMES, role_defaults
+
+from .commands import CrdscopeCommands
+from .messages import EventArrived, SampleArrived
+from .screens.help import HelpScreen
+from .screens.monitor import MonitorScreen
+from .store import SampleStore
+
+log = logging.getLogger("crdscope.tui")
+
+LOG_FILE_NAME = "crdscope.log"
+
+
+def check_theme(name: str) -> str:
+    """``name`` if it is a crdscope theme, else a one-line :class:`ConfigError`."""
+    if name not in THEME_NAMES:
+        raise ConfigError(f"unknown theme '{name}' (one of: {', '.join(THEME_NAMES)})")
+    return name
+
+
+class CrdscopeApp(App[None]):
+    """Header, panels, keys and palette over one feed (live monitor or replay)."""
+
+    CSS_PATH = "monitor.tcss"
+    TITLE = "crdscope"
+    COMMANDS = App.COMMANDS | {CrdscopeCommands}
+    BINDINGS = [
+        Binding("question_mark", "help", "Help"),
+        Binding("q", "quit", "Quit"),
+        Binding("p", "toggle_pause", "Pause"),
+        Binding("l", "loader", "Loader"),
+        Binding("t", "next_theme", "Theme"),
+        Binding("s", "screenshot", "Shot"),
+    ]
+
+    def __init__(self, feed: Any, *, settings: Settings | None = None, theme: str | None = None,
+                 loader: Any = None, lab: Any = None, recorder: Any = None, detector: Any = None,
+                 clock: Callable[[], float] | None = None, layout: str | None = None,
+                 mode_label: str = "") -> None:
+        super().__init__()
+        self.feed = feed
+        self.settings = settings or Settings()
+        self.store = SampleStore()
+        #: The loader's controller (tui.loader_control.LoaderControl), None in a replay.
+        self.loader = loader
+        #: A lab.controlplane.Lab when watching a lab: its faults go in the palette.
+        self.lab = lab
+        self.recorder = recorder
+        self.detector = detector if detector is not None else _default_detector(self.settings)
+        self._clock = clock
+        self.mode_label = mode_label
+        self._layout = layout
+        self.screenshots: list[str] = []
+        for candidate in THEMES:
+            self.register_theme(candidate)
+        self.theme = check_theme(theme or self.settings.ui.theme or DEFAULT_THEME)
+
+    # -- wiring ------------------------------------------------------------------------
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        # Textual's own themes lack crdscope's roles: borrow them so every theme renders.
+        return role_defaults()
+
+    def on_mount(self) -> None:
+        self.push_screen(MonitorScreen(self.store, layout=self._layout))
+        self.feed.add_sink(self.sink)
+        reset = getattr(self.feed, "add_reset_listener", None)
+        if callable(reset):
+            reset(self.reset)
+        if self.loader is not None and hasattr(self.loader, "add_sink"):
+            self.loader.add_sink(self.sink)
+        self.run_worker(self._run_feed(), name="feed", group="feed", exit_on_error=False)
+
+    async def _run_feed(self) -> None:
+        try:
+            await self.feed.run()
+        except Exception as exc:  # noqa: BLE001 - shown as one line, details in the log
+            log.exception("the feed stopped")
+            self.notify(f"monitor stopped: {type(exc).__name__}: {exc} (details in {self.log_path()})",
+                        severity="error", timeout=30)
+
+    def sink(self, sample: Sample) -> None:
+        """Hand a sample to the UI (safe from any thread or task)."""
+        self.post_message(SampleArrived(sample))
+
+    def on_sample_arrived(self, message: SampleArrived) -> None:
+        self.take(message.sample)
+
+    def on_event_arrived(self, message: EventArrived) -> None:
+        self.take_event(message.event)
+
+    def take(self, sample: Sample) -> None:
+        """Keep a sample, detect transitions, record both, and tell the panels."""
+        self.store.add(sample)
+        self._record(sample)
+        events = []
+        if self.detector is not None:
+            try:
+                events = self.detector.observe(sample)
+            except Exception:  # noqa: BLE001 - a detector bug must not cost the sample
+                log.exception("events detector failed on a %s sample", sample.probe)
+        screen = self.monitor_screen
+        if screen is not None:
+            screen.probe_changed(sample.probe)
+        for event in events:
+            self.take_event(event)
+
+    def take_event(self, event: Any) -> None:
+        """Add an event to the log (and the recording)."""
+        self.store.add_event(event)
+        self._record(event)
+        screen = self.monitor_screen
+        if screen is not None:
+            screen.probe_changed("events")
+
+    def _record(self, item: Any) -> None:
+        if self.recorder is None:
+            return
+        try:
+            self.recorder(item)
+        except Exception:  # noqa: BLE001 - a full disk must not stop the monitor
+            log.exception("recording failed; recording stops")
+            self.recorder = None
+            self.notify("recording failed and stopped (details in the log)", severity="error")
+
+    def reset(self) -> None:
+        """Forget every sample and event (a replay seeking backwards)."""
+        self.store.clear()
+        screen = self.monitor_screen
+        if screen is not None:
+            for panel in screen.panels():
+                panel.changed()
+
+    # -- state the widgets read ------------------------------------------------------
+    @property
+    def monitor_screen(self) -> MonitorScreen | None:
+        for screen in self.screen_stack:
+            if isinstance(screen, MonitorScreen):
+                return screen
+        return None
+
+    def now(self) -> float:
+        """The feed's clock: wall time live, recording time in a replay."""
+        if self._clock is not None:
+            return self._clock()
+        clock = getattr(self.feed, "clock", None)
+        if isinstance(clock, (int, float)):
+            return float(clock)
+        return time.time()
+
+    @property
+    def probes_paused(self) -> bool:
+        return bool(getattr(self.feed, "paused", False))
+
+    def probe_health(self) -> dict[str, ProbeHealth]:
+        """Per-probe health: the scheduler's when the feed has one, else from the samples seen."""
+        health = getattr(self.feed, "health", None)
+        found = health() if callable(health) else None
+        return found if found else self.store.health()
+
+    # -- actions -----------------------------------------------------------------------
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_toggle_pause(self) -> None:
+        """Pause or resume the probes (runs in flight finish)."""
+        if self.probes_paused:
+            self.feed.resume()
+            self.notify("probes resumed")
+        else:
+            self.feed.pause()
+            self.notify("probes paused: press p to resume")
+        self._refresh_everything()
+
+    def action_next_theme(self) -> None:
+        names = list(THEME_NAMES)
+        following = names[(names.index(self.theme) + 1) % len(names)] if self.theme in names else names[0]
+        self.action_set_theme(following)
+
+    def action_set_theme(self, name: str) -> None:
+        self.theme = check_theme(name)
+        self.notify(f"theme: {name}", timeout=2)
+
+    def action_screenshot(self) -> None:
+        """Save an SVG of the screen in the data directory."""
+        directory = data_dir() / "screenshots"
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            path = self.save_screenshot(path=str(directory))
+        except OSError as exc:
+            self.notify(f"cannot save a screenshot in {directory}: {exc.strerror}", severity="error")
+            return
+        self.screenshots.append(path)
+        self.notify(f"screenshot saved: {path}", timeout=6)
+
+    def action_loader(self) -> None:
+        """The loader's menu (start, pause, resume, stop, clean)."""
+        from .loader_actions import open_loader_menu
+
+        open_loader_menu(self)
+
+    def _refresh_everything(self) -> None:
+        screen = self.monitor_screen
+        if screen is not None:
+            screen.refresh_header()
+            for panel in screen.panels():
+                panel.refresh_status()
+
+    def palette_commands(self) -> list[tuple[str, str, Callable[[], Any]]]:
+        """Every action for the command palette: (name, help, callback)."""
+        from .loader_actions import loader_commands
+
+        commands: list[tuple[str, str, Callable[[], Any]]] = [
+            ("Help: keys and panels", "the help screen (?)", self.action_help),
+            ("Probes: pause" if not self.probes_paused else "Probes: resume",
+             "stop or restart probe runs (p)", self.action_toggle_pause),
+            ("Screenshot: save SVG", f"into {data_dir() / 'screenshots'} (s)", self.action_screenshot),
+            ("Theme: next", "cycle the crdscope themes (t)", self.action_next_theme),
+            ("Quit", "leave crdscope (q)", self.action_quit),
+        ]
+        commands += [(f"Theme: {name}", "colour theme", lambda name=name: self.action_set_theme(name))
+                     for name in THEME_NAMES]
+        commands += loader_commands(self)
+        if self.lab is not None:
+            from .lab_faults import fault_commands
+
+            commands += fault_commands(self)
+        return commands
+
+    # -- errors: one line on screen, the traceback in the log --------------------------
+    def log_path(self) -> str:
+        return str(state_dir() / LOG_FILE_NAME)
+
+    def _handle_exception(self, error: Exception) -> None:
+        # Textual would print a traceback on exit: write it to the log file instead and
+        # leave one line (see _fatal_error).  Private hook; Textual >= 0.80 has it.
+        self._crash_line = f"crdscope: internal error: {type(error).__name__}: {error}"
+        try:
+            path = state_dir() / LOG_FILE_NAME
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a", encoding="utf-8") as handle:
+                handle.write("".join(traceback.format_exception(error)))
+            self._crash_line += f" (details in {path})"
+        except OSError:
+            pass
+        super()._handle_exception(error)
+
+    def _fatal_error(self) -> None:
+        from rich.text import Text
+
+        self.bell()
+        self._exit_renderables.append(Text(" ".join(getattr(self, "_crash_line", "crdscope: internal error").split())))
+        self._close_messages_no_wait()
+
+
+def _default_detector(settings: Settings) -> Any:
+    try:
+        from session.events import EventDetector
+    except ImportError:  # pragma: no cover - the events module ships with crdscope
+        return None
+    return EventDetector(settings.thresholds)

@@ -1,0 +1,87 @@
+"""Where the monitor's samples come from: a *feed*.
+
+A feed is any object with ``add_sink(callable)``, ``async run()``, ``pause()``,
+``resume()`` and ``paused``; the app runs it as a worker in its own event loop
+and renders whatever reaches its sink.  The live feed wraps
+:class:`probes.monitor.Monitor`; replay (``session/replay.py``) offers the same
+interface over a recording.  Optional members the app uses when present:
+
+- ``context``, ``server``: shown in the header;
+- ``health()``: per-probe :class:`probes.scheduler.ProbeHealth` (else the app
+  derives it from the samples it saw);
+- ``now()``: the feed's clock (replay time), for "last good sample N s ago";
+- ``crd_counts()``: ``(installed, owned by crdscope)`` before the inventory probe reports.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from probes.crdwatch import MANAGED_BY_VALUE
+from probes.monitor import Monitor
+from probes.scheduler import ProbeHealth, Sink
+
+
+@runtime_checkable
+class Feed(Protocol):
+    """What the app needs from a source of samples."""
+
+    def add_sink(self, sink: Sink) -> None: ...
+
+    async def run(self) -> None: ...
+
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
+
+    @property
+    def paused(self) -> bool: ...
+
+
+class LiveFeed:
+    """The live monitor as a feed: probes run on their cadences in the app's loop."""
+
+    def __init__(self, monitor: Monitor) -> None:
+        self.monitor = monitor
+
+    @property
+    def context(self) -> str:
+        return self.monitor.cluster.context
+
+    @property
+    def server(self) -> str:
+        return self.monitor.cluster.server
+
+    def add_sink(self, sink: Sink) -> None:
+        """Receive every sample of every probe."""
+        self.monitor.add_sink(sink)
+
+    async def run(self) -> None:
+        """Run the CRD watch and the probes until cancelled, then close the cluster's client."""
+        try:
+            await self.monitor.run()
+        finally:
+            await self.monitor.cluster.aclose()
+
+    def pause(self) -> None:
+        """Stop starting probe runs (runs in flight finish)."""
+        self.monitor.scheduler.pause()
+
+    def resume(self) -> None:
+        self.monitor.scheduler.resume()
+
+    @property
+    def paused(self) -> bool:
+        return self.monitor.scheduler.paused
+
+    def health(self) -> dict[str, ProbeHealth]:
+        """The scheduler's per-probe health."""
+        return self.monitor.scheduler.health()
+
+    def crd_counts(self) -> tuple[int, int] | None:
+        """CRDs installed and owned by crdscope, from the shared watch once it has listed."""
+        watch = self.monitor.crds
+        if not watch.status.synced:
+            return None
+        records = list(watch.crds.values())
+        return len(records), sum(1 for r in records if r.owner == MANAGED_BY_VALUE)

@@ -1,0 +1,40 @@
+"""Lab faults in the palette: kill, freeze and restart the lab's components live.
+
+Showing an outage is part of demonstrating where an API server stops scaling;
+these act on the lab crdscope started (never on another cluster).  The lab's
+calls block (signals, waiting for readiness), so they run in thread workers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+#: (action, component, help) in palette order.
+FAULTS = (
+    ("kill", "apiserver", "SIGKILL kube-apiserver (an outage, then restart it)"),
+    ("start", "apiserver", "restart a killed kube-apiserver, or resume a frozen one"),
+    ("stop", "apiserver", "freeze kube-apiserver (SIGSTOP): requests time out"),
+    ("stop", "etcd", "freeze etcd (SIGSTOP): readyz names etcd"),
+    ("start", "etcd", "resume or restart etcd"),
+)
+
+
+def run_fault(app: Any, action: str, component: str) -> None:
+    """Apply one fault to the lab in a thread worker and say what happened."""
+
+    def work() -> None:
+        try:
+            pid = getattr(app.lab, action)(component)
+        except Exception as exc:  # noqa: BLE001 - LabError and OS errors become one line
+            app.call_from_thread(app.notify, f"lab {action} {component}: {exc}", severity="error")
+            return
+        app.call_from_thread(app.notify, f"lab {action} {component} (pid {pid})")
+
+    app.run_worker(work, thread=True, name=f"lab-{action}-{component}", group="lab", exit_on_error=False)
+
+
+def fault_commands(app: Any) -> list[tuple[str, str, Callable[[], None]]]:
+    """Palette entries for the lab's faults."""
+    return [(f"Lab: {action} {component}", help_text,
+             lambda action=action, component=component: run_fault(app, action, component))
+            for action, component, help_text in FAULTS]

@@ -1,0 +1,108 @@
+"""The monitor's handle on the loader engine: start, pause, resume, stop, clean.
+
+It drives :class:`loader.engine.LoadEngine` on the monitor's own cluster
+client and CRD watch (no second watch, no polling), publishes the engine's
+token bucket to the throttling probe, and hands every progress sample to the
+app's sink like any probe's.  The safety rules are the command line's: a
+cluster that is not a crdscope lab is written to only when ``--context`` named it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from loader.engine import LoadEngine
+from loader.progress import LoaderSample
+from loader.safety import CleanPlan, check_target, execute_clean, plan_clean
+from loader.sources import open_source
+from probes.errors import CrdscopeError
+from probes.monitor import Monitor
+from probes.settings import LoaderSettings
+from probes.throttling import CLIENT_LIMITER
+
+from .format import duration
+
+
+class LoaderControl:
+    """One loader for the monitor: a new engine per start (a stopped run resumes where it ended)."""
+
+    def __init__(self, monitor: Monitor, settings: LoaderSettings, *, context_flag: str | None = None,
+                 source: str | None = None) -> None:
+        self.monitor = monitor
+        self.settings = settings
+        self.source = source or settings.source
+        #: The --context the user spelled out (None: the kubeconfig's current context).
+        self.context_flag = context_flag
+        self.engine: LoadEngine | None = None
+        self._sinks: list[Callable[[LoaderSample], Any]] = []
+
+    # -- what the app reads ------------------------------------------------------------
+    def add_sink(self, sink: Callable[[LoaderSample], Any]) -> None:
+        """Receive every progress sample."""
+        self._sinks.append(sink)
+
+    @property
+    def state(self) -> str:
+        """idle, running, paused, stopping, stopped or done."""
+        return self.engine.state if self.engine is not None else "idle"
+
+    def describe(self) -> str:
+        """The pace a start would use, for menus and the idle panel."""
+        s = self.settings
+        pace = "as fast as allowed" if s.profile == "burst" else f"{s.rate:g} CRDs/s"
+        return f"{s.profile}, {pace}, concurrency {s.concurrency}, {s.schema_props} schema props"
+
+    def _emit(self, sample: LoaderSample) -> None:
+        for sink in list(self._sinks):
+            sink(sample)
+
+    def _refuse(self, message: str) -> None:
+        """A load that cannot start is a loader sample with an error: one line in the loader panel."""
+        self._emit(LoaderSample(source=self.source, state="idle", error=message))
+
+    # -- actions -----------------------------------------------------------------------
+    async def run(self) -> LoaderSample | None:
+        """Load the configured source until done or stopped (run it as a worker)."""
+        cluster = self.monitor.cluster
+        try:
+            check_target(cluster.config, self.context_flag, "load")
+            source = open_source(self.source, schema_props=self.settings.schema_props)
+            self.engine = LoadEngine(cluster, source, rate=self.settings.rate,
+                                     concurrency=self.settings.concurrency, profile=self.settings.profile,
+                                     crd_watch=self.monitor.crds, on_progress=self._emit)
+        except CrdscopeError as exc:
+            self._refuse(str(exc))
+            return None
+        if self.engine.limiter is not None:
+            self.monitor.shared[CLIENT_LIMITER] = self.engine.limiter
+        final = await self.engine.run()  # its error, if any, says why the run ended early
+        self._emit(final)
+        return final
+
+    def pause(self) -> None:
+        if self.engine is not None:
+            self.engine.pause()
+
+    def resume(self) -> None:
+        if self.engine is not None:
+            self.engine.resume()
+
+    def stop(self) -> None:
+        if self.engine is not None:
+            self.engine.stop()
+
+    async def clean_plan(self) -> CleanPlan:
+        """What clean would delete (crdscope's labelled CRDs and the objects of their kinds)."""
+        cluster = self.monitor.cluster
+        check_target(cluster.config, self.context_flag, "clean")
+        return await plan_clean(cluster)
+
+    async def clean(self, plan: CleanPlan) -> str:
+        """Delete what the confirmed plan lists (each CRD only if still the one listed); one line."""
+        result = await execute_clean(self.monitor.cluster, plan)
+        line = f"clean: deleted {len(result.deleted)} CRDs in {duration(result.seconds)}"
+        if result.refused:
+            line += f"; {len(result.refused)} refused ({result.refused[0][0]}: {result.refused[0][1]})"
+        if not result.gone:
+            line += "; some were still terminating when the wait ended"
+        return line

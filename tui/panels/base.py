@@ -1,0 +1,138 @@
+"""What every panel shares: a status line, staleness, throttled redraws, no tracebacks.
+
+A panel is a view over :class:`tui.store.SampleStore`: it never fetches.  The
+app tells it that a sample of one of its probes arrived
+(:meth:`ProbePanel.changed`); the panel redraws at most every
+``MIN_REDRAW_SECONDS`` so that a burst of samples costs one redraw, and its
+status line is refreshed once a second so that "last good sample N s ago" keeps
+counting while the API server is away.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import ClassVar, Iterable
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.markup import escape
+from textual.timer import Timer
+from textual.widget import Widget
+from textual.widgets import Static
+
+from ..format import age
+from ..store import SampleStore
+
+log = logging.getLogger("crdscope.tui")
+
+
+def one_line(text: str) -> str:
+    """An error message as one line of markup-safe text."""
+    return escape(" ".join(str(text).split()))
+
+
+class ProbePanel(Vertical):
+    """Base of the panels: subclasses set ``probes``/``panel_title`` and implement ``draw``."""
+
+    #: Probes whose samples this panel renders; the first one owns the status line.
+    probes: ClassVar[tuple[str, ...]] = ()
+    panel_title: ClassVar[str] = ""
+    #: Short label for the tab at 80 columns.
+    tab_label: ClassVar[str] = ""
+    MIN_REDRAW_SECONDS: ClassVar[float] = 0.5
+
+    def __init__(self, store: SampleStore, *, id: str | None = None) -> None:
+        super().__init__(id=id or f"panel-{self.key()}", classes="probe-panel")
+        self.store = store
+        self._redraw_timer: Timer | None = None
+        self._drawn_at = 0.0
+        self._draw_error: str | None = None
+        self.draws = 0
+
+    @classmethod
+    def key(cls) -> str:
+        """The panel's identifier (its first probe)."""
+        return cls.probes[0]
+
+    # -- composition ---------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Static("", classes="panel-status", id=f"{self.key()}-status", markup=True)
+        yield from self.compose_body()
+
+    def compose_body(self) -> Iterable[Widget]:
+        """The panel's own widgets, below the status line."""
+        return ()
+
+    def on_mount(self) -> None:
+        self.border_title = self.panel_title
+        self.set_interval(1.0, self.refresh_status)
+        # Plots take their colours from the theme when drawn: draw again on a theme change.
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.redraw())
+        self.redraw()
+
+    # -- data in -----------------------------------------------------------------------
+    def changed(self) -> None:
+        """Something this panel renders is new in the store: redraw soon (throttled)."""
+        if self._redraw_timer is not None:
+            return
+        # Textual timers cannot take a zero delay; 50 ms also merges a burst of samples.
+        delay = max(0.05, self._drawn_at + self.MIN_REDRAW_SECONDS - time.monotonic())
+        self._redraw_timer = self.set_timer(delay, self.redraw)
+
+    def redraw(self) -> None:
+        """Draw now from the store; a display bug becomes a one-line status, never a traceback."""
+        self._redraw_timer = None
+        self._drawn_at = time.monotonic()
+        try:
+            self.draw()
+            self._draw_error = None
+        except Exception as exc:  # noqa: BLE001 - a rendering bug must not take the monitor down
+            log.exception("panel %s failed to draw", self.key())
+            self._draw_error = f"display error: {type(exc).__name__}: {exc}"
+        self.draws += 1
+        self.refresh_status()
+
+    def draw(self) -> None:
+        """Update the panel's widgets from the store (subclasses)."""
+
+    # -- status line -----------------------------------------------------------------
+    def now(self) -> float:
+        """The feed's clock (replay time in a replay)."""
+        clock = getattr(self.app, "now", None)
+        return clock() if callable(clock) else time.time()
+
+    def stale_after(self, probe: str) -> float:
+        """Seconds without a new sample after which figures are marked stale."""
+        settings = getattr(self.app, "settings", None)
+        cadence = getattr(getattr(settings, "cadences", None), probe, None)
+        return 3 * float(cadence) + 5 if cadence else 30.0
+
+    def refresh_status(self) -> None:
+        try:
+            status = self.query_one(".panel-status", Static)
+        except Exception:  # noqa: BLE001 - not composed yet, or being removed
+            return
+        status.update(self.status_markup())
+
+    def status_markup(self) -> str:
+        """One line: fresh, stale, paused or failing, with the age of the last good sample."""
+        if self._draw_error:
+            return f"[$probe-fail]✗ {one_line(self._draw_error)}[/]"
+        probe = self.probes[0]
+        latest = self.store.latest(probe)
+        good = self.store.last_good(probe)
+        now = self.now()
+        paused = bool(getattr(self.app, "probes_paused", False))
+        if latest is None:
+            return "[$probe-idle]probes paused: no sample yet[/]" if paused else \
+                "[$probe-idle]waiting for the first sample…[/]"
+        if latest.error:
+            last = f"{age(now - good.timestamp)} since last good sample" if good else "no good sample yet"
+            return f"[$probe-fail]✗ {last} · {one_line(latest.error)}[/]"
+        elapsed = now - latest.timestamp
+        if paused:
+            return f"[$probe-idle]⏸ probes paused · last sample {age(elapsed)} ago[/]"
+        if elapsed > self.stale_after(probe):
+            return f"[$probe-warn]● stale: last sample {age(elapsed)} ago[/]"
+        return f"[$probe-ok]●[/] updated {age(elapsed)} ago"

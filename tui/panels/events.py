@@ -1,0 +1,53 @@
+"""The events log: transitions worth a person's attention, each once, time-stamped."""
+
+from __future__ import annotations
+
+import time
+from typing import Iterable
+
+from textual.containers import VerticalScroll
+from textual.widget import Widget
+from textual.widgets import Static
+
+from session.values import get
+
+from ..format import age
+from .base import ProbePanel, one_line
+
+#: Events drawn (the store keeps more for the recording's sake).
+SHOWN = 200
+SEVERITY_STYLE = {"fail": ("$probe-fail", "✗"), "warn": ("$probe-warn", "!"), "info": ("$probe-ok", "·")}
+
+
+def event_markup(event: object) -> str:
+    """``12:04:31 ✗ health: API server restarted`` coloured by severity."""
+    colour, mark = SEVERITY_STYLE.get(str(get(event, "severity", "info")), ("$probe-idle", "·"))
+    stamp = time.strftime("%H:%M:%S", time.localtime(float(get(event, "timestamp", 0.0))))
+    return (f"[dim]{stamp}[/dim] [{colour}]{mark} {one_line(get(event, 'probe', ''))}[/] "
+            f"{one_line(get(event, 'message', ''))}")
+
+
+class EventsPanel(ProbePanel):
+    """Newest at the bottom, like a log."""
+
+    probes = ("events",)
+    panel_title = "Events"
+    tab_label = "Events"
+
+    def compose_body(self) -> Iterable[Widget]:
+        with VerticalScroll(classes="events-scroll"):
+            yield Static("", id="events-log")
+
+    def draw(self) -> None:
+        events = list(self.store.events)[-SHOWN:]
+        text = "\n".join(event_markup(e) for e in events)
+        self.query_one("#events-log", Static).update(text)
+        self.query_one(".events-scroll", VerticalScroll).scroll_end(animate=False)
+
+    def status_markup(self) -> str:
+        events = self.store.events
+        if not events:
+            return "[$probe-idle]no events yet: transitions appear here, once each[/]"
+        newest = float(get(events[-1], "timestamp", 0.0))
+        problems = sum(1 for e in events if get(e, "severity") in ("warn", "fail"))
+        return f"{len(events)} events ({problems} warnings) · newest {age(self.now() - newest)} ago"

@@ -1,0 +1,101 @@
+"""OpenAPI: v3 paths, the publication backlog and its oldest age, lag per stage, v2 size and time."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from textual.containers import Horizontal, Vertical
+from textual.widget import Widget
+from textual.widgets import Static
+
+from session.values import get, items, number
+
+from ..format import age, duration, number as fmt, size
+from .base import ProbePanel, one_line
+from .plots import RolePlot, time_axis
+from .text import columns, pairs
+
+#: Stage keys of ``lag_seconds`` in pipeline order, and how they read.
+STAGE_LABELS = {"names_accepted": "NamesAccepted", "established": "Established",
+                "discovery": "in discovery", "openapi_v3": "in OpenAPI v3"}
+BACKLOG_NAMES_SHOWN = 2
+
+
+def lag_table(sample: object) -> str:
+    """p50/p95/max seconds from creation to each stage."""
+    lags = get(sample, "lag_seconds", {}) or {}
+    ordered = [key for key in STAGE_LABELS if key in lags] + [key for key in lags if key not in STAGE_LABELS]
+    rows = [[STAGE_LABELS.get(key, key), duration(number(get(lags[key], "p50"))),
+             duration(number(get(lags[key], "p95"))), duration(number(get(lags[key], "max")))]
+            for key in ordered]
+    if not rows:
+        return "[$probe-idle]lag: no CRD created while watching yet[/]"
+    return columns(("created →", "p50", "p95", "max"), rows)
+
+
+def v2_line(sample: object) -> str:
+    """The last /openapi/v2 fetch: size, time to first byte, total; or why there was none."""
+    if get(sample, "v2_error"):
+        return f"[$probe-fail]v2: {one_line(get(sample, 'v2_error'))}[/]"
+    if get(sample, "v2_fetched_at") is None:
+        note = get(sample, "v2_note") or "not fetched yet"
+        return f"[$probe-idle]v2: {one_line(note)}[/]"
+    return "v2 " + pairs(("", size(number(get(sample, "v2_bytes")))),
+                         ("first byte", duration(number(get(sample, "v2_first_byte_seconds")))),
+                         ("built+sent", duration(number(get(sample, "v2_seconds")))),
+                         ("status", fmt(get(sample, "v2_status"))))
+
+
+class OpenAPIPanel(ProbePanel):
+    """Publication of CRD schemas: from creation to the v3 index, and v2's cost."""
+
+    probes = ("openapi",)
+    panel_title = "OpenAPI"
+    tab_label = "OpenAPI"
+    MIN_REDRAW_SECONDS = 1.0
+
+    def compose_body(self) -> Iterable[Widget]:
+        yield Static("", id="openapi-summary")
+        with Horizontal(classes="split"):
+            with Vertical(classes="split-text"):
+                yield Static("", id="openapi-lag")
+                yield Static("", id="openapi-v2")
+            yield RolePlot(id="plot-backlog")
+
+    def draw(self) -> None:
+        sample = self.store.last_good("openapi")
+        if sample is None:
+            return
+        backlog = number(get(sample, "backlog")) or 0
+        warn = getattr(getattr(getattr(self.app, "settings", None), "thresholds", None), "openapi_backlog_warn", 50)
+        role = "probe-warn" if backlog >= warn else "probe-ok" if backlog == 0 else ""
+        backlog_text = f"[${role}]{fmt(backlog)}[/]" if role else fmt(backlog)
+        if backlog:
+            backlog_text += f" (oldest {age(number(get(sample, 'backlog_oldest_seconds')))})"
+        summary = pairs(("v3 paths", fmt(get(sample, "v3_paths"))),
+                        ("index", f"{duration(number(get(sample, 'v3_seconds')))} {size(number(get(sample, 'v3_bytes')))}"),
+                        ("backlog", backlog_text))
+        names = items(get(sample, "backlog_names"))[:BACKLOG_NAMES_SHOWN]
+        if names:
+            summary += "\n[$probe-warn]waiting: " + one_line(", ".join(map(str, names))) + "[/]"
+        if get(sample, "discovery_unobservable"):
+            summary += f"\n[$probe-idle]discovery stage: {one_line(get(sample, 'discovery_unobservable'))}[/]"
+        self.query_one("#openapi-summary", Static).update(summary)
+        self.query_one("#openapi-lag", Static).update(lag_table(sample))
+        self.query_one("#openapi-v2", Static).update(v2_line(sample))
+        self.draw_plot()
+
+    def draw_plot(self) -> None:
+        plot = self.query_one("#plot-backlog", RolePlot)
+        now = self.now()
+        points = [((s.timestamp - now) / 60, float(get(s, "backlog", 0) or 0))
+                  for s in self.store.good_history("openapi")]
+        if not points:
+            plot.empty("backlog", "no OpenAPI runs yet")
+            return
+        plot.start("OpenAPI backlog (CRDs)")
+        plot.plt.plot([x for x, _ in points], [y for _, y in points], color=plot.rgb("plot-backlog"),
+                      marker="braille")
+        plot.plt.ylim(0, max(1.0, max(y for _, y in points) * 1.1))
+        time_axis(plot, min(x for x, _ in points))
+        plot.refresh()

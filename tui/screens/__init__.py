@@ -1,0 +1,1 @@
+"""Screens of the monitor: the main monitor, help, and modal dialogs."""

@@ -1,0 +1,51 @@
+"""The help screen: keys, the palette, and what the panels show."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+HELP = """\
+[b]crdscope[/b]: a Kubernetes API server under CRD pressure, live.
+
+[b]Keys[/b]
+  [b]?[/b]        this help            [b]q[/b]  quit
+  [b]p[/b]        pause / resume the probes
+  [b]l[/b]        loader: start, pause, resume, stop, clean (asks first)
+  [b]t[/b]        next theme           [b]s[/b]  save an SVG screenshot
+  [b]1[/b]-[b]7[/b]      show a panel (tabbed layout, small terminals)
+  [b]ctrl+p[/b]   command palette: every action, themes, lab faults
+
+[b]Panels[/b]
+  Loader      progress of crdscope's own CRD load
+  Inventory   CRDs by state and by owner, install rate and ETA
+  Discovery   aggregated and legacy latency; what kubectl's limits cost
+  APF         API Priority and Fairness: queues, seats, rejections, 429s
+  OpenAPI     v3 paths, publication backlog and lag, v2 size and build time
+  Health      memory against the number of CRDs (fitted MiB per CRD),
+              restarts, readyz, canary latency against the SLOs
+  Events      transitions worth attention, once each
+
+Each panel's first line says how fresh its figures are; while the API
+server is away it counts the time since the last good sample.
+
+[dim]escape, ? or q closes this help[/dim]"""
+
+
+class HelpScreen(ModalScreen[None]):
+    """Keys and panels, dismissed by escape, ? or q."""
+
+    BINDINGS = [Binding("escape,question_mark,q", "close", "Close")]
+
+    def __init__(self) -> None:
+        super().__init__(classes="dialog-screen")
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(classes="dialog help"):
+            yield Static(HELP, id="help-text")
+
+    def action_close(self) -> None:
+        self.dismiss(None)

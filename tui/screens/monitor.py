@@ -1,0 +1,117 @@
+"""The main screen: header, the panels (a grid on a large terminal, tabs on a small one), footer."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Container, Grid
+from textual.geometry import Size
+from textual.screen import Screen
+from textual.widgets import Footer, TabbedContent, TabPane
+
+from ..header import ClusterHeader
+from ..panels.base import ProbePanel
+from ..panels.discovery import DiscoveryPanel
+from ..panels.events import EventsPanel
+from ..panels.health import HealthPanel
+from ..panels.inventory import InventoryPanel
+from ..panels.loader import LoaderPanel
+from ..panels.openapi import OpenAPIPanel
+from ..panels.throttling import ThrottlingPanel
+from ..store import SampleStore
+
+#: Tab order (and the 1-7 keys): what someone watching an install looks at first.
+PANELS: tuple[type[ProbePanel], ...] = (
+    LoaderPanel, InventoryPanel, DiscoveryPanel, ThrottlingPanel, OpenAPIPanel, HealthPanel, EventsPanel,
+)
+#: Grid order: three columns; discovery and health span two (see monitor.tcss).
+GRID_ORDER: tuple[type[ProbePanel], ...] = (
+    LoaderPanel, InventoryPanel, OpenAPIPanel, DiscoveryPanel, ThrottlingPanel, HealthPanel, EventsPanel,
+)
+#: Below either size the panels collapse into tabs (80x24 is the classic terminal).
+GRID_MIN_WIDTH = 150
+GRID_MIN_HEIGHT = 40
+
+
+def layout_for(size: Size) -> str:
+    """``grid`` on a large terminal, else ``tabs``."""
+    return "grid" if size.width >= GRID_MIN_WIDTH and size.height >= GRID_MIN_HEIGHT else "tabs"
+
+
+class PanelTabs(Container):
+    """The panels as tabs (small terminals)."""
+
+    def __init__(self, store: SampleStore, *, initial: str = "") -> None:
+        super().__init__(id="tab-layout")
+        self.store = store
+        self.initial = initial
+
+    def compose(self) -> ComposeResult:
+        with TabbedContent(id="tabs", initial=self.initial):
+            for panel in PANELS:
+                with TabPane(panel.tab_label or panel.panel_title, id=f"tab-{panel.key()}"):
+                    yield panel(self.store)
+
+
+class MonitorScreen(Screen):
+    """Every panel, fed from the app's sample store."""
+
+    BINDINGS = [Binding(str(n), f"show_panel({n - 1})", show=False) for n in range(1, len(PANELS) + 1)]
+
+    def __init__(self, store: SampleStore, *, layout: str | None = None) -> None:
+        super().__init__(id="monitor")
+        self.store = store
+        #: Forced layout ("grid"/"tabs") for tests; None follows the terminal size.
+        self.forced_layout = layout
+        self.layout_mode = ""
+        self._active_tab: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield ClusterHeader(id="header")
+        yield Container(id="body")
+        yield Footer()
+
+    async def on_mount(self) -> None:
+        await self.apply_layout(self.size)
+
+    async def on_resize(self, event) -> None:
+        await self.apply_layout(event.size)
+
+    async def apply_layout(self, size: Size) -> None:
+        """Build the grid or the tabs when the mode changes (panels redraw from the store)."""
+        mode = self.forced_layout or layout_for(size)
+        if mode == self.layout_mode:
+            return
+        body = self.query_one("#body", Container)
+        if self.layout_mode == "tabs":
+            self._active_tab = self.query_one(TabbedContent).active or None
+        self.layout_mode = mode
+        await body.remove_children()
+        if mode == "grid":
+            await body.mount(Grid(*(panel(self.store) for panel in GRID_ORDER), id="grid"))
+        else:
+            await body.mount(PanelTabs(self.store, initial=self._active_tab or ""))
+        self.set_class(mode == "grid", "-grid")
+        self.set_class(mode == "tabs", "-tabs")
+
+    def panels(self) -> list[ProbePanel]:
+        return list(self.query(ProbePanel))
+
+    def panel(self, cls: type[ProbePanel]) -> ProbePanel:
+        """The mounted panel of a class."""
+        return self.query_one(cls)
+
+    def probe_changed(self, probe: str) -> None:
+        """Tell the panels that render ``probe`` (or ``events``) that the store has news."""
+        for panel in self.query(ProbePanel):
+            if probe in panel.probes:
+                panel.changed()
+
+    def refresh_header(self) -> None:
+        self.query_one(ClusterHeader).redraw()
+
+    def action_show_panel(self, index: int) -> None:
+        """Bring panel ``index`` (tab order) into view."""
+        if self.layout_mode != "tabs" or not 0 <= index < len(PANELS):
+            return
+        self.query_one(TabbedContent).active = f"tab-{PANELS[index].key()}"

@@ -1,0 +1,97 @@
+"""The samples the monitor has seen: the panels' shared model.
+
+Panels are views over this store, so a layout change (grid <-> tabs) rebuilds
+widgets without losing history, and replay's seek can start over with
+:meth:`SampleStore.clear`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Iterable
+
+from probes.samples import Sample
+from probes.scheduler import ProbeHealth
+
+#: Samples kept per probe: an hour of a 5-second cadence.
+HISTORY = 720
+#: Events kept for the events log.
+EVENTS = 500
+
+
+class SampleStore:
+    """Latest, last good and recent samples of each probe, with a change counter."""
+
+    def __init__(self, history: int = HISTORY) -> None:
+        self._size = history
+        self._history: dict[str, deque[Sample]] = {}
+        self._last_good: dict[str, Sample] = {}
+        self._health: dict[str, ProbeHealth] = {}
+        #: Transitions from the events detector (``session.events.Event``), oldest first.
+        self.events: deque = deque(maxlen=EVENTS)
+        #: Bumped on every sample, so a view can tell whether it has something new to draw.
+        self.version = 0
+
+    def add(self, sample: Sample) -> None:
+        """Keep a sample (the oldest one of its probe falls out past the history size)."""
+        name = sample.probe
+        self._history.setdefault(name, deque(maxlen=self._size)).append(sample)
+        health = self._health.setdefault(name, ProbeHealth(name))
+        health.runs += 1
+        health.last_run = sample.timestamp
+        if sample.error:
+            health.failures += 1
+            health.consecutive_failures += 1
+            health.last_error = sample.error
+        else:
+            self._last_good[name] = sample
+            health.consecutive_failures = 0
+            health.last_ok = sample.timestamp
+            health.last_error = None
+        self.version += 1
+
+    def add_event(self, event: object) -> None:
+        """Keep an event for the events log."""
+        self.events.append(event)
+        self.version += 1
+
+    def extend(self, samples: Iterable[Sample]) -> None:
+        for sample in samples:
+            self.add(sample)
+
+    def clear(self) -> None:
+        """Forget everything (replay seeks back)."""
+        self._history.clear()
+        self._last_good.clear()
+        self._health.clear()
+        self.events.clear()
+        self.version += 1
+
+    def latest(self, probe: str) -> Sample | None:
+        """The newest sample of ``probe``, good or failed."""
+        history = self._history.get(probe)
+        return history[-1] if history else None
+
+    def last_good(self, probe: str) -> Sample | None:
+        """The newest sample of ``probe`` without an error."""
+        return self._last_good.get(probe)
+
+    def history(self, probe: str) -> list[Sample]:
+        """Recent samples of ``probe``, oldest first."""
+        return list(self._history.get(probe, ()))
+
+    def good_history(self, probe: str) -> list[Sample]:
+        """Recent samples of ``probe`` without an error, oldest first."""
+        return [s for s in self._history.get(probe, ()) if not s.error]
+
+    def health(self) -> dict[str, ProbeHealth]:
+        """Per-probe health derived from the samples seen (for feeds without a scheduler)."""
+        return dict(self._health)
+
+
+def since(timestamp: float | None, now: float | None = None) -> float | None:
+    """Seconds from ``timestamp`` to ``now`` (None when there is no timestamp)."""
+    if timestamp is None:
+        return None
+    return max(0.0, (time.time() if now is None else now) - timestamp)
