@@ -49,7 +49,7 @@ async def probe_version(cluster: Cluster) -> VersionSample:
     )
 
 
-def make_probe(monitor) -> "FunctionProbe":
+def make_probe(monitor):
     """The version probe on the monitor's cluster and cadence."""
     from .monitor import FunctionProbe
 

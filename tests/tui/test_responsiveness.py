@@ -30,7 +30,7 @@ WORST_SECONDS = 0.250
 
 async def test_keys_answer_within_100ms_during_a_scrape_and_a_legacy_walk(lab):
     app = lab_app(lab)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=(80, 24)):
         await async_wait_for(lambda: app.store.last_good("inventory"), timeout=60, message="the monitor running")
         cluster = lab.cluster()
         metrics = MetricsSource(cluster)  # no family wanted: every line is parsed and kept
