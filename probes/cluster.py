@@ -265,6 +265,15 @@ class Cluster:
 
 # --------------------------------------------------------------------------- errors
 
+#: How :func:`explain` starts a server certificate the kubeconfig's CA does not vouch for.
+TLS_VERIFICATION_FAILED = "TLS verification failed"
+
+
+def failure_exit_code(message: str) -> int:
+    """The CLI's exit code for a failed request: 2 when the kubeconfig is wrong (its CA does
+    not verify the server: retrying cannot help), 3 for a cluster that fails or is away."""
+    return 2 if message.startswith(TLS_VERIFICATION_FAILED) else 3
+
 
 def explain(exc: BaseException, server: str) -> str:
     """One line describing a transport failure, naming the server."""
@@ -272,7 +281,7 @@ def explain(exc: BaseException, server: str) -> str:
     while cause is not None:
         if isinstance(cause, ssl.SSLCertVerificationError):
             reason = cause.verify_message or _first_line(cause)
-            return f"TLS verification failed for {server}: {reason}"
+            return f"{TLS_VERIFICATION_FAILED} for {server}: {reason}"
         if isinstance(cause, ssl.SSLError):
             return f"TLS handshake with {server} failed: {cause.reason or _first_line(cause)}"
         if isinstance(cause, ConnectionRefusedError):
@@ -291,7 +300,7 @@ def explain(exc: BaseException, server: str) -> str:
         if "Name or service not known" in text or "nodename nor servname" in text:
             return f"cannot reach {server}: unknown host"
         if "CERTIFICATE_VERIFY_FAILED" in text:
-            return f"TLS verification failed for {server}: {text.split('] ')[-1]}"
+            return f"{TLS_VERIFICATION_FAILED} for {server}: {text.split('] ')[-1]}"
         return f"cannot reach {server}: {text}"
     if isinstance(exc, httpx.RemoteProtocolError):
         return f"{server} closed the connection ({_first_line(exc)})"

@@ -63,21 +63,11 @@ class Monitor:
         #: Objects probes share beyond metrics and CRDs (e.g. the discovery result for OpenAPI stages).
         self.shared: dict[str, object] = {}
         for name in probes if probes is not None else list(PROBE_FACTORIES):
-            probe = self._build(name)
-            if probe is not None:
-                self.scheduler.add(probe)
+            self.scheduler.add(self._build(name))
 
-    def _build(self, name: str) -> Probe | None:
+    def _build(self, name: str) -> Probe:
         module, _, factory = PROBE_FACTORIES[name].partition(":")
-        try:
-            imported = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            # TODO(integration): remove once every registered probe module exists.
-            log.warning("probe %s is not built yet (%s missing)", name, module)
-            return None
-        return getattr(imported, factory)(self)
+        return getattr(importlib.import_module(module), factory)(self)
 
     def probe(self, name: str) -> Probe:
         """A registered probe by name."""
