@@ -32,7 +32,7 @@ bench: venv lab-binaries system-deps
 	$(BIN)/python -m bench
 
 soak: venv lab-binaries system-deps
-	$(BIN)/python -m pytest -m soak tests/faults
+	$(BIN)/python -m pytest -m "soak or slow" tests
 
 clean-venv:
 	rm -rf $(VENV)

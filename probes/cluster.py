@@ -282,7 +282,8 @@ def explain(exc: BaseException, server: str) -> str:
         if isinstance(cause, ssl.SSLCertVerificationError):
             reason = cause.verify_message or _first_line(cause)
             return f"{TLS_VERIFICATION_FAILED} for {server}: {reason}"
-        if isinstance(cause, ssl.SSLError):
+        # A handshake cut off by a deadline (SSLWantRead/WriteError) is a timeout, explained below.
+        if isinstance(cause, ssl.SSLError) and not isinstance(exc, httpx.TimeoutException):
             return f"TLS handshake with {server} failed: {cause.reason or _first_line(cause)}"
         if isinstance(cause, ConnectionRefusedError):
             return f"cannot reach {server}: connection refused"

@@ -363,8 +363,14 @@ class MetricsSource:
     YIELD_EVERY_BYTES = 1 << 16
     CHUNK_BYTES = 1 << 16
 
-    def __init__(self, cluster: Cluster, families: Iterable[str] = ()) -> None:
+    #: A whole scrape ends by then: httpx's read timeout bounds each read, and a server that
+    #: trickles bytes would otherwise keep the one shared scrape (and every probe joining it) forever.
+    DEADLINE_SECONDS = 90.0
+
+    def __init__(self, cluster: Cluster, families: Iterable[str] = (), *,
+                 deadline_seconds: float | None = None) -> None:
         self.cluster = cluster
+        self.deadline_seconds = deadline_seconds or self.DEADLINE_SECONDS
         self.families: set[str] = set(families)
         self.last: Scrape | None = None
         self.scrapes = 0
@@ -399,35 +405,40 @@ class MetricsSource:
         parser = MetricsParser(families)
         started = time.perf_counter()
         stamp = time.time()
-        status = None
         kept = families or None
+        answered: list[int] = []  # the HTTP status, once known
         try:
-            async with self.cluster.client.stream("GET", "/metrics", headers={"Accept": "text/plain"}) as response:
-                status = response.status_code
-                if status != 200:
-                    await response.aread()
-                    message = status_message(response)
-                    scrape = Scrape(stamp, error=f"/metrics answered {status}: {message}", status=status,
-                                    seconds=time.perf_counter() - started, families=kept)
-                    self._keep(scrape)
-                    return scrape
-                since_yield = 0
-                async for chunk in response.aiter_bytes(self.CHUNK_BYTES):
-                    parser.feed(chunk)
-                    since_yield += len(chunk)
-                    if since_yield >= self.YIELD_EVERY_BYTES:
-                        since_yield = 0
-                        await asyncio.sleep(0)  # keep keys answering during a 50 MB scrape
-                parser.close()
+            async with asyncio.timeout(self.deadline_seconds):
+                error = await self._stream(parser, answered)
         except httpx.HTTPError as exc:
-            scrape = Scrape(stamp, error=explain(exc, self.cluster.server), status=status,
-                            seconds=time.perf_counter() - started, families=kept)
-            self._keep(scrape)
-            return scrape
-        scrape = Scrape(stamp, parser.samples, parser.types, parser.bytes,
-                        time.perf_counter() - started, parser.lines, status=status, families=kept)
+            error = explain(exc, self.cluster.server)
+        except TimeoutError:
+            error = f"{self.cluster.server}/metrics did not finish within {self.deadline_seconds:g}s"
+        status = answered[0] if answered else None
+        if error is not None:
+            scrape = Scrape(stamp, error=error, status=status, seconds=time.perf_counter() - started, families=kept)
+        else:
+            scrape = Scrape(stamp, parser.samples, parser.types, parser.bytes,
+                            time.perf_counter() - started, parser.lines, status=status, families=kept)
         self._keep(scrape)
         return scrape
+
+    async def _stream(self, parser: MetricsParser, answered: list[int]) -> str | None:
+        """Feed the answer to ``parser`` chunk by chunk; a one-line error for a non-200 answer."""
+        async with self.cluster.client.stream("GET", "/metrics", headers={"Accept": "text/plain"}) as response:
+            answered.append(response.status_code)
+            if response.status_code != 200:
+                await response.aread()
+                return f"/metrics answered {response.status_code}: {status_message(response)}"
+            since_yield = 0
+            async for chunk in response.aiter_bytes(self.CHUNK_BYTES):
+                parser.feed(chunk)
+                since_yield += len(chunk)
+                if since_yield >= self.YIELD_EVERY_BYTES:
+                    since_yield = 0
+                    await asyncio.sleep(0)  # keep keys answering during a 50 MB scrape
+            parser.close()
+        return None
 
     def _keep(self, scrape: Scrape) -> None:
         # Probes that need rates keep their own previous scrape: they run on different cadences.

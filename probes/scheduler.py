@@ -39,8 +39,17 @@ async def deliver(sinks: list[Sink], sample: Sample) -> None:
             log.exception("sink %r failed on a %s sample", sink, type(sample).__name__)
 
 
+#: A probe run that has not finished after this long ends as an error sample.  httpx's timeouts
+#: bound each read, not a whole answer: a server trickling a byte a second would hold a probe
+#: (and, through it, the panel's freshness) forever.  A probe may set its own ``deadline``.
+DEFAULT_DEADLINE_SECONDS = 120.0
+
+
 class Probe(Protocol):
-    """What the scheduler runs: a name, a cadence and one async run per call."""
+    """What the scheduler runs: a name, a cadence and one async run per call.
+
+    An optional ``deadline`` attribute (seconds) overrides :data:`DEFAULT_DEADLINE_SECONDS`.
+    """
 
     name: str
     cadence: float  # seconds from the end of one run to the start of the next
@@ -164,8 +173,12 @@ class Scheduler:
     async def _run_once(self, entry: _Entry) -> Sample:
         probe, health = entry.probe, entry.health
         started = time.monotonic()
+        deadline = float(getattr(probe, "deadline", None) or DEFAULT_DEADLINE_SECONDS)
         try:
-            sample = await probe.run()
+            sample = await asyncio.wait_for(probe.run(), deadline)
+        except asyncio.TimeoutError:
+            sample = error_sample(probe.name, f"probe {probe.name} did not finish within {deadline:g}s "
+                                              "(the server answers too slowly)")
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a probe bug must not stop the monitor

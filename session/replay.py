@@ -192,9 +192,13 @@ class RecordingReader:
         try:
             if record["type"] == "event":
                 return Event.from_json(data)
-            return sample_class(str(record.get("probe", ""))).from_json(data)
+            sample = sample_class(str(record.get("probe", ""))).from_json(data)
         except (TypeError, ValueError, AttributeError) as exc:
             raise _Damaged(f"{record.get('probe', 'event')} record does not rebuild: {exc}") from None
+        # Replay orders and seeks by it: a sample without a numeric time cannot be placed.
+        if not isinstance(sample.timestamp, (int, float)) or isinstance(sample.timestamp, bool):
+            raise _Damaged(f"{record.get('probe')} record has no numeric timestamp")
+        return sample
 
 
 @dataclasses.dataclass

@@ -169,8 +169,10 @@ def probe(name: str, as_json: bool, legacy: bool, qps: float | None, burst: int 
     data = run_async(main())
     emit(data, as_json)
     if data.get("error"):
+        from probes.cluster import failure_exit_code
+
         click.echo(f"crdscope: probe {name}: {data['error']}", err=True)
-        sys.exit(3)
+        sys.exit(failure_exit_code(data["error"]))
 
 
 # --------------------------------------------------------------------------- lab

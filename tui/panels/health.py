@@ -107,9 +107,13 @@ class HealthPanel(ProbePanel):
             fds = fmt(get(good, "open_fds"))
             if get(good, "etcd_connections") is not None:
                 fds += f" (etcd conns {fmt(get(good, 'etcd_connections'))})"
-            self.query_one("#health-figures", Static).update(pairs(
+            figures = pairs(
                 ("RSS", size(number(get(good, "rss_bytes")))), ("heap", size(number(get(good, "heap_bytes")))),
-                ("goroutines", fmt(get(good, "goroutines"))), ("fds", fds)))
+                ("goroutines", fmt(get(good, "goroutines"))), ("fds", fds))
+            hidden = (get(good, "unobservable", {}) or {}).get("rss_bytes")
+            if hidden and number(get(good, "rss_bytes")) is None:  # say why, e.g. /metrics forbidden
+                figures += f" · [$probe-idle]{one_line(hidden)}[/]"
+            self.query_one("#health-figures", Static).update(figures)
             self.query_one("#health-fit", Static).update(fit_line(good))
         if latest is not None:
             self.query_one("#health-availability", Static).update(availability_line(latest, now))

@@ -1,0 +1,555 @@
+"""The load engine: server-side apply of a source's CRDs at a set pace, safely, on record.
+
+One engine is one attempt of one run (:mod:`loader.record`).  It reads the
+source through a worker thread a few items ahead, decides per CRD (send,
+skip a name crdscope does not own, or count it as finished by an earlier
+attempt), and applies with ``PATCH ...?fieldManager=crdscope`` and
+``application/apply-patch+yaml`` over the cluster's shared client:
+
+* pace: ``steady`` sends through a token bucket (``rate`` per second, burst 1:
+  an even drip); ``burst`` sends everything as fast as ``concurrency`` allows,
+  as a provider install does; at most ``concurrency`` applies are in flight;
+* 429 answers are retried after ``Retry-After``; 5xx answers and transport
+  errors with exponential backoff, then the CRD fails with the reason;
+* ownership is enforced by the server (preconditions, see :mod:`loader.safety`);
+* Established comes from the CRD watch (the monitor's, or one of its own):
+  no CRD is polled;
+* ``pause()`` stops sending (what was sent keeps establishing), ``resume()``
+  goes on, ``stop()`` lets in-flight applies finish and ends the attempt with
+  a consistent record.
+
+Progress is a :class:`loader.progress.LoaderSample`, handed to ``on_progress``
+(at most 5 times a second, and on every state change) and returned by
+:meth:`LoadEngine.run` at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, AsyncIterator, Callable
+
+import httpx
+
+from probes.cluster import Cluster
+from probes.crdwatch import CRDEvent, CRDWatch
+from probes.errors import ClusterError, ConfigError, CrdscopeError
+from probes.ratelimit import TokenBucket
+from probes.settings import LoaderSettings
+
+from .apply import Applier, ApplyFatal, ApplyResult
+from .progress import ItemProblem, LoaderSample
+from .record import APPLIED, RunRecord
+from .safety import FOREIGN_REASON, apply_precondition, check_permissions, crd_url, ownership
+from .sources import CRDDocument, Source, SourceProblem, UniqueNames, open_source
+
+log = logging.getLogger("crdscope.loader")
+
+PROFILES = ("steady", "burst")
+#: CRDs still waiting for Established fail when, this long after the last apply, the
+#: server has not established any CRD (a busy server establishes late, but it moves).
+ESTABLISHED_TIMEOUT_SECONDS = 120.0
+#: A CRD still NamesAccepted but not Established after this long is touched (an annotation):
+#: an API server restarted between the two conditions leaves it so, since its establishing
+#: controller is fed by CRD *update* events only (seen on the lab after a SIGKILL mid-load:
+#: CRDs stuck until the informer's periodic resync, minutes later).
+ESTABLISH_NUDGE_SECONDS = 15.0
+ESTABLISH_NUDGE_ANNOTATION = "crdscope.dev/establish-retry"
+#: How long the engine's own CRD watch may take for its first list.
+WATCH_SYNC_TIMEOUT_SECONDS = 120.0
+PROGRESS_INTERVAL_SECONDS = 0.2
+TICK_SECONDS = 1.0
+
+ProgressCallback = Callable[[LoaderSample], Any]
+
+
+class LoadEngine:
+    """Loads one source into one cluster; see the module docstring."""
+
+    def __init__(self, cluster: Cluster, source: Source | str, *, rate: float | None = None,
+                 concurrency: int | None = None, limit: int | None = None, profile: str | None = None,
+                 crd_watch: CRDWatch | None = None, on_progress: ProgressCallback | None = None,
+                 limiter: TokenBucket | None = None, runs_directory: Any = None, resume: bool = True,
+                 established_timeout: float = ESTABLISHED_TIMEOUT_SECONDS) -> None:
+        defaults = LoaderSettings()
+        self.cluster = cluster
+        self.source = open_source(source) if isinstance(source, str) else source
+        self.profile = profile or defaults.profile
+        self.rate = float(rate if rate is not None else defaults.rate)
+        self.concurrency = int(concurrency if concurrency is not None else defaults.concurrency)
+        self.limit = limit
+        if self.profile not in PROFILES:
+            raise ConfigError(f"unknown profile '{self.profile}' (one of: {', '.join(PROFILES)})")
+        if not self.rate > 0:
+            raise ConfigError(f"--rate must be a positive number of CRDs per second, not {rate}")
+        if self.concurrency < 1:
+            raise ConfigError(f"--concurrency must be at least 1, not {concurrency}")
+        if limit is not None and limit < 1:
+            raise ConfigError(f"--limit must be at least 1, not {limit}")
+        #: crdscope's own client-side limiter (None for burst): the throttling probe reads it
+        #: from ``monitor.shared[probes.throttling.CLIENT_LIMITER]``.
+        self.limiter = None if self.profile == "burst" else (limiter or TokenBucket(self.rate, 1, name="loader"))
+        self.on_progress = on_progress
+        self.established_timeout = established_timeout
+        self._resume = resume
+        self._runs_directory = runs_directory
+        self._watch = crd_watch
+        self._watch_task: asyncio.Task | None = None
+        self.record: RunRecord | None = None
+        #: The error that ended the run early (ConfigError or ClusterError), for the CLI's exit code.
+        self.fatal: CrdscopeError | None = None
+
+        self._state = "idle"
+        self._gate = asyncio.Event()
+        self._gate.set()
+        self._stop_event = asyncio.Event()
+        self._slots = asyncio.Semaphore(self.concurrency)
+        self._tasks: set[asyncio.Task] = set()
+        self._unique = UniqueNames()
+        self._crds_considered = 0
+        self._source_read = False
+        self._awaiting: dict[str, str] = {}  # name -> uid of the applied object
+        self._all_established = asyncio.Event()
+        self._last_awaited = 0.0  # when a CRD last began to wait for Established, or one got it
+        self._started = 0.0
+        self._ended: float | None = None
+        self._sent = 0
+        self._accepted_now = 0
+        self._established_now = 0
+        self._resumed = 0
+        self._not_crds = 0
+        self._applier: Applier | None = None
+        self._limiter_waited = 0.0
+        self._last_emit = 0.0
+        self._problem_cache: tuple[Any, tuple, tuple] = (None, (), ())
+
+    # -- control -----------------------------------------------------------------------
+    @property
+    def state(self) -> str:
+        return self._state
+
+    @property
+    def run_id(self) -> str:
+        return self.record.run_id if self.record else ""
+
+    def pause(self) -> None:
+        """Stop sending; applies in flight finish and sent CRDs keep establishing."""
+        if self._state == "running":
+            self._gate.clear()
+            self._set_state("paused")
+
+    def resume(self) -> None:
+        """Go on sending after :meth:`pause`."""
+        if self._state == "paused":
+            self._gate.set()
+            self._set_state("running")
+
+    def stop(self) -> None:
+        """End the attempt: nothing new is sent, in-flight applies finish, the record is closed."""
+        if self._state in ("idle", "running", "paused"):
+            self._stop_event.set()
+            self._gate.set()
+            self._set_state("stopping")
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop_event.is_set()
+
+    def _set_state(self, state: str) -> None:
+        self._state = state
+        self._emit(force=True)
+
+    # -- the run ---------------------------------------------------------------------------
+    async def run(self) -> LoaderSample:
+        """Load the source; returns the final sample (its ``error`` says why a run ended early)."""
+        if self._started:
+            raise RuntimeError("a LoadEngine runs once; make a new one to load again")
+        self._started = time.monotonic()
+        if not self.stopping:
+            self._set_state("running")
+        ticker = asyncio.create_task(self._tick(), name="loader-progress")
+        try:
+            await self._run()
+        except CrdscopeError as exc:
+            self.fatal = exc
+        finally:
+            ticker.cancel()
+            await self._finish()
+        return self.progress()
+
+    async def _run(self) -> None:
+        await check_permissions(self.cluster, ("create", "patch"), "load")
+        await self._start_watch()
+        if self.stopping:
+            return
+        await self.source.aprepare()
+        options = {"profile": self.profile, "rate": self.rate if self.limiter else None,
+                   "concurrency": self.concurrency, "limit": self.limit}
+        self.record = await asyncio.to_thread(
+            RunRecord.open, source=self.source.spec, source_key=self.source.key, server=self.cluster.server,
+            context=self.cluster.context, options=options, directory=self._runs_directory, resume=self._resume)
+        self._applier = Applier(self.cluster, self.record.run_id, self._stop_event)
+        if self.record.resumed:
+            log.info("resuming load run %s (attempt %d)", self.record.run_id, self.record.attempts)
+        self._watch.add_listener(self._on_watch_event)
+        try:
+            await self._dispatch()
+            if self._tasks:
+                await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            self._raise_fatal()
+            if not self.stopping:
+                await self._wait_established()
+        finally:
+            self._watch.remove_listener(self._on_watch_event)
+
+    async def _start_watch(self) -> None:
+        if self._watch is None:
+            self._watch = CRDWatch(self.cluster)
+            self._watch_task = asyncio.create_task(self._watch.run(), name="loader-crd-watch")
+        if self._watch.synced.is_set():
+            return
+        synced = await self._interruptible(self._watch.synced.wait(), WATCH_SYNC_TIMEOUT_SECONDS)
+        if synced is None and not self.stopping:
+            reason = self._watch.status.last_error or f"no answer in {WATCH_SYNC_TIMEOUT_SECONDS:.0f}s"
+            raise ClusterError(f"cannot list CRDs before loading: {reason}")
+
+    async def _interruptible(self, awaitable: Any, timeout: float | None = None) -> Any:
+        """Await ``awaitable`` unless :meth:`stop` comes first (or ``timeout`` passes): None then."""
+        task = asyncio.ensure_future(awaitable)
+        stopper = asyncio.ensure_future(self._stop_event.wait())
+        try:
+            done, _ = await asyncio.wait({task, stopper}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+        if task not in done:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            if task.cancelled() or task.exception() is not None:
+                return None
+            # It completed just before the cancel (a semaphore taken, say): report that.
+        result = task.result()
+        return True if result is None else result
+
+    # -- reading and deciding ----------------------------------------------------------------
+    async def _prefetch(self) -> AsyncIterator[CRDDocument | SourceProblem]:
+        """The source's items, read a few ahead in a worker thread while earlier ones are sent."""
+        queue: asyncio.Queue = asyncio.Queue(maxsize=2 * self.concurrency)
+        finished = object()
+
+        async def reader() -> None:
+            end: object = finished
+            try:
+                async for item in self.source.aitems():
+                    await queue.put(item)
+            except CrdscopeError as exc:
+                end = exc
+            except Exception as exc:  # noqa: BLE001 - a source that breaks must not look finished
+                log.exception("reading %s failed", self.source.spec)
+                end = CrdscopeError(f"reading {self.source.spec} failed: {type(exc).__name__}: {exc}")
+            await queue.put(end)
+
+        task = asyncio.create_task(reader(), name="loader-source")
+        try:
+            while True:
+                item = await self._interruptible(queue.get())
+                if item is None or item is finished:
+                    self._source_read = item is finished
+                    return
+                if isinstance(item, CrdscopeError):
+                    raise item
+                yield item
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _dispatch(self) -> None:
+        items = self._prefetch()
+        try:
+            async for item in items:
+                self._raise_fatal()
+                if self.limit is not None and self._crds_considered >= self.limit and \
+                        isinstance(item, CRDDocument):
+                    self._source_read = True  # the limit makes ``requested`` exact
+                    break
+                item = self._unique.check(item)
+                if isinstance(item, SourceProblem):
+                    self._source_problem(item)
+                    continue
+                self._crds_considered += 1
+                self.record.note(item.name)
+                if self._settled_already(item):
+                    continue
+                if not await self._send_slot():
+                    break
+                task = asyncio.create_task(self._apply(item), name=f"apply:{item.name}")
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        finally:
+            await items.aclose()
+
+    def _source_problem(self, problem: SourceProblem) -> None:
+        if problem.outcome == "not-crd":
+            self._not_crds += 1
+        else:
+            self.record.entry(problem.origin, problem.outcome, problem.reason)
+        self._emit()
+
+    def _settled_already(self, item: CRDDocument) -> bool:
+        """Handle a CRD that needs no apply: finished by an earlier attempt, or not ours."""
+        state = self.record.outcome(item.name)
+        current = self._watch.crds.get(item.name)
+        owner = ownership(current)
+        if owner == "foreign":
+            self.record.crd(item.name, "skipped", FOREIGN_REASON)
+            self._emit()
+            return True
+        ours_from_this_run = owner == "ours" and current.run_id == self.run_id and not current.terminating
+        if not ours_from_this_run:
+            return False
+        if state is None or state.outcome not in APPLIED:
+            # Applied by an attempt that was killed before it could write its line.
+            self.record.crd(item.name, "created", "found applied by an earlier attempt of this run",
+                            uid=current.uid)
+        self._resumed += 1
+        if not self.record.crds[item.name].established:
+            self._await_established(item.name, current.uid)
+        self._emit()
+        return True
+
+    async def _send_slot(self) -> bool:
+        """Wait until sending is allowed: not paused, a free slot, a token; False when stopped."""
+        if await self._interruptible(self._gate.wait()) is None:
+            return False
+        if await self._interruptible(self._slots.acquire()) is None:
+            return False
+        if self.limiter is not None:
+            started = time.monotonic()
+            waited = await self._interruptible(self.limiter.acquire())
+            self._limiter_waited += time.monotonic() - started
+            if waited is None:
+                self._slots.release()
+                return False
+        # A pause that came while waiting for the token holds the send until resumed.
+        if not self._gate.is_set() and await self._interruptible(self._gate.wait()) is None:
+            self._slots.release()
+            return False
+        if self.stopping:
+            self._slots.release()
+            return False
+        return True
+
+    # -- applying --------------------------------------------------------------------------------
+    async def _apply(self, item: CRDDocument) -> None:
+        try:
+            precondition = apply_precondition(self._watch.crds.get(item.name))
+            if precondition is None:  # became someone else's while it waited for its turn
+                result = ApplyResult("skipped", FOREIGN_REASON)
+            else:
+                self._sent += 1
+                self._emit()
+                result = await self._applier.apply(item, precondition)
+        except ApplyFatal as exc:
+            if self.fatal is None:
+                self.fatal = ClusterError(str(exc))
+            self.stop()
+            return
+        finally:
+            self._slots.release()
+        if result.outcome == "pending":
+            return
+        self.record.crd(item.name, result.outcome, result.reason, **({"uid": result.uid} if result.uid else {}))
+        if result.outcome in APPLIED:
+            self._accepted_now += 1
+            self._await_established(item.name, result.uid)
+        self._emit()
+
+    def _failed(self, name: str, reason: str) -> None:
+        self.record.crd(name, "failed", reason)
+        self._emit()
+
+    def _raise_fatal(self) -> None:
+        if self.fatal is not None:
+            raise self.fatal
+
+    # -- Established ---------------------------------------------------------------------------
+    def _await_established(self, name: str, uid: str) -> None:
+        current = self._watch.crds.get(name)
+        if current is not None and current.uid == uid and current.established is not None:
+            self._established(name)
+            return
+        self._awaiting[name] = uid
+        self._last_awaited = time.monotonic()
+        self._all_established.clear()
+
+    def _on_watch_event(self, event: CRDEvent) -> None:
+        name = event.record.name
+        uid = self._awaiting.get(name)
+        if uid is None or event.record.uid != uid:
+            return
+        if event.type == "DELETED":
+            del self._awaiting[name]
+            self._failed(name, "deleted before it was Established")
+        elif event.record.established is not None:
+            del self._awaiting[name]
+            self._established(name)
+        if not self._awaiting:
+            self._all_established.set()
+
+    def _established(self, name: str) -> None:
+        self._last_awaited = time.monotonic()
+        self.record.crd(name, "established")
+        self._established_now += 1
+        self._emit()
+
+    async def _wait_established(self) -> None:
+        while self._awaiting and not self.stopping:
+            remaining = self._last_awaited + self.established_timeout - time.monotonic()
+            if remaining <= 0:
+                break
+            await self._interruptible(self._all_established.wait(), min(remaining, ESTABLISH_NUDGE_SECONDS))
+            await self._nudge_names_accepted()
+        if self._awaiting and not self.stopping:
+            await self._report_not_established()
+
+    async def _nudge_names_accepted(self) -> None:
+        """Touch awaited CRDs that are NamesAccepted but not Established (see ESTABLISH_NUDGE_SECONDS).
+
+        The patch names the applied uid: a CRD replaced meanwhile is refused by the server, not touched.
+        """
+        for name, uid in list(self._awaiting.items()):
+            current = self._watch.crds.get(name)
+            if self.stopping or current is None or current.uid != uid or current.names_accepted is None \
+                    or current.established is not None:
+                continue
+            patch = {"metadata": {"uid": uid, "annotations": {ESTABLISH_NUDGE_ANNOTATION: str(int(time.time()))}}}
+            try:
+                await self.cluster.client.patch(crd_url(name), json=patch,
+                                                headers={"Content-Type": "application/merge-patch+json"})
+            except httpx.HTTPError:
+                pass  # the wait goes on; the timeout decides
+
+    async def _report_not_established(self) -> None:
+        """Fail what never became Established, with the server's conditions as the reason."""
+        for name in list(self._awaiting):
+            reason = (f"not Established: the server established no CRD for {self.established_timeout:.0f}s "
+                      "after the last apply")
+            try:
+                response = await self.cluster.client.get(crd_url(name))
+                conditions = (response.json().get("status") or {}).get("conditions") or []
+                false = [f"{c.get('type')}={c.get('status')} ({c.get('reason')}): {c.get('message')}"
+                         for c in conditions if c.get("status") != "True"]
+                if false:
+                    reason += f" ({'; '.join(false)})"
+            except (httpx.HTTPError, ValueError):
+                pass
+            self._awaiting.pop(name, None)
+            self._failed(name, reason)
+
+    # -- ending ----------------------------------------------------------------------------------
+    async def _finish(self) -> None:
+        self._ended = time.monotonic()
+        finished = (not self.stopping and self.fatal is None and self._source_read
+                    and self.record is not None and not self._awaiting and self._pending() == 0)
+        state = "done" if finished else "stopped"
+        if self.record is not None:
+            sample = self.progress()
+            summary = {k: getattr(sample, k) for k in ("requested", "created", "updated", "established",
+                                                       "skipped", "failed", "pending", "sent")}
+            if self.fatal is not None:
+                summary["error"] = str(self.fatal)
+            await asyncio.to_thread(self.record.end, state, **summary)
+            self.record.close()
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+            await asyncio.gather(self._watch_task, return_exceptions=True)
+        self._set_state(state)
+
+    # -- progress --------------------------------------------------------------------------------
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_SECONDS)
+            self._emit(force=True)
+
+    def _emit(self, force: bool = False) -> None:
+        if self.on_progress is None:
+            return
+        now = time.monotonic()
+        if not force and now - self._last_emit < PROGRESS_INTERVAL_SECONDS:
+            return
+        self._last_emit = now
+        try:
+            self.on_progress(self.progress())
+        except Exception:  # noqa: BLE001 - a broken display must not break the load
+            log.exception("loader progress callback failed")
+
+    def _pending(self) -> int:
+        record = self.record
+        if record is None:
+            return 0
+        known = len(record.crds) + len(record.entries)
+        return known - sum(record.counts.values())
+
+    def progress(self) -> LoaderSample:
+        """The current progress (the final summary once :meth:`run` returned)."""
+        record = self.record
+        elapsed = ((self._ended or time.monotonic()) - self._started) if self._started else 0.0
+        counts = record.counts if record else {"created": 0, "updated": 0, "skipped": 0, "failed": 0}
+        requested = (len(record.crds) + len(record.entries)) if record else 0
+        pending = self._pending()
+        if not self._source_read and self.source.estimate is not None:
+            expected = self.source.estimate if self.limit is None else min(self.source.estimate, self.limit)
+            if expected > requested:
+                pending += expected - requested
+                requested = expected
+        rate = self._established_now / elapsed if elapsed > 0 else 0.0
+        sending_rate = self._accepted_now / elapsed if elapsed > 0 else 0.0
+        remaining = pending + len(self._awaiting)
+        eta = None
+        if remaining == 0 and self._started:
+            eta = 0.0
+        elif sending_rate > 0 and self._state in ("running", "paused"):
+            eta = remaining / sending_rate
+        failures, skips = self._problems()
+        return LoaderSample(
+            source=self.source.spec,
+            run_id=self.run_id,
+            state=self._state,
+            profile=self.profile,
+            rate_limit_per_s=self.rate if self.limiter is not None else None,
+            concurrency=self.concurrency,
+            requested=requested,
+            source_read=self._source_read,
+            sent=self._sent,
+            created=counts["created"],
+            updated=counts["updated"],
+            established=record.established if record else 0,
+            skipped=counts["skipped"],
+            failed=counts["failed"],
+            pending=pending,
+            resumed=self._resumed,
+            not_crds=self._not_crds,
+            crds_per_second=rate,
+            eta_seconds=eta,
+            elapsed_seconds=elapsed,
+            limiter_waited_seconds=self._limiter_waited,
+            retries_429=self._applier.retries_429 if self._applier else 0,
+            retries_5xx=self._applier.retries_5xx if self._applier else 0,
+            retries_transport=self._applier.retries_transport if self._applier else 0,
+            failures=failures,
+            skips=skips,
+            error=str(self.fatal) if self.fatal is not None else None,
+        )
+
+    def _problems(self) -> tuple[tuple[ItemProblem, ...], tuple[ItemProblem, ...]]:
+        record = self.record
+        if record is None:
+            return (), ()
+        version = record.version
+        if self._problem_cache[0] != version:
+            self._problem_cache = (
+                version,
+                tuple(ItemProblem(name, reason) for name, reason in record.problems("failed")),
+                tuple(ItemProblem(name, reason) for name, reason in record.problems("skipped")),
+            )
+        return self._problem_cache[1], self._problem_cache[2]

@@ -1,0 +1,528 @@
+"""Where CRDs come from: files, directories, archives, stdin and another cluster.
+
+A source yields, in a deterministic order, :class:`CRDDocument` items (ready
+to apply) and :class:`SourceProblem` items (bad input, reported per item so
+that the rest of the set still loads).  Parsing is blocking work: the engine
+pulls items through a worker thread (:meth:`Source.aitems`), one at a time,
+so a 100 MB archive is streamed and never held parsed in memory at once.
+
+``synthetic:N`` lives in :mod:`loader.synthetic`; :func:`open_source` turns
+what the user typed into a source.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import lzma
+import os
+import re
+import sys
+import tarfile
+import tempfile
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator, BinaryIO, Iterable, Iterator
+
+import httpx
+import yaml
+
+from probes.cluster import Cluster, explain, load_config, raise_for_status
+from probes.crdwatch import CRD_PATH, MANAGED_BY_LABEL, RUN_ANNOTATION
+from probes.errors import ClusterError, ConfigError
+
+CRD_GROUP = "apiextensions.k8s.io"
+CRD_API_VERSION = f"{CRD_GROUP}/v1"
+CRD_KIND = "CustomResourceDefinition"
+YAML_SUFFIXES = (".yaml", ".yml", ".json")
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2", ".tbz2")
+#: Annotations that describe another client's state, not the CRD (kubectl's is as big as the CRD).
+DROPPED_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration", RUN_ANNOTATION)
+_SEPARATOR = re.compile(r"^---(?:[ \t].*)?$")
+
+
+# --------------------------------------------------------------------------- items
+
+
+@dataclass(frozen=True)
+class CRDDocument:
+    """One CRD of the source, reduced to what is applied (server-set fields dropped)."""
+
+    name: str
+    origin: str
+    group: str
+    kind: str
+    #: name, labels and annotations as the source has them
+    metadata: dict[str, Any] = field(repr=False)
+    #: ``spec`` serialised once, off the event loop
+    spec_json: bytes = field(repr=False)
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self.spec_json)
+
+    def apply_body(self, *, run_id: str, resource_version: str) -> bytes:
+        """The server-side apply body: crdscope's label, the run annotation, a precondition.
+
+        ``resource_version`` is the optimistic-concurrency precondition; see
+        :mod:`loader.safety` for why ``"1"`` means "create only".
+        """
+        metadata = {
+            "name": self.name,
+            "labels": {**(self.metadata.get("labels") or {}), MANAGED_BY_LABEL: "crdscope"},
+            "annotations": {**(self.metadata.get("annotations") or {}), RUN_ANNOTATION: run_id},
+            "resourceVersion": resource_version,
+        }
+        head = json.dumps({"apiVersion": CRD_API_VERSION, "kind": CRD_KIND}, separators=(",", ":"))[:-1]
+        return b"".join((head.encode(), b',"metadata":', json.dumps(metadata).encode(),
+                         b',"spec":', self.spec_json, b"}"))
+
+
+@dataclass(frozen=True)
+class SourceProblem:
+    """An entry of the source that cannot be applied.
+
+    ``outcome`` is ``failed`` (unreadable, not valid), ``skipped`` (a name
+    repeated within the source) or ``not-crd`` (a document of another kind:
+    ignored, only counted).
+    """
+
+    origin: str
+    reason: str
+    outcome: str = "failed"
+
+
+Item = CRDDocument | SourceProblem
+
+
+class UniqueNames:
+    """Names must be unique within a source: the first CRD of a name wins, later ones are skipped."""
+
+    def __init__(self) -> None:
+        self.first: dict[str, str] = {}
+
+    def check(self, item: Item) -> Item:
+        """``item`` itself, or a ``skipped`` problem when its name came earlier in the source."""
+        if not isinstance(item, CRDDocument):
+            return item
+        earlier = self.first.setdefault(item.name, item.origin)
+        if earlier is item.origin:
+            return item
+        return SourceProblem(f"{item.origin} ({item.name})", f"duplicate name {item.name}: already in {earlier}",
+                             "skipped")
+
+
+# --------------------------------------------------------------------------- YAML
+
+
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """Safe YAML as the API server reads it: timestamps stay strings (sigs.k8s.io/yaml)."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    key: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def document_items(document: Any, origin: str) -> Iterator[Item]:
+    """Classify one parsed document: a CRD, a list of them, or a problem."""
+    if document is None:
+        return  # an empty document (a trailing ``---``): nothing there
+    if not isinstance(document, dict):
+        yield SourceProblem(origin, "not a Kubernetes object (a YAML mapping)", "not-crd")
+        return
+    api_version = str(document.get("apiVersion", ""))
+    kind = str(document.get("kind", ""))
+    if kind.endswith("List") and isinstance(document.get("items"), list):
+        for index, item in enumerate(document["items"]):
+            yield from document_items(item, f"{origin}[{index}]")
+        return
+    if kind != CRD_KIND or not api_version.startswith(CRD_GROUP + "/"):
+        what = f"{api_version} {kind}".strip() or "a document without apiVersion/kind"
+        yield SourceProblem(origin, f"{what} is not a CustomResourceDefinition", "not-crd")
+        return
+    if api_version != CRD_API_VERSION:
+        yield SourceProblem(origin, f"{api_version} is not served since Kubernetes 1.22; convert it to v1")
+        return
+    metadata = document.get("metadata") if isinstance(document.get("metadata"), dict) else {}
+    name = metadata.get("name")
+    spec = document.get("spec")
+    if not name or not isinstance(name, str):
+        yield SourceProblem(origin, "CustomResourceDefinition without metadata.name")
+        return
+    if not isinstance(spec, dict):
+        yield SourceProblem(f"{origin} ({name})", "CustomResourceDefinition without a spec")
+        return
+    annotations = {k: str(v) for k, v in (metadata.get("annotations") or {}).items()
+                   if k not in DROPPED_ANNOTATIONS}
+    kept = {"labels": {k: str(v) for k, v in (metadata.get("labels") or {}).items()},
+            "annotations": annotations}
+    names = spec.get("names") if isinstance(spec.get("names"), dict) else {}
+    yield CRDDocument(
+        name=name,
+        origin=origin,
+        group=str(spec.get("group", "")),
+        kind=str(names.get("kind", "")),
+        metadata=kept,
+        spec_json=json.dumps(spec, separators=(",", ":"), default=str).encode(),
+    )
+
+
+def yaml_items(lines: Iterable[bytes], origin: str) -> Iterator[Item]:
+    """Items of a multi-document YAML text (given as byte lines), one document at a time.
+
+    The text is split on ``---`` lines before parsing (as kubectl does), so a
+    broken document is reported with its file and line and the documents
+    after it still load.  Text that is not UTF-8 ends the file with a problem
+    naming the line (there is no telling where the next document starts).
+    """
+    chunk: list[str] = []
+    start = 1
+    for number, raw in enumerate(lines, start=1):
+        try:
+            line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            yield SourceProblem(f"{origin}:{number}", f"not UTF-8 text ({exc.reason} at byte {exc.start} of the line)")
+            return
+        if _SEPARATOR.match(line.rstrip("\r\n")) and chunk:
+            yield from _parse_chunk(chunk, start, origin)
+            chunk, start = [], number
+        chunk.append(line)
+    if chunk:
+        yield from _parse_chunk(chunk, start, origin)
+
+
+def _parse_chunk(chunk: list[str], start: int, origin: str) -> Iterator[Item]:
+    # The document starts after its separator line (when it has one).
+    first = start + 1 if _SEPARATOR.match(chunk[0].rstrip("\r\n")) else start
+    try:
+        documents = list(yaml.load_all("".join(chunk), Loader=_Loader))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = start + mark.line if mark is not None else first
+        problem = " ".join(str(exc.problem or exc.context or "invalid YAML").split())
+        yield SourceProblem(f"{origin}:{line}", f"YAML error: {problem}")
+        return
+    except yaml.YAMLError as exc:
+        yield SourceProblem(f"{origin}:{first}", f"YAML error: {' '.join(str(exc).split())}")
+        return
+    for document in documents:
+        yield from document_items(document, f"{origin}:{first}")
+
+
+# --------------------------------------------------------------------------- sources
+
+
+class Source:
+    """Base of all sources.  ``spec`` is what the user typed, ``key`` identifies the content.
+
+    Two loads with the same ``key`` against the same cluster are the same run
+    (a stopped run is resumed); ``key`` must change when the content does.
+    """
+
+    spec: str = ""
+
+    def __init__(self) -> None:
+        self.key = ""
+        #: Number of items expected (None: unknown until read).
+        self.estimate: int | None = None
+
+    def prepare(self) -> None:
+        """Blocking set-up before the first item (identity, estimate)."""
+
+    async def aprepare(self) -> None:
+        """:meth:`prepare` in a worker thread; sets :attr:`key` and :attr:`estimate`."""
+        await asyncio.to_thread(self.prepare)
+
+    def items(self) -> Iterator[Item]:
+        """The items, in a deterministic order (blocking; the engine calls it in a thread)."""
+        raise NotImplementedError
+
+    async def aitems(self) -> AsyncIterator[Item]:
+        """The items without blocking the event loop: each one is produced in a worker thread.
+
+        Call :meth:`aprepare` first.
+        """
+        iterator = self.items()
+        finished = object()
+        while True:
+            item = await asyncio.to_thread(next, iterator, finished)
+            if item is finished:
+                return
+            yield item
+
+
+def _file_identity(path: Path) -> str:
+    stat = path.stat()
+    return f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+
+
+class YamlFileSource(Source):
+    """One (multi-document) YAML or JSON file."""
+
+    def __init__(self, path: Path, spec: str | None = None) -> None:
+        super().__init__()
+        self.path = path
+        self.spec = spec or str(path)
+
+    def prepare(self) -> None:
+        self.key = "file:" + _file_identity(self.path)
+        with open(self.path, "rb") as handle:
+            self.estimate = _count_crd_kinds(handle)
+
+    def items(self) -> Iterator[Item]:
+        with open(self.path, "rb") as handle:
+            yield from yaml_items(handle, self.spec)
+
+
+def _count_crd_kinds(handle: BinaryIO) -> int:
+    """Top-level ``kind: CustomResourceDefinition`` lines: the estimate of a YAML stream."""
+    return sum(1 for line in handle if line.startswith(b"kind: CustomResourceDefinition"))
+
+
+class StdinSource(Source):
+    """Multi-document YAML from standard input, spooled first so that a restart is recognised."""
+
+    spec = "-"
+
+    def __init__(self, stream: BinaryIO | None = None) -> None:
+        super().__init__()
+        self.stream = stream
+        self._spool: Any = None
+
+    def prepare(self) -> None:
+        stream = self.stream or sys.stdin.buffer
+        digest = hashlib.sha256()
+        self._spool = tempfile.TemporaryFile()
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+            self._spool.write(block)
+        self.key = "stdin:" + digest.hexdigest()
+        self._spool.seek(0)
+        self.estimate = _count_crd_kinds(self._spool)
+
+    def items(self) -> Iterator[Item]:
+        self._spool.seek(0)
+        try:
+            yield from yaml_items(self._spool, "stdin")
+        finally:
+            self._spool.close()
+
+
+class DirectorySource(Source):
+    """Every ``.yaml``/``.yml``/``.json`` file under a directory, recursively, sorted by path."""
+
+    def __init__(self, path: Path, spec: str | None = None) -> None:
+        super().__init__()
+        self.path = path
+        self.spec = spec or str(path)
+        self._files: list[Path] = []
+
+    def prepare(self) -> None:
+        self._files = sorted(
+            p for p in self.path.rglob("*")
+            if p.is_file() and p.name.lower().endswith(YAML_SUFFIXES)
+            and not any(part.startswith(".") for part in p.relative_to(self.path).parts)
+        )
+        digest = hashlib.sha256(str(self.path.resolve()).encode())
+        for path in self._files:
+            stat = path.stat()
+            digest.update(f"{path.relative_to(self.path)}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
+        self.key = "dir:" + digest.hexdigest()
+        self.estimate = len(self._files)
+
+    def items(self) -> Iterator[Item]:
+        for path in self._files:
+            shown = str(Path(self.spec) / path.relative_to(self.path))
+            try:
+                with open(path, "rb") as handle:
+                    yield from yaml_items(handle, shown)
+            except OSError as exc:
+                yield SourceProblem(shown, f"cannot read: {exc.strerror or exc}")
+
+
+class ArchiveSource(Source):
+    """A ``.tar``, ``.tar.gz`` or ``.tar.xz`` of CRD files, read as a stream in archive order.
+
+    A damaged member is reported and skipped: unreadable bytes between members
+    (a corrupt header) are detected by offset, and the members after them load.
+    """
+
+    def __init__(self, path: Path, spec: str | None = None) -> None:
+        super().__init__()
+        self.path = path
+        self.spec = spec or str(path)
+
+    def prepare(self) -> None:
+        self.key = "archive:" + _file_identity(self.path)
+        count = 0
+        try:
+            for member in self._members():
+                count += member is not None and member[0].name.lower().endswith(YAML_SUFFIXES)
+        except _Unreadable:
+            pass  # reported by items()
+        self.estimate = count
+
+    def _members(self) -> Iterator[tuple[tarfile.TarInfo, Any] | None]:
+        """(member, tar) for each file member, None where unreadable bytes were skipped."""
+        try:
+            tar = tarfile.open(self.path, "r:*", ignore_zeros=True)
+        except (tarfile.TarError, OSError, EOFError, lzma.LZMAError, zlib.error) as exc:
+            raise _Unreadable(f"not a readable tar archive: {_one_line(exc)}") from None
+        expected = 0
+        resyncs = 0
+        with tar:
+            while True:
+                try:
+                    member = tar.next()
+                except tarfile.ReadError as exc:
+                    # A bad header after an extended (pax/GNU) header: tarfile gives up even with
+                    # ignore_zeros; step over one block and let it look for the next good header.
+                    resyncs += 1
+                    if resyncs > 1_000_000 or "unexpected end of data" in str(exc):
+                        raise _Unreadable(f"archive damaged after byte {expected}: {_one_line(exc)}") from None
+                    tar.offset += tarfile.BLOCKSIZE
+                    continue
+                except (tarfile.TarError, OSError, EOFError, lzma.LZMAError, zlib.error) as exc:
+                    raise _Unreadable(f"archive damaged after byte {expected}: {_one_line(exc)}") from None
+                if member is None:
+                    return
+                if member.offset > expected:
+                    yield None  # ignore_zeros skipped a block that was not a valid header
+                expected = member.offset_data + _padded(member.size) if member.isfile() else member.offset_data
+                if member.isfile():
+                    yield member, tar
+
+    def items(self) -> Iterator[Item]:
+        name = self.spec
+        gap = False  # unreadable bytes were skipped since the last good member
+        try:
+            for entry in self._members():
+                if entry is None:
+                    gap = True
+                    continue
+                member, tar = entry
+                origin = f"{name}:{member.name}"
+                if gap:
+                    yield SourceProblem(f"{name} before {member.name}",
+                                        "unreadable archive data (a corrupt member header) was skipped")
+                    gap = False
+                if not member.name.lower().endswith(YAML_SUFFIXES):
+                    continue
+                try:
+                    raw = tar.extractfile(member).read()
+                except (tarfile.TarError, OSError, EOFError, lzma.LZMAError, zlib.error) as exc:
+                    yield SourceProblem(origin, f"archive member unreadable: {_one_line(exc)}")
+                    return
+                try:
+                    raw.decode("utf-8-sig")
+                except UnicodeDecodeError as exc:
+                    yield SourceProblem(origin, f"not UTF-8 text ({exc.reason} at byte {exc.start}): a corrupt member?")
+                    continue
+                yield from yaml_items(raw.splitlines(keepends=True), origin)
+        except _Unreadable as exc:
+            yield SourceProblem(name, str(exc))
+            return
+        if gap:
+            yield SourceProblem(f"{name} (end)", "unreadable archive data (a corrupt member header) was skipped")
+
+
+class _Unreadable(Exception):
+    pass
+
+
+def _padded(size: int) -> int:
+    return (size + tarfile.BLOCKSIZE - 1) // tarfile.BLOCKSIZE * tarfile.BLOCKSIZE
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
+# --------------------------------------------------------------------------- another cluster
+
+
+class ContextSource(Source):
+    """The CRDs of another kubeconfig context, exported page by page to replay them here."""
+
+    PAGE = 50
+
+    def __init__(self, context: str, kubeconfig: str | None = None) -> None:
+        super().__init__()
+        self.context = context
+        self.kubeconfig = kubeconfig
+        self.spec = f"context:{context}"
+
+    def prepare(self) -> None:
+        self._config = load_config(self.kubeconfig, self.context)
+        self.key = f"context:{self.context}@{self._config.server}"
+
+    async def aitems(self) -> AsyncIterator[Item]:
+        async with Cluster(self._config) as cluster:
+            token: str | None = None
+            while True:
+                params: dict[str, Any] = {"limit": self.PAGE}
+                if token:
+                    params["continue"] = token
+                try:
+                    response = await cluster.client.get(CRD_PATH, params=params)
+                    raise_for_status(response)
+                except httpx.HTTPError as exc:
+                    raise ClusterError(f"export from context '{self.context}': {explain(exc, cluster.server)}") from None
+                except ClusterError as exc:
+                    raise ClusterError(f"export from context '{self.context}': {exc}") from None
+                page_items, token, remaining = await asyncio.to_thread(_export_page, response.content, self.context)
+                if self.estimate is None:
+                    self.estimate = len(page_items) + (remaining or 0)
+                for item in page_items:
+                    yield item
+                if not token:
+                    return
+
+
+def _export_page(raw: bytes, context: str) -> tuple[list[Item], str | None, int | None]:
+    page = json.loads(raw)
+    meta = page.get("metadata") or {}
+    items: list[Item] = []
+    for obj in page.get("items") or []:
+        obj = {"apiVersion": CRD_API_VERSION, "kind": CRD_KIND, "metadata": obj.get("metadata") or {},
+               "spec": obj.get("spec")}
+        items.extend(document_items(obj, f"context:{context}"))
+    return items, meta.get("continue") or None, meta.get("remainingItemCount")
+
+
+# --------------------------------------------------------------------------- choosing a source
+
+
+def open_source(spec: str | None, *, seed: int = 1, schema_props: int = 40,
+                from_context: str | None = None, kubeconfig: str | None = None,
+                stdin: BinaryIO | None = None) -> Source:
+    """The source named by what the user typed (``synthetic:N``, ``-``, a path) or ``--from-context``."""
+    if from_context:
+        if spec:
+            raise ConfigError("give either SOURCE or --from-context, not both")
+        return ContextSource(from_context, kubeconfig)
+    if not spec:
+        raise ConfigError("no source given (a directory, an archive, a YAML file, '-' or synthetic:N)")
+    if spec.startswith("synthetic:") or spec == "synthetic":
+        from .synthetic import SyntheticSource
+
+        return SyntheticSource.parse(spec, seed=seed, schema_props=schema_props)
+    if spec == "-":
+        return StdinSource(stdin)
+    path = Path(os.path.expanduser(spec))
+    if path.is_dir():
+        return DirectorySource(path, spec)
+    if not path.exists():
+        raise ConfigError(f"{spec}: no such file or directory (or use synthetic:N)")
+    if not path.is_file():
+        raise ConfigError(f"{spec}: not a regular file")
+    if not os.access(path, os.R_OK):
+        raise ConfigError(f"{spec}: permission denied")
+    if path.name.lower().endswith(ARCHIVE_SUFFIXES):
+        return ArchiveSource(path, spec)
+    return YamlFileSource(path, spec)

@@ -1,0 +1,1 @@
+"""Reliability, safety and bad input under real faults (issue 9); see README.md."""

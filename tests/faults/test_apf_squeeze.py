@@ -1,0 +1,99 @@
+"""API Priority and Fairness squeezing crdscope's own user while it loads.
+
+A user is minted for the loader (``Lab.mint_user``) and given CRD write
+rights by a ClusterRole and ClusterRoleBinding made here; a FlowSchema sends
+every request of that user to a PriorityLevelConfiguration of one share (a
+few seats on the lab) that rejects instead of queueing.  The loader then
+loads in a burst, more applies at once than the level has seats.
+
+Proves: the server answers 429 with ``Retry-After``; the loader sends a
+CRD's apply again only after the delay the server asked for (read from every
+request and answer on the wire); it reports its 429 retries; nothing is lost
+(the whole set Established, kubectl agrees, the journal has no failure).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+
+import pytest
+
+from loader.engine import LoadEngine
+from loader.sources import open_source
+from loader.synthetic import synthetic_documents
+from probes.cluster import Cluster
+from tests.faults.helpers import assert_loaded_once, count_requests
+from tests.helpers import async_wait_for
+
+pytestmark = pytest.mark.lab
+
+USER = "crdscope-squeezed"
+LEVEL = "crdscope-faults-squeeze"
+COUNT = 60
+SEED = 9301
+CONCURRENCY = 16
+
+
+def manifests() -> str:
+    """CRD write rights for USER, and a one-share Reject priority level for everything it sends."""
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": LEVEL},
+         "rules": [{"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+                    "verbs": ["get", "list", "watch", "create", "patch", "update"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": LEVEL},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": LEVEL},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": USER}]},
+        {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
+         "metadata": {"name": LEVEL},
+         "spec": {"type": "Limited", "limited": {
+             "nominalConcurrencyShares": 1, "lendablePercent": 0, "borrowingLimitPercent": 0,
+             "limitResponse": {"type": "Reject"}}}},
+        {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema", "metadata": {"name": LEVEL},
+         "spec": {"matchingPrecedence": 500, "priorityLevelConfiguration": {"name": LEVEL},
+                  "distinguisherMethod": {"type": "ByUser"},
+                  "rules": [{"subjects": [{"kind": "User", "user": {"name": USER}}],
+                             "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                                                "clusterScope": True, "namespaces": ["*"]}],
+                             "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}},
+    ]})
+
+
+async def test_429s_are_honoured_and_nothing_is_lost(fresh_lab, tmp_path):
+    fresh_lab.kubectl("apply", "-f", "-", input=manifests())
+    kubeconfig = fresh_lab.lab.mint_user(USER, path=tmp_path / "kubeconfig")
+    names = [d["metadata"]["name"] for d in synthetic_documents(COUNT, seed=SEED)]
+
+    async with Cluster.connect(str(kubeconfig), USER) as cluster:
+        # The flow schema is in force once the squeezed user's answers name its priority level.
+        level_uid = fresh_lab.kubectl_json("get", "prioritylevelconfiguration", LEVEL)["metadata"]["uid"]
+        async def squeezed() -> bool:
+            await cluster.client.get("/version")
+            return any(pl == level_uid for _, pl in cluster.requests.apf_pairs)
+
+        await async_wait_for(squeezed, timeout=60, interval=0.5, message="the flow schema in force")
+        wire = count_requests(cluster)
+        engine = LoadEngine(cluster, open_source(f"synthetic:{COUNT}", seed=SEED), profile="burst",
+                            concurrency=CONCURRENCY, runs_directory=tmp_path / "runs")
+        final = await engine.run()
+
+    # The server pushed back, with Retry-After, and the loader counted its retries.
+    patches = [f for f in wire.finished if f.method == "PATCH"]
+    throttled = [f for f in patches if f.outcome == "429"]
+    assert throttled, collections.Counter(f.outcome for f in patches)
+    assert all(f.retry_after is not None and float(f.retry_after) >= 1 for f in throttled)
+    assert final.retries_429 == len(throttled)
+
+    # Each CRD's next apply came only after the delay its 429 asked for.
+    by_path: dict[str, list] = collections.defaultdict(list)
+    for f in patches:
+        by_path[f.path].append(f)
+    for attempts in by_path.values():
+        attempts.sort(key=lambda f: f.started)
+        for rejected, following in zip(attempts, attempts[1:]):
+            if rejected.outcome == "429":
+                waited = following.started - (rejected.started + rejected.seconds)
+                assert waited >= float(rejected.retry_after) - 0.05, (rejected, following)
+
+    # Nothing lost: the whole set Established once, kubectl agrees, the journal has no failure.
+    assert_loaded_once(fresh_lab, final, names, tmp_path / "runs")
