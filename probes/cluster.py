@@ -346,3 +346,20 @@ def raise_for_status(response: httpx.Response) -> None:
     if status == 403:
         raise ClusterError(f"forbidden (403): {status_message(response)}")
     raise ClusterError(f"{response.request.method} {path} answered {status}: {status_message(response)}")
+
+
+async def first_contact(cluster: Cluster, timeout: float = 10.0) -> None:
+    """Fail fast on what no retry can fix: a CA that does not verify the server, or refused credentials.
+
+    A server that is down or slow is not an error here: watching it come back is the
+    monitor's job, so those cases return and the probes report the outage.
+    """
+    try:
+        response = await cluster.client.get("/version", timeout=timeout)
+    except httpx.HTTPError as exc:
+        message = explain(exc, cluster.server)
+        if message.startswith(TLS_VERIFICATION_FAILED):
+            raise ConfigError(message) from None
+        return
+    if response.status_code == 401:
+        raise_for_status(response)  # ClusterError with the 401 line

@@ -168,6 +168,9 @@ async def _watch(cluster: Any, settings: Any, seconds: float | None, record: str
             collector = SampleCollector()
             server = MetricsServer(collector, *listen)
             stack.callback(server.close)
+        from probes.cluster import first_contact
+
+        await first_contact(cluster)
         try:
             info = await asyncio.wait_for(describe_cluster(cluster), DESCRIBE_TIMEOUT_SECONDS)
         except asyncio.TimeoutError:  # a frozen server: watch it anyway, its version unknown

@@ -47,6 +47,17 @@ def _describe(kubeconfig: str | None, context: str | None):
     return asyncio.run(describe())
 
 
+def _first_contact(kubeconfig: str | None, context: str | None) -> None:
+    """A wrong CA or refused credentials are one line before the screen opens, not a screen of errors."""
+    from probes.cluster import Cluster, first_contact
+
+    async def check() -> None:
+        async with Cluster.connect(kubeconfig, context) as cluster:
+            await first_contact(cluster)
+
+    asyncio.run(check())
+
+
 def open_recorder(record: Any, settings, kubeconfig: str | None, context: str | None):
     """A Recorder for ``record`` (True: the default file, a path: that file, None: none)."""
     if record is None or record is False or (record is True and not settings.ui.record):
@@ -87,6 +98,7 @@ def open_monitor(kubeconfig: str | None = None, context: str | None = None, *, r
                  prometheus_url: str | None = None, theme: str | None = None, lab: Any = None) -> None:
     """Open the monitor on a cluster (the current context by default) and run it until quit."""
     where = log_to_file()
+    _first_contact(kubeconfig, context)
     app = build_app(kubeconfig, context, record=record, prometheus_url=prometheus_url, theme=theme, lab=lab)
     try:
         app.run()

@@ -107,7 +107,11 @@ def test_a_wrong_ca_is_one_line_and_exit_2(lab, tmp_path: Path):
     document = lab_document(lab)
     document["clusters"][0]["cluster"]["certificate-authority-data"] = base64.b64encode(
         CertificateAuthority("someone-else").pair().cert_pem).decode()
-    done = crdscope("probe", "version", "--kubeconfig", write(tmp_path / "other-ca.yaml", document))
+    other_ca = write(tmp_path / "other-ca.yaml", document)
+    done = crdscope("probe", "version", "--kubeconfig", other_ca)
+    one_clear_line(done, "TLS verification failed for", lab.server)
+    # The headless watcher fails fast too: no retry can make a wrong CA right.
+    done = crdscope("watch", "--headless", "--duration", "60s", "--kubeconfig", other_ca)
     one_clear_line(done, "TLS verification failed for", lab.server)
 
     document["clusters"][0]["cluster"]["certificate-authority-data"] = base64.b64encode(b"not a PEM").decode()
