@@ -1,4 +1,4 @@
-"""``python -m bench [--quick] [--runs N] [--output DIR] [NAME ...]``: run the benchmarks.
+"""``python -m bench [--quick] [--runs N] [--sizes LIST] [--output DIR] [NAME ...]``: run the benchmarks.
 
 NAME is any of: discovery, loader, overhead, ui_latency, metrics_parse (default: all).
 """
@@ -6,14 +6,54 @@ NAME is any of: discovery, loader, overhead, ui_latency, metrics_parse (default:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
+import signal
 import sys
 from pathlib import Path
 
-from .common import Options
+from .common import BenchError, Options, Result, isolate_environment
+from .labs import release_shared
 
-BENCHMARKS = ["discovery", "loader", "overhead", "ui_latency", "metrics_parse"]
+BENCHMARKS = ["loader", "discovery", "overhead", "ui_latency", "metrics_parse"]
+#: Benchmarks that measure one shared loaded lab per size (bench.labs.shared_lab): they run
+#: size by size, so that each lab is loaded once.
+SIZE_BY_SIZE = ("discovery", "overhead", "ui_latency")
+
+
+def steps(chosen: list[str], options: Options) -> list[tuple[str, Options]]:
+    """(benchmark, its options) in running order.
+
+    The loader (a fresh lab per run) measures the partial sets first; then the shared-lab
+    benchmarks size by size; the /metrics scrape comes from the last (largest) shared lab;
+    the loader's whole-set round, the longest step (half an hour or more), comes last.
+    """
+    def sized(*sizes: int | None) -> Options:
+        return dataclasses.replace(options, sizes=sizes, quick_sizes=sizes)
+
+    partial = tuple(size for size in options.chosen_sizes() if size is not None)
+    whole = tuple(size for size in options.chosen_sizes() if size is None)
+    planned = [("loader", sized(*partial))] if "loader" in chosen and partial else []
+    for size in options.chosen_sizes():
+        planned += [(name, sized(size)) for name in SIZE_BY_SIZE if name in chosen]
+    planned += [(name, options) for name in chosen if name not in ("loader", *SIZE_BY_SIZE)]
+    if "loader" in chosen and whole:
+        planned.append(("loader", sized(*whole)))
+    return planned
+
+
+def _sizes(text: str) -> tuple[int | None, ...]:
+    """``500,all`` -> (500, None)."""
+    try:
+        return tuple(None if part.strip() == "all" else int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: sizes are whole numbers or 'all', e.g. 500,all") from None
+
+
+def _interrupt(*_: object) -> None:
+    # SIGTERM (and SIGINT, which a background shell ignores) tear the labs down on the way out.
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,20 +63,49 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--output", type=Path, default=None)
     parser.add_argument("--no-results-md", action="store_true", help="do not append to bench/RESULTS.md")
+    parser.add_argument("--sizes", type=_sizes, default=None, metavar="LIST",
+                        help="CRDs of the AWS set per lab, e.g. 500,all [default: 500,all]")
+    parser.add_argument("--whole-set-runs", type=int, default=1, metavar="N",
+                        help="loader rounds on the whole set (each takes 15 minutes or more) [default: 1]")
     args = parser.parse_args(argv)
-    options = Options(quick=args.quick, runs=max(1, args.runs), append_results_md=not args.no_results_md)
+    options = Options(quick=args.quick, runs=max(1, args.runs), append_results_md=not args.no_results_md,
+                      whole_set_runs=max(1, args.whole_set_runs))
+    if args.sizes:
+        options.sizes = args.sizes
     if args.output:
         options.output = args.output
     unknown = [n for n in args.names if n not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown benchmark {', '.join(unknown)} (one of: {', '.join(BENCHMARKS)})")
-    # A missed goal is a finding recorded in RESULTS.md, not a failure of the run.
-    for name in args.names or BENCHMARKS:
-        module = importlib.import_module(f"bench.{name}")
-        result = module.run(options)
-        path = result.write(options)
-        print(json.dumps({"benchmark": name, "result": str(path), "goals": result.goals}), flush=True)
-    return 0
+    isolate_environment()
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
+    chosen = [name for name in BENCHMARKS if name in args.names] if args.names else BENCHMARKS
+    # A missed goal is a finding recorded in RESULTS.md, not a failure of the run; a benchmark
+    # that cannot run is reported and the others still run.
+    failed = []
+    try:
+        for name, chosen_options in steps(chosen, options):
+            module = importlib.import_module(f"bench.{name}")
+            if name == "loader":
+                release_shared()  # a lab of the whole set takes ~10 GB: never two at once
+            try:
+                # A benchmark returns one Result or yields one per size: each is written as it
+                # comes, so a later size's failure does not lose an earlier one's figures.
+                outcome = module.run(chosen_options)
+                for result in [outcome] if isinstance(outcome, Result) else outcome:
+                    path = result.write(options)
+                    print(json.dumps({"benchmark": name, "sizes": result.sizes, "result": str(path),
+                                      "goals": result.goals}), flush=True)
+            except BenchError as exc:
+                print(f"bench: {name}: {exc}", file=sys.stderr, flush=True)
+                failed.append(name)
+    except KeyboardInterrupt:
+        print("bench: interrupted", file=sys.stderr, flush=True)
+        return 130
+    finally:
+        release_shared()
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -7,12 +7,16 @@ measured pair by pair, with min/median/max over at least five runs.
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +24,8 @@ from typing import Any, Callable
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_MD = BENCH_DIR / "RESULTS.md"
+#: Where the notes under the results table start (profiles of missed goals).
+NOTES_HEADING = "\n## Notes"
 SHARED_CRDS = BENCH_DIR.parent.parent / "shared" / "crds"
 
 
@@ -32,10 +38,83 @@ class Options:
     output: Path = BENCH_DIR / "results"
     append_results_md: bool = True
     sizes: tuple[int | None, ...] = (500, None)  # None = the whole set
+    #: The one tiny size of a smoke run (the shared quick lab holds this many CRDs).
+    quick_sizes: tuple[int | None, ...] = (50,)
+    #: Loader rounds on the whole set (one takes a quarter of an hour or more).
+    whole_set_runs: int = 1
+
+    def chosen_sizes(self) -> tuple[int | None, ...]:
+        """The sizes this run measures."""
+        return self.quick_sizes if self.quick else self.sizes
 
 
-def stats(values: list[float]) -> dict[str, float]:
-    """min / median / max (and n) of a list of figures."""
+class BenchError(Exception):
+    """A benchmark cannot go on (a contender failed, a lab did not come up); one line."""
+
+
+def isolate_environment() -> Path:
+    """Point config, state, data and kubectl caches at a fresh directory (binaries and CRD
+    sets stay in the real cache): crdscope must run at its code defaults, not the user's
+    config.toml, and runs must not see each other's load records or kubectl caches."""
+    home = Path(tempfile.mkdtemp(prefix="crdscope-bench-env-"))
+    atexit.register(shutil.rmtree, home, True)
+    for variable, name in (("XDG_CONFIG_HOME", "config"), ("XDG_STATE_HOME", "state"),
+                           ("XDG_DATA_HOME", "data"), ("KUBECACHEDIR", "kube-cache"),
+                           ("CRDSCOPE_LAB_HOME", "lab-home")):
+        os.environ[variable] = str(home / name)
+    os.environ["KUBECONFIG"] = str(home / "no-kubeconfig")
+    return home
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def say(line: str) -> None:
+    """A progress line on stderr (a full run takes hours: poll its log)."""
+    print(f"{time.strftime('%H:%M:%S')} bench: {line}", file=sys.stderr, flush=True)
+
+
+def run_timed(argv: list[str], *, env: dict[str, str] | None = None, timeout: float = 3600,
+              check: bool = True) -> tuple[float, subprocess.CompletedProcess]:
+    """Run a process to completion; (wall seconds, the completed process).
+
+    ``check``: a non-zero exit is a :class:`BenchError` naming the command and its last line.
+    """
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, **(env or {})})
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"{' '.join(argv[:4])} ... took longer than {timeout:.0f}s") from None
+    seconds = time.perf_counter() - started
+    if check and done.returncode != 0:
+        lines = [line for line in (done.stderr or done.stdout).strip().splitlines() if line.strip()]
+        raise BenchError(f"{' '.join(argv[:4])} ... exited {done.returncode}: "
+                         f"{lines[-1] if lines else 'no output'}")
+    return seconds, done
+
+
+def size_label(set_name: str, size: int | None, total: int | None = None) -> str:
+    """How a row names its CRD set: ``provider-aws 500 CRDs`` or ``provider-aws all 2065 CRDs``."""
+    if size is None:
+        return f"{set_name} all {total} CRDs" if total else f"{set_name} all CRDs"
+    return f"{set_name} {size} CRDs"
+
+
+def median_at_most(values: list[float], limit: float) -> bool | None:
+    """A goal on the median of pairwise figures: None when nothing was measured."""
+    return statistics.median(values) <= limit if values else None
+
+
+def stats(values: list[float | None]) -> dict[str, float]:
+    """min / median / max (and n) of a list of figures (None entries, failed runs, are left out)."""
+    values = [value for value in values if value is not None]
     if not values:
         return {"n": 0}
     return {"n": len(values), "min": min(values), "median": statistics.median(values), "max": max(values)}
@@ -50,9 +129,10 @@ def alternate(contenders: dict[str, Callable[[], float]], runs: int) -> dict[str
     return results
 
 
-def ratios(numerator: list[float], denominator: list[float]) -> list[float]:
-    """Pairwise ratios of two interleaved series (run i of one over run i of the other)."""
-    return [a / b for a, b in zip(numerator, denominator) if b > 0]
+def ratios(numerator: list[float | None], denominator: list[float | None]) -> list[float]:
+    """Pairwise ratios of two interleaved series (run i of one over run i of the other); a pair
+    with a failed run (None) is left out."""
+    return [a / b for a, b in zip(numerator, denominator) if a is not None and b]
 
 
 def timed(function: Callable[[], Any]) -> float:
@@ -137,8 +217,15 @@ def append_row(document: dict[str, Any]) -> None:
     row = (f"| {document['when']} | {document['name']} | {m['cores']} cores, {m['memory_gib']} GiB, "
            f"{m['cpu'][:40]} | {document['kubernetes']} | {document['sizes']} | {figures} | "
            f"{_goal_text(document['goals'])} |\n")
-    with RESULTS_MD.open("a") as handle:
-        handle.write(row)
+    text = RESULTS_MD.read_text()
+    notes = text.find(NOTES_HEADING)
+    if notes < 0:
+        with RESULTS_MD.open("a") as handle:
+            handle.write(row)
+        return
+    # Notes live under the table: new rows go at the table's end, above them.
+    table = text[:notes].rstrip("\n") + "\n"
+    RESULTS_MD.write_text(table + row + "\n" + text[notes:])
 
 
 def _short(value: Any) -> str:

@@ -19,7 +19,7 @@ from probes.metrics import MetricsParser
 from probes.paths import cache_dir
 
 from .common import Options, Result, alternate, ratios, stats, timed
-from .labs import loaded_lab
+from .labs import shared_lab
 
 #: The families crdscope's probes keep (throttling, health, latency).
 FAMILIES_IN_USE = [
@@ -40,14 +40,14 @@ def saved_scrape(options: Options) -> tuple[Path, str]:
     if path.exists() and version_file.exists():
         return path, version_file.read_text()
     path.parent.mkdir(parents=True, exist_ok=True)
-    with loaded_lab("provider-aws", size) as state:
-        # Touch every CRD's endpoint once, as clients would, so per-resource families exist.
-        subprocess.run(["kubectl", f"--kubeconfig={state.kubeconfig}", "api-resources"],
-                       capture_output=True, timeout=600)
-        text = subprocess.run(["kubectl", f"--kubeconfig={state.kubeconfig}", "get", "--raw", "/metrics"],
-                              capture_output=True, timeout=600, check=True).stdout
-        path.write_bytes(text)
-        version_file.write_text(state.kubernetes_version)
+    state = shared_lab("provider-aws", size)
+    # Touch every CRD's endpoint once, as clients would, so per-resource families exist.
+    subprocess.run(["kubectl", f"--kubeconfig={state.kubeconfig}", "api-resources"],
+                   capture_output=True, timeout=600)
+    text = subprocess.run(["kubectl", f"--kubeconfig={state.kubeconfig}", "get", "--raw", "/metrics"],
+                          capture_output=True, timeout=600, check=True).stdout
+    path.write_bytes(text)
+    version_file.write_text(state.kubernetes_version)
     return path, state.kubernetes_version
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -92,8 +93,37 @@ def admin_tls(pki: Path) -> ssl.SSLContext:
     return context
 
 
+def port_bindable(port: int, timeout: float = 0.0) -> bool:
+    """Whether a listener could bind 127.0.0.1:``port``, waiting up to ``timeout`` seconds for it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Go's listeners do
+            try:
+                sock.bind(("127.0.0.1", port))
+                return True
+            except OSError:
+                pass
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+
+
 def free_port() -> int:
-    """A port that was free on 127.0.0.1 a moment ago (taken ports are retried)."""
+    """A port that was free on 127.0.0.1 a moment ago (taken ports are retried).
+
+    Chosen below the kernel's ephemeral range: a restarted component must get its port back,
+    and an outgoing connection elsewhere on the machine may be holding any ephemeral port.
+    """
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 0
+    if low > 12000:
+        for _ in range(50):
+            port = random.randrange(10000, low)
+            if port_bindable(port):
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -148,9 +178,15 @@ def tail(path: str | Path, lines: int = 15) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+SPAWN_MARKER = "--- crdscope lab: started "
+
+
 def _spawn(component: Component) -> None:
     log = open(component.log, "ab")  # noqa: SIM115 - handed to the child
     try:
+        # Logs are appended across restarts; the marker lets checks read only this run's lines.
+        log.write(f"{SPAWN_MARKER}{Path(component.argv[0]).name} at {time.strftime('%H:%M:%S')} ---\n".encode())
+        log.flush()
         process = subprocess.Popen(
             component.argv,
             stdin=subprocess.DEVNULL,
@@ -368,7 +404,8 @@ class Lab:
 
     @staticmethod
     def _port_clash(component: Component) -> bool:
-        text = tail(component.log, 40).lower()
+        text = tail(component.log, 40)
+        text = text.rsplit(SPAWN_MARKER, 1)[-1].lower()  # this run's lines only
         return "address already in use" in text or "bind:" in text
 
     def _wait_etcd(self, etcd: Component) -> bool:
@@ -466,11 +503,12 @@ class Lab:
         return state.components[name]
 
     def kill(self, name: str) -> int:
-        """SIGKILL a component; returns its pid."""
+        """SIGKILL a component; returns its pid once it is gone."""
         component = self.component(name)
         if not _signal(component, signal.SIGKILL):
             raise LabError(f"{name} is not running")
-        deadline = time.monotonic() + 5
+        # A big process can take seconds to unmap its memory; its sockets close only after that.
+        deadline = time.monotonic() + 30
         while pid_alive(component.pid) and time.monotonic() < deadline:
             time.sleep(0.02)
         return component.pid
@@ -490,19 +528,29 @@ class Lab:
         if pid_is(component):
             os.kill(component.pid, signal.SIGCONT)
             return component.pid
-        _spawn(component)
-        self._save(state)
-        if wait:
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            # The same port must be reused (certificates and kubeconfigs name it); after a kill the
+            # kernel can hold it for a moment, so wait for it rather than fail on the first bind.
+            port_bindable(component.port, timeout=30)
+            _spawn(component)
+            self._save(state)
+            if not wait:
+                break
             if name == "etcd":
-                if not self._wait_etcd(component):
-                    raise LabError(f"etcd did not restart; last lines of {component.log}:", detail=tail(component.log))
-            else:
-                outcome = self._wait_ready(state)
-                if outcome != "ready":
-                    raise LabError(
-                        f"kube-apiserver did not restart ({outcome}); last lines of {component.log}:",
-                        detail=tail(component.log),
-                    )
+                if self._wait_etcd(component):
+                    break
+                if self._port_clash(component) and attempt < PORT_ATTEMPTS:
+                    continue
+                raise LabError(f"etcd did not restart; last lines of {component.log}:", detail=tail(component.log))
+            outcome = self._wait_ready(state)
+            if outcome == "ready":
+                break
+            if outcome == "port" and attempt < PORT_ATTEMPTS:
+                continue
+            raise LabError(
+                f"kube-apiserver did not restart ({outcome}); last lines of {component.log}:",
+                detail=tail(component.log),
+            )
         return component.pid
 
     def mint_user(self, user: str, groups: list[str] | tuple[str, ...] = (), *, path: Path | None = None,

@@ -56,6 +56,8 @@ LIST_PAGE = 100
 WATCH_TIMEOUT_SECONDS = 240
 #: A paginated list whose continue token expired (410) starts over this many times.
 LIST_RESTARTS = 3
+#: How long a first list that is still running (no error) is waited on before it is reported.
+FIRST_LIST_PATIENCE = 120.0
 
 
 @dataclass(frozen=True)
@@ -324,13 +326,20 @@ class CRDWatch:
         except TimeoutError:
             return False
 
-    async def wait_synced(self, timeout: float) -> str | None:
-        """Wait up to ``timeout`` s for the first list: None once synced, else a one-line reason."""
-        if not self.synced.is_set():
+    async def wait_synced(self, timeout: float, *, patience: float = FIRST_LIST_PATIENCE) -> str | None:
+        """Wait for the first list: None once synced, else a one-line reason.
+
+        After ``timeout`` seconds a watch that has met an error is reported; one whose first list
+        is simply still running (thousands of CRDs take a while to list) is waited on for up to
+        ``patience`` seconds in all, since a slow start is not a failure.
+        """
+        started = time.monotonic()
+        while not self.synced.is_set():
             try:
                 await asyncio.wait_for(self.synced.wait(), timeout=timeout)
             except TimeoutError:
-                return f"CRD watch not synced: {self.status.last_error or 'the first CRD list has not finished'}"
+                if self.status.last_error or time.monotonic() - started >= patience:
+                    return f"CRD watch not synced: {self.status.last_error or 'the first CRD list has not finished'}"
         return None
 
     def _emit(self, kind: str, record: CRDRecord, previous: CRDRecord | None) -> None:

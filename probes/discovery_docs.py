@@ -229,6 +229,8 @@ def parse_aggregated(document: Any, where: str) -> DiscoveredAPIs:
     found = DiscoveredAPIs()
     for item in _items(document, "items", where):
         metadata = item.get("metadata") if isinstance(item, dict) else None
+        if metadata is not None and not isinstance(metadata, dict):
+            raise DiscoveryFormatError(f"{where}: items[].metadata is not an object")
         group = _text((metadata or {}).get("name", ""), "items[].metadata.name", where, allow_empty=True)
         fresh = found.versions.setdefault(group, [])
         for entry in _items(item, "versions", where):

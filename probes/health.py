@@ -39,7 +39,7 @@ import httpx
 from .cluster import Cluster, explain, status_message
 from .crdwatch import CRD_PATH
 from .fit import ProcessFits
-from .metrics import MetricsSource, Scrape
+from .metrics import SHARED_SCRAPE_AGE, MetricsSource, Scrape
 from .prometheus import PrometheusReading, PrometheusSource
 from .samples import Sample
 
@@ -152,6 +152,10 @@ def failing_check_names(text: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+#: A ready server's liveness: /readyz includes the /livez checks, so it is not asked for.
+LIVE_BECAUSE_READY = CheckResult(ok=True)
+
+
 async def health_check(cluster: Cluster, endpoint: str) -> CheckResult:
     """GET ``/<endpoint>?verbose``; failures are results, never exceptions."""
     try:
@@ -258,14 +262,16 @@ class HealthProbe:
     async def run(self) -> HealthSample:
         """One observation; an unreachable server is a sample with ``error`` and an open outage."""
         unobservable: dict[str, str] = {}
-        ready, live, scrape, (crds, crds_reason), reading, etcd_connections = await asyncio.gather(
+        ready, scrape, (crds, crds_reason), reading, etcd_connections = await asyncio.gather(
             health_check(self.cluster, "readyz"),
-            health_check(self.cluster, "livez"),
-            self.metrics.scrape(max_age=self.cadence / 2),
+            self.metrics.scrape(max_age=self.cadence * SHARED_SCRAPE_AGE),
             self._crd_count(),
             self._prometheus(),
             self._etcd_connections(unobservable),  # beside the scrape: open_fds and this compare
         )
+        # /readyz runs every /livez check and more: a ready server is live, and only a server that
+        # is not ready (or will not say) costs the second request that tells "not ready" from "dead".
+        live = LIVE_BECAUSE_READY if ready.ok else await health_check(self.cluster, "livez")
         now = time.time()
         values = _process_figures(scrape, unobservable)
         sources: dict[str, str] = {}

@@ -31,7 +31,7 @@ import httpx
 
 from .cluster import Cluster, explain, status_message
 from .crdwatch import CRD_PATH, MANAGED_BY_LABEL, MANAGED_BY_VALUE, THREAD_DECODE_BYTES, CRDRecord
-from .metrics import MetricsSource, Scrape, buckets, delta_buckets, histogram_quantile, merge_buckets
+from .metrics import SHARED_SCRAPE_AGE, MetricsSource, Scrape, buckets, delta_buckets, histogram_quantile, merge_buckets
 from .samples import Sample, percentile
 
 #: The SLOs are defined over 5 minutes; rolling canary percentiles use the same window.
@@ -204,7 +204,7 @@ class LatencyProbe:
                     continue
                 path = custom_resource_path(record)
             canaries[name] = await self._canary(name, path, slo)
-        scrape = await self.metrics.scrape(max_age=self.cadence / 2)
+        scrape = await self.metrics.scrape(max_age=self.cadence * SHARED_SCRAPE_AGE)
         now = time.time()
         unobservable: dict[str, str] = {}
         family, window, by_verb, by_scope, counts = "", None, {}, {}, {}

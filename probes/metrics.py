@@ -350,6 +350,11 @@ def histogram_quantile(q: float, cumulative: list[tuple[float, float]]) -> float
 
 # --------------------------------------------------------------------------- the shared scrape
 
+#: A probe takes another probe's scrape younger than this fraction of its own cadence.  Probes
+#: re-arm after their runs, so their phases drift apart; at nine tenths, probes on the same
+#: cadence still share one scrape per period instead of taking two.
+SHARED_SCRAPE_AGE = 0.9
+
 
 class MetricsSource:
     """The one ``/metrics`` scrape every probe of a cluster shares.

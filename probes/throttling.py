@@ -34,7 +34,7 @@ from .apf import (
     level_names, priority_levels,
 )
 from .cluster import Cluster, RequestLog
-from .metrics import MetricsSource, Scrape
+from .metrics import SHARED_SCRAPE_AGE, MetricsSource, Scrape
 from .ratelimit import ClientModel
 from .samples import Sample
 
@@ -197,8 +197,8 @@ class ThrottlingProbe:
 
     async def run(self) -> ThrottlingSample:
         """One observation; rates need the previous run's scrape."""
-        # Another probe's scrape of the last half cadence will do: rates use each scrape's own time.
-        scrape = await self.metrics.scrape(max_age=self.cadence / 2)
+        # Another probe's recent scrape will do (SHARED_SCRAPE_AGE): rates use each scrape's own time.
+        scrape = await self.metrics.scrape(max_age=self.cadence * SHARED_SCRAPE_AGE)
         return await self.observe(scrape)
 
     async def observe(self, scrape: Scrape) -> ThrottlingSample:

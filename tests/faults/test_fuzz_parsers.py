@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import string
 
 import httpx
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from loader.sources import CRDDocument, SourceProblem, document_items, yaml_items
@@ -35,7 +36,7 @@ from probes.samples import sample_type
 from session.recorder import ClusterInfo, header_record
 from session.replay import read_recording
 
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=int(os.environ.get("CRDSCOPE_FUZZ_EXAMPLES", "200")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
 json_values = st.recursive(
@@ -86,6 +87,11 @@ bodies = (discovery_document(st.text(max_size=12) | json_values).map(lambda d: j
 @FUZZ
 @given(api=bodies, apis=bodies, content_type=st.sampled_from([AGGREGATED, "application/json", "text/html", None]),
        status=st.sampled_from([200, 200, 200, 304, 404, 406, 500]))
+@example(  # found by CI: a group whose metadata is a number
+    api=b'{"apiVersion": "apidiscovery.k8s.io/v2", "kind": "APIGroupDiscoveryList", "items": []}',
+    apis=b'{"apiVersion": "apidiscovery.k8s.io/v2", "kind": "APIGroupDiscoveryList", '
+         b'"items": [{"metadata": 1, "versions": []}]}',
+    content_type=AGGREGATED, status=200)
 def test_discovery_answers_become_samples(api, apis, content_type, status):
     def answer(request: httpx.Request) -> httpx.Response:
         headers = {"Content-Type": content_type} if content_type else {}

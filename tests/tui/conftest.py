@@ -73,6 +73,17 @@ def widget_text(widget) -> str:
     return "\n".join(str(static.render()) for static in statics)
 
 
+def shown(screen, cls):
+    """Bring a panel's tab into view (as a person would, key 1-7) and return the panel.
+
+    Panels behind inactive tabs do not draw (tui.panels.base): read a panel where it is shown.
+    """
+    from tui.screens.monitor import PANELS
+
+    screen.action_show_panel(PANELS.index(cls))
+    return screen.panel(cls)
+
+
 def status_text(panel) -> str:
     """A panel's first line: freshness, staleness, or its error."""
     return widget_text(panel.query_one(".panel-status"))

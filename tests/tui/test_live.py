@@ -17,7 +17,7 @@ import pytest
 from probes.settings import LoaderSettings, Settings
 from tests.conftest import ROOT
 from tests.helpers import async_wait_for
-from tests.tui.conftest import status_text, widget_text
+from tests.tui.conftest import shown, status_text, widget_text
 from tui.launch import build_app
 from tui.panels.discovery import DiscoveryPanel
 from tui.panels.health import HealthPanel
@@ -78,7 +78,7 @@ async def test_load_from_the_keyboard_and_panels_agree_with_probe_json(lab):
             timeout=300, message="the load to finish")
         assert done.error is None
         assert done.established == LOAD == owned_crds(lab)
-        await async_wait_for(lambda: f"Established {LOAD}" in widget_text(screen.panel(LoaderPanel)),
+        await async_wait_for(lambda: f"Established {LOAD}" in widget_text(shown(screen, LoaderPanel)),
                              timeout=10, message="the loader panel's count")
 
         # Figures taken after the load ended, on screen, against the one-shot probes' JSON.
@@ -91,16 +91,17 @@ async def test_load_from_the_keyboard_and_panels_agree_with_probe_json(lab):
         total = len(lab.kubectl_json("get", "crd")["items"])
 
         await async_wait_for(
-            lambda: f"{discovery['group_versions']} GVs" in widget_text(screen.panel(DiscoveryPanel))
-            and f"resources {discovery['resources']}" in widget_text(screen.panel(DiscoveryPanel)),
+            lambda: f"{discovery['group_versions']} GVs" in widget_text(shown(screen, DiscoveryPanel))
+            and f"resources {discovery['resources']}" in widget_text(shown(screen, DiscoveryPanel)),
             timeout=60, message=f"discovery panel showing {discovery['group_versions']} GVs")
-        await async_wait_for(lambda: f"v3 paths {openapi['v3_paths']}" in widget_text(screen.panel(OpenAPIPanel)),
+        await async_wait_for(lambda: f"v3 paths {openapi['v3_paths']}" in widget_text(shown(screen, OpenAPIPanel)),
                              timeout=60, message=f"OpenAPI panel showing {openapi['v3_paths']} v3 paths")
         assert health["crds"] == total
-        await async_wait_for(lambda: f"CRDs {total}" in widget_text(screen.panel(HealthPanel))
-                             and f"CRDs {total}" in widget_text(screen.panel(InventoryPanel)),
-                             timeout=60, message=f"health and inventory showing {total} CRDs")
-        assert "RSS" in widget_text(screen.panel(HealthPanel))
+        await async_wait_for(lambda: f"CRDs {total}" in widget_text(shown(screen, InventoryPanel)),
+                             timeout=60, message=f"inventory showing {total} CRDs")
+        await async_wait_for(lambda: f"CRDs {total}" in widget_text(shown(screen, HealthPanel)),
+                             timeout=60, message=f"health showing {total} CRDs")
+        assert "RSS" in widget_text(shown(screen, HealthPanel))
 
         # Clean asks first (as `crdscope clean` does); yes deletes exactly crdscope's CRDs.
         await pilot.press("l")
@@ -120,7 +121,7 @@ async def test_pause_stops_the_probes_and_resume_starts_them(lab):
         assert app.feed.paused
         runs = {name: health.runs for name, health in app.probe_health().items()}
         await async_wait_for(lambda: "PAUSED" in widget_text(screen.query_one("#header"))
-                             and "probes paused" in status_text(screen.panel(InventoryPanel)),
+                             and "probes paused" in status_text(shown(screen, InventoryPanel)),
                              timeout=10, message="paused on screen")
         # Inventory runs every 2 s; this can only come true while the probes are paused.
         cadence = app.settings.cadences.inventory
@@ -132,5 +133,5 @@ async def test_pause_stops_the_probes_and_resume_starts_them(lab):
         await pilot.press("p")
         assert not app.feed.paused
         await async_wait_for(lambda: app.store.latest("inventory").timestamp > resumed
-                             and "updated" in status_text(screen.panel(InventoryPanel)),
+                             and "updated" in status_text(shown(screen, InventoryPanel)),
                              timeout=30, message="a sample after resuming")

@@ -200,7 +200,7 @@ def test_at_least_as_fast_as_prometheus_client(big):
 
 
 async def test_event_loop_keeps_ticking_during_a_big_scrape():
-    """A 30 MB scrape keeping the biggest family must not starve a 10 ms timer.
+    """A 40 MB scrape keeping the biggest family must not starve a 10 ms timer.
 
     Lateness is measured twice: on the wall clock, and as the CPU time this
     thread spent between two ticks (the time the loop was really held; on a
@@ -208,7 +208,7 @@ async def test_event_loop_keeps_ticking_during_a_big_scrape():
     """
 
     async def body():
-        for chunk in exposition_chunks(1500):  # no await inside: only the parser can give the loop a turn
+        for chunk in exposition_chunks(2000):  # no await inside: only the parser can give the loop a turn
             yield chunk
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -249,8 +249,9 @@ async def test_event_loop_keeps_ticking_during_a_big_scrape():
     print(f"\nscrape {ticking['seconds']:.2f} s: timer late by at most {ticking['late'] * 1000:.0f} ms, "
           f"loop held for at most {ticking['held_cpu'] * 1000:.0f} ms of CPU, {ticking['ticks']} ticks "
           f"(without yielding: held {blocked['held_cpu'] * 1000:.0f} ms over {blocked['seconds']:.2f} s)")
-    assert blocked["held_cpu"] >= 0.3  # the measurement sees a blocked loop
-    assert ticking["seconds"] >= 0.5  # long enough that blocking would show
+    # The precondition that makes the test able to fail: the same scrape without yielding holds the
+    # loop long enough to see (a wall-clock length of the polite scrape would depend on the machine).
+    assert blocked["held_cpu"] >= 0.3
     # Garbage collections of the whole process (not the parser) still hold it now and then.
     assert ticking["held_cpu"] <= 0.1
     assert ticking["late"] <= ticking["seconds"] / 4
