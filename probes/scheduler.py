@@ -175,8 +175,11 @@ class Scheduler:
         started = time.monotonic()
         deadline = float(getattr(probe, "deadline", None) or DEFAULT_DEADLINE_SECONDS)
         try:
-            sample = await asyncio.wait_for(probe.run(), deadline)
-        except asyncio.TimeoutError:
+            # asyncio.timeout, not wait_for: 3.11's wait_for swallows a cancellation that arrives
+            # in the loop iteration where the probe finishes, and a stopped scheduler then spins on.
+            async with asyncio.timeout(deadline):
+                sample = await probe.run()
+        except TimeoutError:
             sample = error_sample(probe.name, f"probe {probe.name} did not finish within {deadline:g}s "
                                               "(the server answers too slowly)")
         except asyncio.CancelledError:
@@ -207,11 +210,18 @@ class Scheduler:
         await deliver(self.sinks, sample)
 
     async def _loop(self, entry: _Entry) -> None:
-        while True:
+        # The stop check is belt and braces: cancellation ends the loop, but a loop that lost
+        # its cancellation (a third-party await that swallows it) must still end on stop().
+        while not self._stopping():
             await self._running.wait()
             entry.wake.clear()
             await self._run_once(entry)
             try:
-                await asyncio.wait_for(entry.wake.wait(), timeout=max(0.0, float(entry.probe.cadence)))
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(max(0.0, float(entry.probe.cadence))):
+                    await entry.wake.wait()
+            except TimeoutError:
                 pass
+
+    def _stopping(self) -> bool:
+        stopped = getattr(self, "_stopped", None)
+        return stopped is not None and stopped.is_set()

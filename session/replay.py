@@ -366,8 +366,9 @@ class ReplayFeed:
             if delay > 0:
                 started = time.monotonic()
                 try:
-                    await asyncio.wait_for(self._wake.wait(), timeout=delay)
-                except asyncio.TimeoutError:
+                    async with asyncio.timeout(delay):  # not wait_for: it can swallow a cancellation
+                        await self._wake.wait()
+                except TimeoutError:
                     self.clock = following.timestamp
                 else:  # woken by pause/seek/speed/step: keep the time played, then re-decide
                     self.clock = min(following.timestamp, self.clock + (time.monotonic() - started) * self._speed)

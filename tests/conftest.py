@@ -99,7 +99,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory, lab_binaries) -> LabHandle:
 
 @pytest.fixture
 def fresh_lab(tmp_path_factory: pytest.TempPathFactory, lab_binaries):
-    """A lab of the test's own, for tests that kill, stop or restart it."""
+    """A lab of the test's own, for tests that kill, stop or restart it or measure its memory."""
     from lab.controlplane import Lab
 
     the_lab = Lab(tmp_path_factory.mktemp("own-lab"))

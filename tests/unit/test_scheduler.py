@@ -99,3 +99,16 @@ async def test_pause_stops_new_runs():
     await async_wait_for(lambda: probe.runs >= frozen + 3, timeout=5)
     scheduler.stop()
     await task
+
+
+async def test_stop_ends_a_busy_loop_every_time():
+    # A zero-cadence probe that finishes at once is the case where asyncio.wait_for (3.11)
+    # swallowed the stop's cancellation and the loop spun on: CI hung on it once.
+    for _ in range(100):
+        probe = SlowProbe(duration=0.0, cadence=0.0)
+        scheduler = Scheduler([probe])
+        task = asyncio.create_task(scheduler.run())
+        await async_wait_for(lambda: probe.runs >= 3, timeout=5, interval=0.001)
+        scheduler.stop()
+        done, _ = await asyncio.wait({task}, timeout=5)
+        assert task in done, "the scheduler did not stop"
