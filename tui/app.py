@@ -24,6 +24,7 @@ from probes.settings import Settings
 from themes import DEFAULT_THEME, THEME_NAMES, THEMES, role_defaults
 
 from .commands import CrdscopeCommands
+from .frozen_heap import SETTLE_EVERY_SECONDS, FrozenHeap
 from .messages import EventArrived, SampleArrived
 from .screens.help import HelpScreen
 from .screens.monitor import MonitorScreen
@@ -74,6 +75,7 @@ class CrdscopeApp(App[None]):
         self.mode_label = mode_label
         self._layout = layout
         self.screenshots: list[str] = []
+        self.heap = FrozenHeap()
         for candidate in THEMES:
             self.register_theme(candidate)
         self.theme = check_theme(theme or self.settings.ui.theme or DEFAULT_THEME)
@@ -92,6 +94,10 @@ class CrdscopeApp(App[None]):
         if self.loader is not None and hasattr(self.loader, "add_sink"):
             self.loader.add_sink(self.sink)
         self.run_worker(self._run_feed(), name="feed", group="feed", exit_on_error=False)
+        self.set_interval(SETTLE_EVERY_SECONDS, self.heap.settle)
+
+    def on_unmount(self) -> None:
+        self.heap.thaw()
 
     async def _run_feed(self) -> None:
         try:
@@ -124,6 +130,7 @@ class CrdscopeApp(App[None]):
         screen = self.monitor_screen
         if screen is not None:
             screen.probe_changed(sample.probe)
+        self.heap.first_samples_in(self.store, self.call_after_refresh)
         for event in events:
             self.take_event(event)
 

@@ -9,6 +9,7 @@ press is timed from sending the key until its action runs.
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 
 import pytest
@@ -79,3 +80,17 @@ async def test_keys_answer_within_100ms_during_a_scrape_and_a_legacy_walk(lab):
               f"median {ordered[PRESSES // 2] * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms, max {ordered[-1] * 1000:.1f} ms")
         assert p95 < BUDGET_SECONDS, f"95% of keys should answer within 100 ms: {[round(t * 1000) for t in ordered]}"
         assert ordered[-1] < WORST_SECONDS, f"slowest key took {ordered[-1] * 1000:.0f} ms"
+
+
+async def test_the_settled_heap_is_frozen_while_running_and_given_back_on_exit(lab):
+    gc.unfreeze()
+    app = lab_app(lab)
+    async with app.run_test(size=(80, 24)):
+        await async_wait_for(lambda: app.heap.settled, timeout=90, message="the heap settled")
+        assert app.store.latest("inventory") is not None and app.store.latest("discovery") is not None
+        # Widgets, modules and the watch's records: what the full collections no longer walk.
+        assert gc.get_freeze_count() > 10_000
+        settles = app.heap.settles
+        app.heap.first_samples_in(app.store, lambda settle: settle())
+        assert app.heap.settles == settles, "the first samples settle the heap once, not on every sample"
+    assert gc.get_freeze_count() == 0

@@ -89,12 +89,16 @@ class ProbePanel(Vertical):
         return False
 
     def on_show(self) -> None:
-        """Catch up on what arrived while hidden."""
+        """Catch up on what arrived while hidden, after the frame that shows the panel.
+
+        The tab appears at once with what it last drew (its status line gives the age), and the
+        catch-up draw follows in the next frame: a key press is answered by a frame, not held
+        until every plot and table of the panel has been rebuilt.
+        """
+        self.refresh_status()
         if self._behind:
             self._behind = False
-            self.redraw()
-        else:
-            self.refresh_status()
+            self.call_after_refresh(self.redraw)
 
     def changed(self) -> None:
         """Something this panel renders is new in the store: redraw soon (throttled)."""
