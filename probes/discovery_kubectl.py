@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .cluster import Cluster
 
-#: kubectl trusts cached discovery for six hours (kubernetes PR #107141).
+#: kubectl trusts cached discovery for six hours (kubernetes PR 107141).
 CACHE_TTL_SECONDS = 6 * 3600.0
 _UNSAFE = re.compile(r"[^\w/.()]", re.ASCII)
 KUBECTL_TIMEOUT_SECONDS = 300.0

@@ -48,7 +48,7 @@ class ClientLimits:
 CLIENT_GO_DEFAULT = ClientLimits("client-go default", 5.0, 10)
 #: kubectl's discovery client up to 1.23 (QPS 5, burst 100).
 KUBECTL_UP_TO_1_23 = ClientLimits("kubectl <=1.23", 5.0, 100)
-#: kubectl's discovery client from 1.24 (kubernetes PR #107131, #109141).
+#: kubectl's discovery client from 1.24 (kubernetes PRs 107131 and 109141).
 KUBECTL_FROM_1_24 = ClientLimits("kubectl >=1.24", 50.0, 300)
 NAMED_LIMITS: tuple[ClientLimits, ...] = (CLIENT_GO_DEFAULT, KUBECTL_UP_TO_1_23, KUBECTL_FROM_1_24)
 
