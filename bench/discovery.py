@@ -31,10 +31,10 @@ from typing import Iterator
 
 import httpx
 
-from probes.cluster import Cluster, ssl_context
-from probes.discovery import once as discovery_once
-from probes.discovery_docs import ACCEPT_AGGREGATED, ACCEPT_LEGACY, group_version_path
-from probes.kubeconfig import load_config
+from crdscope.probes.cluster import Cluster, ssl_context
+from crdscope.probes.discovery import once as discovery_once
+from crdscope.probes.discovery_docs import ACCEPT_AGGREGATED, ACCEPT_LEGACY, group_version_path
+from crdscope.probes.kubeconfig import load_config
 
 from .common import (BenchError, Options, Result, alternate, median_at_most, ratios, run_timed, size_label,
                      stats)
@@ -46,7 +46,7 @@ SET = "provider-aws"
 def crdscope_command() -> list[str]:
     """The ``crdscope`` a person runs: the console script beside this interpreter."""
     script = Path(sys.executable).with_name("crdscope")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "tui.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "crdscope.tui.cli"]
 
 
 class Contenders:

@@ -27,10 +27,10 @@ from typing import Iterator
 
 import httpx
 
-from lab.binaries import ensure_binaries
-from lab.controlplane import Lab, LabState, admin_tls
-from probes.credentials import parse_rfc3339
-from probes.paths import cache_dir
+from crdscope.lab.binaries import ensure_binaries
+from crdscope.lab.controlplane import Lab, LabState, admin_tls
+from crdscope.probes.credentials import parse_rfc3339
+from crdscope.probes.paths import cache_dir
 
 from .common import SHARED_CRDS, BenchError, process_cpu_seconds, say
 

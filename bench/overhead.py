@@ -34,9 +34,9 @@ from typing import Iterator
 
 import httpx
 
-from lab.controlplane import LabState, admin_tls
-from lab.rbac import RESTRICTED_USER
-from probes.metrics import parse_text
+from crdscope.lab.controlplane import LabState, admin_tls
+from crdscope.lab.rbac import RESTRICTED_USER
+from crdscope.probes.metrics import parse_text
 
 from .common import BENCH_DIR, BenchError, Options, Result, process_cpu_seconds, size_label, stats
 from .discovery import SET

@@ -72,7 +72,7 @@ class CountingTransport(httpx.AsyncBaseTransport):
 
 def install_meter() -> None:
     """Wrap both transports of every :class:`probes.cluster.Cluster` built from now on."""
-    from probes import cluster as cluster_module
+    from crdscope.probes import cluster as cluster_module
 
     original = cluster_module.Cluster.__init__
 
@@ -94,7 +94,7 @@ def main() -> None:
 
     signal.signal(signal.SIGUSR1, report)
     install_meter()
-    from tui.cli import cli
+    from crdscope.tui.cli import cli
 
     cli(args=arguments, prog_name="crdscope")
 

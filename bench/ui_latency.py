@@ -27,8 +27,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from probes.samples import percentile
-from probes.settings import Settings
+from crdscope.probes.samples import percentile
+from crdscope.probes.settings import Settings
 
 from .common import BenchError, Options, Result, size_label, stats
 from .discovery import SET
@@ -143,7 +143,7 @@ async def _wait_first_samples(app) -> float:
 
 async def _press_rounds(pilot, hook: FrameHook, meter: StallMeter, rounds: int, plan: Plan) -> list[dict]:
     """``rounds`` rounds of tab keys: per press, key-to-frame wall and CPU seconds; per round, stalls."""
-    from tui.screens.monitor import PANELS
+    from crdscope.tui.screens.monitor import PANELS
 
     keys = [str(n) for n in range(2, len(PANELS) + 1)] + ["1"]
     tabs = {key: f"tab-{PANELS[int(key) - 1].key()}" for key in keys}
@@ -172,7 +172,7 @@ async def _press_rounds(pilot, hook: FrameHook, meter: StallMeter, rounds: int, 
 
 async def measure(kubeconfig: str, rounds: int, plan: Plan) -> dict:
     """Start the monitor, wait for its first samples, then time ``rounds`` rounds of key presses."""
-    from tui.launch import build_app
+    from crdscope.tui.launch import build_app
 
     app = build_app(kubeconfig, ADMIN_CONTEXT, record=None, settings=Settings(), layout="tabs")
     meter = StallMeter()

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from probes.errors import CrdscopeError
-from probes.paths import cache_dir
+from crdscope.probes.errors import CrdscopeError
+from crdscope.probes.paths import cache_dir
 
 GO_MOD = Path(__file__).with_name("go.mod")
 APISERVER_PKG = "k8s.io/kubernetes/cmd/kube-apiserver"

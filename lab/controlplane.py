@@ -25,7 +25,7 @@ from typing import Callable
 
 import httpx
 
-from probes.paths import state_dir
+from crdscope.probes.paths import state_dir
 
 from . import rbac
 from .binaries import Binaries, LabError

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import httpx
 
-from probes.cluster import Cluster, explain, parse_retry_after, status_message
-from probes.crdwatch import MANAGED_BY_LABEL, MANAGED_BY_VALUE, RUN_ANNOTATION
+from crdscope.probes.cluster import Cluster, explain, parse_retry_after, status_message
+from crdscope.probes.crdwatch import MANAGED_BY_LABEL, MANAGED_BY_VALUE, RUN_ANNOTATION
 
 from .safety import CREATE_ONLY, FOREIGN_REASON, crd_url
 from .sources import CRDDocument

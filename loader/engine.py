@@ -32,11 +32,11 @@ from typing import Any, AsyncIterator, Callable
 
 import httpx
 
-from probes.cluster import Cluster
-from probes.crdwatch import CRDEvent, CRDWatch
-from probes.errors import ClusterError, ConfigError, CrdscopeError
-from probes.ratelimit import TokenBucket
-from probes.settings import LoaderSettings
+from crdscope.probes.cluster import Cluster
+from crdscope.probes.crdwatch import CRDEvent, CRDWatch
+from crdscope.probes.errors import ClusterError, ConfigError, CrdscopeError
+from crdscope.probes.ratelimit import TokenBucket
+from crdscope.probes.settings import LoaderSettings
 
 from .apply import Applier, ApplyFatal, ApplyResult
 from .progress import ItemProblem, LoaderSample

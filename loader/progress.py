@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from probes.samples import Sample
+from crdscope.probes.samples import Sample
 
 STATES = ("idle", "running", "paused", "stopping", "stopped", "done")
 

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from probes.errors import ConfigError
-from probes.paths import state_dir
+from crdscope.probes.errors import ConfigError
+from crdscope.probes.paths import state_dir
 
 OUTCOMES = ("created", "updated", "skipped", "failed")
 APPLIED = ("created", "updated")

@@ -39,9 +39,9 @@ from urllib.parse import quote
 
 import httpx
 
-from probes.cluster import Cluster, ClusterConfig, explain, parse_retry_after, raise_for_status, status_message
-from probes.crdwatch import CRD_PATH, CRDRecord, CRDWatch, MANAGED_BY_LABEL, MANAGED_BY_VALUE
-from probes.errors import ClusterError, ConfigError
+from crdscope.probes.cluster import Cluster, ClusterConfig, explain, parse_retry_after, raise_for_status, status_message
+from crdscope.probes.crdwatch import CRD_PATH, CRDRecord, CRDWatch, MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from crdscope.probes.errors import ClusterError, ConfigError
 
 log = logging.getLogger("crdscope.loader")
 
@@ -86,7 +86,7 @@ def crd_url(name: str) -> str:
 def is_lab(config: ClusterConfig) -> bool:
     """True when ``config`` points at a crdscope lab (see the module docstring)."""
     try:
-        from lab.controlplane import Lab
+        from crdscope.lab.controlplane import Lab
 
         state = Lab().state()
     except Exception:  # noqa: BLE001 - a broken lab state file only means "not known as a lab"

@@ -29,9 +29,9 @@ from typing import Any, AsyncIterator, BinaryIO, Iterable, Iterator
 import httpx
 import yaml
 
-from probes.cluster import Cluster, explain, load_config, raise_for_status
-from probes.crdwatch import CRD_PATH, MANAGED_BY_LABEL, RUN_ANNOTATION
-from probes.errors import ClusterError, ConfigError
+from crdscope.probes.cluster import Cluster, explain, load_config, raise_for_status
+from crdscope.probes.crdwatch import CRD_PATH, MANAGED_BY_LABEL, RUN_ANNOTATION
+from crdscope.probes.errors import ClusterError, ConfigError
 
 CRD_GROUP = "apiextensions.k8s.io"
 CRD_API_VERSION = f"{CRD_GROUP}/v1"

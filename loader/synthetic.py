@@ -22,7 +22,7 @@ import json
 import random
 from typing import Any, Iterator
 
-from probes.errors import ConfigError
+from crdscope.probes.errors import ConfigError
 
 from .sources import CRD_API_VERSION, CRD_KIND, Item, Source, document_items
 

@@ -27,13 +27,13 @@ log = logging.getLogger("crdscope.monitor")
 
 #: name -> "module:factory"; order is the order panels and reports list them in.
 PROBE_FACTORIES: dict[str, str] = {
-    "version": "probes.version:make_probe",
-    "inventory": "probes.inventory:make_probe",
-    "discovery": "probes.discovery:make_probe",
-    "throttling": "probes.throttling:make_probe",
-    "openapi": "probes.openapi:make_probe",
-    "health": "probes.health:make_probe",
-    "latency": "probes.latency:make_probe",
+    "version": "crdscope.probes.version:make_probe",
+    "inventory": "crdscope.probes.inventory:make_probe",
+    "discovery": "crdscope.probes.discovery:make_probe",
+    "throttling": "crdscope.probes.throttling:make_probe",
+    "openapi": "crdscope.probes.openapi:make_probe",
+    "health": "crdscope.probes.health:make_probe",
+    "latency": "crdscope.probes.latency:make_probe",
 }
 
 

@@ -15,13 +15,13 @@ from .errors import ConfigError
 from .samples import Sample
 
 ONESHOTS: dict[str, str] = {
-    "version": "probes.version:probe_version",
-    "discovery": "probes.discovery:once",
-    "throttling": "probes.throttling:once",
-    "inventory": "probes.inventory:once",
-    "openapi": "probes.openapi:once",
-    "health": "probes.health:once",
-    "latency": "probes.latency:once",
+    "version": "crdscope.probes.version:probe_version",
+    "discovery": "crdscope.probes.discovery:once",
+    "throttling": "crdscope.probes.throttling:once",
+    "inventory": "crdscope.probes.inventory:once",
+    "openapi": "crdscope.probes.openapi:once",
+    "health": "crdscope.probes.health:once",
+    "latency": "crdscope.probes.latency:once",
 }
 
 

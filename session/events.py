@@ -18,8 +18,8 @@ import dataclasses
 import time
 from typing import Any
 
-from probes.samples import Sample
-from probes.settings import Thresholds
+from crdscope.probes.samples import Sample
+from crdscope.probes.settings import Thresholds
 
 from .values import count, get, items, number
 

@@ -30,9 +30,9 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from probes import __version__
-from probes.errors import ConfigError
-from probes.samples import Sample
+from crdscope.probes import __version__
+from crdscope.probes.errors import ConfigError
+from crdscope.probes.samples import Sample
 
 from .recorder import ClusterInfo
 from .values import is_record, names_of, get, number

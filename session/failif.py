@@ -17,8 +17,8 @@ import types
 import typing
 from typing import Any, Callable, Iterable
 
-from probes.errors import ConfigError
-from probes.samples import Sample, sample_type
+from crdscope.probes.errors import ConfigError
+from crdscope.probes.samples import Sample, sample_type
 
 from .values import count, get_path
 
@@ -62,7 +62,7 @@ class Threshold:
 
 def parse_threshold(text: str, probes: Iterable[str] | None = None) -> Threshold:
     """Parse and validate one expression; :class:`ConfigError` names what is wrong."""
-    from probes.monitor import PROBE_FACTORIES
+    from crdscope.probes.monitor import PROBE_FACTORIES
 
     match = _EXPRESSION.match(text)
     if not match:

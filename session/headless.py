@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, TextIO
 
-from probes.errors import ConfigError, CrdscopeError
-from probes.paths import state_dir
-from probes.samples import Sample
+from crdscope.probes.errors import ConfigError, CrdscopeError
+from crdscope.probes.paths import state_dir
+from crdscope.probes.samples import Sample
 
 from .events import Event, EventDetector, FAIL, format_seconds
 from .failif import Threshold, parse_thresholds
@@ -130,8 +130,8 @@ def run_headless(kubeconfig: str | None = None, context: str | None = None, dura
                  record: str | None = None, fail_if: Iterable[str] = (), serve_metrics: str | None = None,
                  prometheus_url: str | None = None, *, out: TextIO | None = None) -> None:
     """Watch a cluster without a screen; raises :class:`CrdscopeError` (exit 1) when a threshold is crossed."""
-    from probes.cluster import Cluster
-    from probes.settings import load_settings
+    from crdscope.probes.cluster import Cluster
+    from crdscope.probes.settings import load_settings
 
     from .exporter import parse_listen
 
@@ -154,7 +154,7 @@ def run_headless(kubeconfig: str | None = None, context: str | None = None, dura
 
 async def _watch(cluster: Any, settings: Any, seconds: float | None, record: str | None,
                  thresholds: list[Threshold], listen: tuple[str, int] | None, out: TextIO) -> str:
-    from probes.monitor import Monitor
+    from crdscope.probes.monitor import Monitor
 
     from .exporter import MetricsServer, SampleCollector
     from .recorder import ClusterInfo, Recorder, describe_cluster
@@ -168,7 +168,7 @@ async def _watch(cluster: Any, settings: Any, seconds: float | None, record: str
             collector = SampleCollector()
             server = MetricsServer(collector, *listen)
             stack.callback(server.close)
-        from probes.cluster import first_contact
+        from crdscope.probes.cluster import first_contact
 
         await first_contact(cluster)
         try:
@@ -225,7 +225,7 @@ def replay_headless(recording: Any, *, speed: float = 0.0, as_json: bool = False
     them), or every sample and event as JSON lines; a closed pipe (``| head``) ends it quietly."""
     import json
 
-    from probes.settings import load_settings
+    from crdscope.probes.settings import load_settings
 
     from .recorder import event_record, sample_record
     from .replay import ReplayFeed
@@ -315,7 +315,7 @@ def wire_lab(monitor: Any) -> None:
     only lab-aware callers (this watcher, the TUI) set it, since probes never import ``lab``.
     """
     try:
-        from lab.sockets import etcd_connection_counter
+        from crdscope.lab.sockets import etcd_connection_counter
     except ImportError:
         return
     counter: Callable[[], Any] | None = etcd_connection_counter(monitor.cluster.server)

@@ -50,10 +50,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from probes import __version__
-from probes.errors import ConfigError
-from probes.paths import data_dir
-from probes.samples import Sample
+from crdscope.probes import __version__
+from crdscope.probes.errors import ConfigError
+from crdscope.probes.paths import data_dir
+from crdscope.probes.samples import Sample
 
 from .events import Event
 
@@ -94,7 +94,7 @@ def public_server(server: str) -> str:
 
 async def describe_cluster(cluster: Any) -> ClusterInfo:
     """Server, context and Kubernetes version of a :class:`probes.cluster.Cluster` (one ``/version``)."""
-    from probes.version import probe_version
+    from crdscope.probes.version import probe_version
 
     sample = await probe_version(cluster)
     return ClusterInfo(server=cluster.server, context=cluster.context, kubernetes_version=sample.git_version)

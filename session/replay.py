@@ -24,16 +24,16 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from probes import __version__
-from probes.errors import ConfigError
-from probes.samples import SAMPLE_TYPES, Sample, sample_type
-from probes.scheduler import deliver
+from crdscope.probes import __version__
+from crdscope.probes.errors import ConfigError
+from crdscope.probes.samples import SAMPLE_TYPES, Sample, sample_type
+from crdscope.probes.scheduler import deliver
 
 from .events import Event
 from .recorder import FORMAT, FORMAT_VERSION, ClusterInfo, part_path
 
 #: Sample classes that no monitor probe registers (imported on demand when replaying).
-EXTRA_SAMPLE_MODULES = {"loader": "loader.progress"}
+EXTRA_SAMPLE_MODULES = {"loader": "crdscope.loader.progress"}
 
 
 def sample_class(probe: str) -> type[Sample]:

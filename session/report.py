@@ -17,7 +17,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from probes.samples import Sample
+from crdscope.probes.samples import Sample
 
 from .events import Event, EventDetector, kubectl_124_seconds
 from .recorder import ClusterInfo

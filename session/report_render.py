@@ -12,8 +12,8 @@ import time
 from html import escape
 from typing import Any, Sequence
 
-from probes import __version__
-from probes.fit import LinearFit
+from crdscope.probes import __version__
+from crdscope.probes.fit import LinearFit
 
 from .events import format_seconds
 from .report import Summary

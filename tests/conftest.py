@@ -67,13 +67,13 @@ class LabHandle:
 
     def cluster(self, context: str | None = None):
         """A probes.cluster.Cluster for the lab (close it, or use ``async with``)."""
-        from probes.cluster import Cluster
+        from crdscope.probes.cluster import Cluster
 
         return Cluster.connect(self.kubeconfig, context or self.admin_context)
 
 
 def _binaries():
-    from lab.binaries import ensure_binaries
+    from crdscope.lab.binaries import ensure_binaries
 
     return ensure_binaries(progress=lambda line: print(line, file=sys.stderr))
 
@@ -87,7 +87,7 @@ def lab_binaries():
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory: pytest.TempPathFactory, lab_binaries) -> LabHandle:
     """One real lab for the whole session; torn down at the end."""
-    from lab.controlplane import Lab
+    from crdscope.lab.controlplane import Lab
 
     home = tmp_path_factory.mktemp("session-lab")
     the_lab = Lab(home)
@@ -100,7 +100,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory, lab_binaries) -> LabHandle:
 @pytest.fixture
 def fresh_lab(tmp_path_factory: pytest.TempPathFactory, lab_binaries):
     """A lab of the test's own, for tests that kill, stop or restart it or measure its memory."""
-    from lab.controlplane import Lab
+    from crdscope.lab.controlplane import Lab
 
     the_lab = Lab(tmp_path_factory.mktemp("own-lab"))
     state = the_lab.up(lab_binaries)

@@ -16,12 +16,12 @@ from typing import Any, Callable
 from textual.app import App
 from textual.binding import Binding
 
-from probes.errors import ConfigError
-from probes.paths import data_dir, state_dir
-from probes.samples import Sample
-from probes.scheduler import ProbeHealth
-from probes.settings import Settings
-from themes import DEFAULT_THEME, THEME_NAMES, THEMES, role_defaults
+from crdscope.probes.errors import ConfigError
+from crdscope.probes.paths import data_dir, state_dir
+from crdscope.probes.samples import Sample
+from crdscope.probes.scheduler import ProbeHealth
+from crdscope.probes.settings import Settings
+from crdscope.themes import DEFAULT_THEME, THEME_NAMES, THEMES, role_defaults
 
 from .commands import CrdscopeCommands
 from .frozen_heap import SETTLE_EVERY_SECONDS, FrozenHeap
@@ -285,7 +285,7 @@ class CrdscopeApp(App[None]):
 
 def _default_detector(settings: Settings) -> Any:
     try:
-        from session.events import EventDetector
+        from crdscope.session.events import EventDetector
     except ImportError:  # pragma: no cover - the events module ships with crdscope
         return None
     return EventDetector(settings.thresholds)

@@ -21,7 +21,7 @@ def _log_unexpected(exc: BaseException) -> str:
     """Write the traceback to the log file and return that file's path."""
     import traceback
 
-    from probes.paths import state_dir
+    from crdscope.probes.paths import state_dir
 
     path = state_dir() / "crdscope.log"
     try:
@@ -61,7 +61,7 @@ class Group(click.Group):
         return super().get_command(ctx, name)
 
     def invoke(self, ctx: click.Context) -> Any:
-        from probes.errors import CrdscopeError
+        from crdscope.probes.errors import CrdscopeError
 
         try:
             return super().invoke(ctx)
@@ -110,11 +110,11 @@ def emit(data: dict, as_json: bool) -> None:
 
 #: Commands that live next to their feature's code.
 LAZY_COMMANDS = {
-    "watch": "tui.cmd_watch:watch",
-    "load": "tui.cmd_load:load",
-    "clean": "tui.cmd_load:clean",
-    "replay": "tui.cmd_session:replay",
-    "report": "tui.cmd_session:report",
+    "watch": "crdscope.tui.cmd_watch:watch",
+    "load": "crdscope.tui.cmd_load:load",
+    "clean": "crdscope.tui.cmd_load:clean",
+    "replay": "crdscope.tui.cmd_session:replay",
+    "report": "crdscope.tui.cmd_session:report",
 }
 
 
@@ -147,8 +147,8 @@ def probe(name: str, as_json: bool, legacy: bool, qps: float | None, burst: int 
           prometheus_url: str | None, kubeconfig: str | None, context: str | None) -> None:
     """Run probe NAME once and print its sample (version, discovery, throttling, inventory,
     openapi, health, latency)."""
-    from probes.cluster import Cluster
-    from probes.registry import oneshot
+    from crdscope.probes.cluster import Cluster
+    from crdscope.probes.registry import oneshot
 
     function = oneshot(name)
     options = {k: v for k, v in {"legacy": legacy or None, "qps": qps, "burst": burst,
@@ -160,7 +160,7 @@ def probe(name: str, as_json: bool, legacy: bool, qps: float | None, burst: int 
                 sample = await function(cluster, **options)
             except TypeError as exc:
                 if "unexpected keyword" in str(exc):
-                    from probes.errors import ConfigError
+                    from crdscope.probes.errors import ConfigError
 
                     raise ConfigError(f"probe {name} does not take {', '.join('--' + k for k in options)}") from None
                 raise
@@ -169,7 +169,7 @@ def probe(name: str, as_json: bool, legacy: bool, qps: float | None, burst: int 
     data = run_async(main())
     emit(data, as_json)
     if data.get("error"):
-        from probes.cluster import failure_exit_code
+        from crdscope.probes.cluster import failure_exit_code
 
         click.echo(f"crdscope: probe {name}: {data['error']}", err=True)
         sys.exit(failure_exit_code(data["error"]))
@@ -183,7 +183,7 @@ def probe(name: str, as_json: bool, legacy: bool, qps: float | None, burst: int 
 def lab(ctx: click.Context) -> None:
     """A local etcd + kube-apiserver: with no command, start it and open the monitor."""
     if ctx.invoked_subcommand is None:
-        from tui.launch import open_lab_monitor
+        from crdscope.tui.launch import open_lab_monitor
 
         open_lab_monitor()
 
@@ -201,7 +201,7 @@ def _say(line: str) -> None:
 @lab.command("build")
 def lab_build() -> None:
     """Build kube-apiserver and etcd from Go modules (skipped when cached)."""
-    from lab.binaries import build, cached_binaries, pinned_versions
+    from crdscope.lab.binaries import build, cached_binaries, pinned_versions
 
     cached = cached_binaries()
     if cached:
@@ -214,8 +214,8 @@ def lab_build() -> None:
 @binary_options
 def lab_up(apiserver_bin: str | None, etcd_bin: str | None) -> None:
     """Start the lab in the background and return once it is ready."""
-    from lab.binaries import ensure_binaries
-    from lab.controlplane import Lab
+    from crdscope.lab.binaries import ensure_binaries
+    from crdscope.lab.controlplane import Lab
 
     binaries = ensure_binaries(apiserver_bin, etcd_bin, progress=_say)
     state = Lab().up(binaries, say=_say)
@@ -227,7 +227,7 @@ def lab_up(apiserver_bin: str | None, etcd_bin: str | None) -> None:
 @lab.command("down")
 def lab_down() -> None:
     """Stop the lab and remove its files."""
-    from lab.controlplane import Lab
+    from crdscope.lab.controlplane import Lab
 
     stopped = Lab().down()
     click.echo(f"lab down ({len(stopped)} processes stopped)" if stopped else "no lab was up")
@@ -237,7 +237,7 @@ def lab_down() -> None:
 @click.option("--json", "as_json", is_flag=True)
 def lab_status(as_json: bool) -> None:
     """Say what runs where."""
-    from lab.controlplane import Lab, tail
+    from crdscope.lab.controlplane import Lab, tail
 
     status = Lab().status()
     if as_json:
@@ -255,7 +255,7 @@ def lab_status(as_json: bool) -> None:
 @lab.command("kubeconfig")
 def lab_kubeconfig() -> None:
     """Print the path of the lab's kubeconfig."""
-    from lab.controlplane import Lab
+    from crdscope.lab.controlplane import Lab
 
     click.echo(Lab().require().kubeconfig)
 
@@ -264,7 +264,7 @@ def _fault_command(action: str, help_text: str) -> None:
     @lab.command(action, help=help_text)
     @click.argument("component", type=click.Choice(["apiserver", "etcd"]))
     def command(component: str) -> None:
-        from lab.controlplane import Lab
+        from crdscope.lab.controlplane import Lab
 
         pid = getattr(Lab(), action)(component)
         click.echo(f"{action} {component} (pid {pid})")

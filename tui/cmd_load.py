@@ -50,11 +50,11 @@ def load(source, rate, concurrency, limit, profile, schema_props, seed, from_con
     exists without that label is skipped, never taken over.  A cluster that is not a crdscope lab
     (the server of `crdscope lab up`, or a context named crdscope-lab* on a loopback address)
     needs --context NAME spelled out.  Loading the same source again finishes a stopped run."""
-    from loader.engine import LoadEngine
-    from loader.safety import check_target
-    from loader.sources import open_source
-    from probes.cluster import Cluster, load_config
-    from probes.settings import load_settings
+    from crdscope.loader.engine import LoadEngine
+    from crdscope.loader.safety import check_target
+    from crdscope.loader.sources import open_source
+    from crdscope.probes.cluster import Cluster, load_config
+    from crdscope.probes.settings import load_settings
 
     settings = load_settings().loader
     if source is None and from_context is None:
@@ -175,8 +175,8 @@ def _duration(seconds: float) -> str:
 def clean(run_id, yes, kubeconfig, context) -> None:
     """Delete the CRDs crdscope created (label app.kubernetes.io/managed-by=crdscope), and with
     them every object of their kinds; lists them and asks first."""
-    from loader.safety import check_permissions, check_target, execute_clean, plan_clean
-    from probes.cluster import Cluster, load_config
+    from crdscope.loader.safety import check_permissions, check_target, execute_clean, plan_clean
+    from crdscope.probes.cluster import Cluster, load_config
 
     config = load_config(kubeconfig, context)
     check_target(config, context, "clean")

@@ -15,13 +15,13 @@ import click
 @click.option("--theme", default=None, help="colour theme of the monitor")
 def replay(file: str, headless: bool, as_json: bool, speed: float | None, theme: str | None) -> None:
     """Open the monitor on a recording (play/pause, speed, step, seek)."""
-    from session.replay import read_recording
+    from crdscope.session.replay import read_recording
 
     recording = read_recording(file)
     if recording.damage is not None:
         click.echo(f"crdscope: {recording.damage.message()}", err=True)
     if headless or as_json:
-        from session.headless import replay_headless
+        from crdscope.session.headless import replay_headless
 
         replay_headless(recording, speed=0.0 if speed is None else speed, as_json=as_json)
         return
@@ -37,9 +37,9 @@ def replay(file: str, headless: bool, as_json: bool, speed: float | None, theme:
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, help="write here instead of stdout")
 def report(file: str, form: str, output: str | None) -> None:
     """Summarise a recorded session: CRDs, discovery, APF, OpenAPI, memory, restarts, outages."""
-    from probes.errors import ConfigError
-    from session.report import summarise
-    from session.report_render import render
+    from crdscope.probes.errors import ConfigError
+    from crdscope.session.report import summarise
+    from crdscope.session.report_render import render
 
     summary = summarise(file)
     text = render(summary, form)

@@ -25,7 +25,7 @@ def watch(kubeconfig, context, headless, duration, record, no_record, fail_if, s
           prometheus_url, theme) -> None:
     """Open the monitor on a cluster (the current context by default)."""
     if headless:
-        from session.headless import run_headless
+        from crdscope.session.headless import run_headless
 
         run_headless(kubeconfig=kubeconfig, context=context, duration=duration, record=record,
                      fail_if=fail_if, serve_metrics=serve_metrics, prometheus_url=prometheus_url)

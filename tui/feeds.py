@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from probes.crdwatch import MANAGED_BY_VALUE
-from probes.monitor import Monitor
-from probes.scheduler import ProbeHealth, Sink
+from crdscope.probes.crdwatch import MANAGED_BY_VALUE
+from crdscope.probes.monitor import Monitor
+from crdscope.probes.scheduler import ProbeHealth, Sink
 
 
 @runtime_checkable

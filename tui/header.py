@@ -7,9 +7,9 @@ import time
 from textual.markup import escape
 from textual.widgets import Static
 
-from probes.crdwatch import MANAGED_BY_VALUE
-from probes.scheduler import ProbeHealth
-from session.values import get, number
+from crdscope.probes.crdwatch import MANAGED_BY_VALUE
+from crdscope.probes.scheduler import ProbeHealth
+from crdscope.session.values import get, number
 
 from .format import DASH, age, number as fmt_number
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from probes.paths import state_dir
+from crdscope.probes.paths import state_dir
 
 log = logging.getLogger("crdscope.launch")
 
@@ -33,8 +33,8 @@ def log_to_file() -> Path:
 
 def _describe(kubeconfig: str | None, context: str | None):
     """The cluster as a recording names it (server, context, version; never credentials)."""
-    from probes.cluster import Cluster
-    from session.recorder import ClusterInfo, describe_cluster
+    from crdscope.probes.cluster import Cluster
+    from crdscope.session.recorder import ClusterInfo, describe_cluster
 
     async def describe() -> ClusterInfo:
         # A cluster of its own: the monitor's client must be born in the app's event loop.
@@ -49,7 +49,7 @@ def _describe(kubeconfig: str | None, context: str | None):
 
 def _first_contact(kubeconfig: str | None, context: str | None) -> None:
     """A wrong CA or refused credentials are one line before the screen opens, not a screen of errors."""
-    from probes.cluster import Cluster, first_contact
+    from crdscope.probes.cluster import Cluster, first_contact
 
     async def check() -> None:
         async with Cluster.connect(kubeconfig, context) as cluster:
@@ -62,7 +62,7 @@ def open_recorder(record: Any, settings, kubeconfig: str | None, context: str | 
     """A Recorder for ``record`` (True: the default file, a path: that file, None: none)."""
     if record is None or record is False or (record is True and not settings.ui.record):
         return None
-    from session.recorder import DEFAULT_KEEP_BYTES, Recorder, default_recording_path
+    from crdscope.session.recorder import DEFAULT_KEEP_BYTES, Recorder, default_recording_path
 
     info = _describe(kubeconfig, context)
     if record is True:
@@ -74,9 +74,9 @@ def build_app(kubeconfig: str | None = None, context: str | None = None, *, reco
               prometheus_url: str | None = None, theme: str | None = None, lab: Any = None,
               settings: Any = None, layout: str | None = None):
     """The monitor app on a cluster, ready to run (tests drive it with ``run_test``)."""
-    from probes.cluster import Cluster
-    from probes.monitor import Monitor
-    from probes.settings import load_settings
+    from crdscope.probes.cluster import Cluster
+    from crdscope.probes.monitor import Monitor
+    from crdscope.probes.settings import load_settings
 
     from .app import CrdscopeApp, check_theme
     from .feeds import LiveFeed
@@ -112,8 +112,8 @@ def open_monitor(kubeconfig: str | None = None, context: str | None = None, *, r
 
 def open_lab_monitor() -> None:
     """Start the lab if it is not up, then open the monitor on it with the loader ready."""
-    from lab.binaries import ensure_binaries
-    from lab.controlplane import Lab
+    from crdscope.lab.binaries import ensure_binaries
+    from crdscope.lab.controlplane import Lab
 
     lab = Lab()
     state = lab.state()

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from loader.engine import LoadEngine
-from loader.progress import LoaderSample
-from loader.safety import CleanPlan, check_target, execute_clean, plan_clean
-from loader.sources import open_source
-from probes.errors import CrdscopeError
-from probes.monitor import Monitor
-from probes.settings import LoaderSettings
-from probes.throttling import CLIENT_LIMITER
+from crdscope.loader.engine import LoadEngine
+from crdscope.loader.progress import LoaderSample
+from crdscope.loader.safety import CleanPlan, check_target, execute_clean, plan_clean
+from crdscope.loader.sources import open_source
+from crdscope.probes.errors import CrdscopeError
+from crdscope.probes.monitor import Monitor
+from crdscope.probes.settings import LoaderSettings
+from crdscope.probes.throttling import CLIENT_LIMITER
 
 from .format import duration
 

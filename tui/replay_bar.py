@@ -24,7 +24,7 @@ from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, Static
 
-from probes.errors import ConfigError
+from crdscope.probes.errors import ConfigError
 
 from .app import CrdscopeApp
 
@@ -189,7 +189,7 @@ class ReplayApp(CrdscopeApp):
             self.seek(start + float(fraction) * (end - start))
 
     def action_seek_dialog(self) -> None:
-        from session.replay import seek_target
+        from crdscope.session.replay import seek_target
 
         start, end = self.feed.start, self.feed.end
         if start is None or end is None:
@@ -230,8 +230,8 @@ class ReplayApp(CrdscopeApp):
 def build_replay_app(recording: Any, *, speed: float = 1.0, theme: str | None = None,
                      layout: str | None = None, settings: Any = None) -> ReplayApp:
     """The replay app on a recording (tests drive it with ``run_test``)."""
-    from probes.settings import load_settings
-    from session.replay import ReplayFeed
+    from crdscope.probes.settings import load_settings
+    from crdscope.session.replay import ReplayFeed
 
     from .app import check_theme
 

@@ -11,8 +11,8 @@ import time
 from collections import deque
 from typing import Iterable
 
-from probes.samples import Sample
-from probes.scheduler import ProbeHealth
+from crdscope.probes.samples import Sample
+from crdscope.probes.scheduler import ProbeHealth
 
 #: Samples kept per probe: an hour of a 5-second cadence.
 HISTORY = 720

@@ -43,11 +43,11 @@ class Collected:
 async def running_monitor(lab, probes: list[str], *, kubeconfig: str | None = None,
                           context: str | None = None, count_etcd: bool = True, **cadences: float):
     """A Monitor on the lab running in the background; yields (monitor, collected)."""
-    from lab.sockets import etcd_connection_counter
-    from probes.cluster import Cluster
-    from probes.health import LAB_ETCD_CONNECTIONS
-    from probes.monitor import Monitor
-    from probes.settings import Settings
+    from crdscope.lab.sockets import etcd_connection_counter
+    from crdscope.probes.cluster import Cluster
+    from crdscope.probes.health import LAB_ETCD_CONNECTIONS
+    from crdscope.probes.monitor import Monitor
+    from crdscope.probes.settings import Settings
 
     cluster = Cluster.connect(kubeconfig or lab.kubeconfig, context or (None if kubeconfig else ADMIN_CONTEXT))
     monitor = Monitor(cluster, Settings().override("cadences", **cadences), probes=probes)

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from probes.health import HealthSample
+from crdscope.probes.health import HealthSample
 from tests.crdsets import write_tiny_crds
 from tests.e2e.monitoring import apply_and_establish, delete_and_wait, kubectl, metric_value, running_monitor
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.lab
 
-CRDSCOPE = [sys.executable, "-m", "tui.cli"]
+CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
 OURS = {"app.kubernetes.io/managed-by": "crdscope"}
 
 

@@ -14,16 +14,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from probes.crdwatch import CRDWatch
-from probes.credentials import parse_rfc3339
-from probes.inventory import InventorySample, summarize
+from crdscope.probes.crdwatch import CRDWatch
+from crdscope.probes.credentials import parse_rfc3339
+from crdscope.probes.inventory import InventorySample, summarize
 from tests.conftest import SHARED_CRDS
 from tests.crdsets import tiny_crd, write_tiny_crds
 from tests.helpers import async_wait_for, wait_for
 
 pytestmark = pytest.mark.lab
 
-CRDSCOPE = [sys.executable, "-m", "tui.cli"]
+CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
 HOLD_FINALIZER = "crdscope.test/hold"
 
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from lab.controlplane import pid_alive
-from probes.cluster import Cluster
-from probes.errors import ClusterError, ConfigError
+from crdscope.lab.controlplane import pid_alive
+from crdscope.probes.cluster import Cluster
+from crdscope.probes.errors import ClusterError, ConfigError
 
-CRDSCOPE = [sys.executable, "-m", "tui.cli"]
+CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
 
 
 def crdscope(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -44,7 +44,7 @@ async def test_restricted_user_may_discover_but_not_create(lab):
         listed = await cluster.client.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
         assert listed.status_code == 200
         with pytest.raises(ClusterError) as caught:
-            from probes.cluster import raise_for_status
+            from crdscope.probes.cluster import raise_for_status
 
             raise_for_status(created)
         # The one line names the missing permission, as the server states it.
@@ -57,7 +57,7 @@ async def test_restricted_user_may_discover_but_not_create(lab):
 
 
 async def test_unreachable_server_is_one_line(lab, tmp_path: Path):
-    from lab.controlplane import free_port
+    from crdscope.lab.controlplane import free_port
 
     config_text = Path(lab.kubeconfig).read_text().replace(lab.server, f"https://127.0.0.1:{free_port()}")
     path = tmp_path / "kubeconfig"
@@ -71,7 +71,7 @@ async def test_unreachable_server_is_one_line(lab, tmp_path: Path):
 def test_wrong_ca_is_a_tls_error(lab, tmp_path: Path):
     import base64
 
-    from lab.pki import CertificateAuthority
+    from crdscope.lab.pki import CertificateAuthority
 
     import yaml
 
@@ -90,7 +90,7 @@ async def test_unknown_client_certificate_is_401(lab, tmp_path: Path):
 
     import yaml
 
-    from lab.pki import CertificateAuthority
+    from crdscope.lab.pki import CertificateAuthority
 
     stranger = CertificateAuthority("stranger").client("mallory", ["system:masters"])
     document = yaml.safe_load(Path(lab.kubeconfig).read_text())
@@ -131,7 +131,7 @@ def test_lab_up_and_down_leave_nothing_behind(lab_binaries, tmp_path: Path):
 def test_missing_binaries_and_go_is_a_clear_error(tmp_path: Path):
     env = {"PATH": str(tmp_path), "KUBEBUILDER_ASSETS": "", "XDG_CACHE_HOME": str(tmp_path / "cache"),
            "CRDSCOPE_LAB_HOME": str(tmp_path / "home")}
-    done = subprocess.run([sys.executable, "-m", "tui.cli", "lab", "up"], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "crdscope.tui.cli", "lab", "up"], capture_output=True, text=True,
                           env={**os.environ, **env}, timeout=60)
     assert done.returncode != 0
     line = done.stderr.strip()

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from probes.latency import WINDOW_SECONDS
+from crdscope.probes.latency import WINDOW_SECONDS
 from tests.crdsets import crd_names, write_tiny_crds
 from tests.e2e.monitoring import apply_and_establish, delete_and_wait, kubectl, running_monitor
 
 pytestmark = pytest.mark.lab
 
-CRDSCOPE = [sys.executable, "-m", "tui.cli"]
+CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
 OURS = {"app.kubernetes.io/managed-by": "crdscope"}
 
 

@@ -21,14 +21,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from loader.engine import LoadEngine
-from loader.sources import ContextSource, CRDDocument, open_source
-from loader.synthetic import synthetic_documents
-from probes.crdwatch import RUN_ANNOTATION, CRDWatch
+from crdscope.loader.engine import LoadEngine
+from crdscope.loader.sources import ContextSource, CRDDocument, open_source
+from crdscope.loader.synthetic import synthetic_documents
+from crdscope.probes.crdwatch import RUN_ANNOTATION, CRDWatch
 from tests.crdsets import crd_names, extract, tiny_crd, write_tiny_crds
 from tests.helpers import async_wait_for, wait_for
 
-CRDSCOPE = [sys.executable, "-m", "tui.cli"]
+CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
 LABEL = "app.kubernetes.io/managed-by=crdscope"
 
 
@@ -388,8 +388,8 @@ TIGHT_LEVEL = "crdscope-test-tight"
 
 def loader_user_kubeconfig(lab, path: Path) -> str:
     """A kubeconfig context ``crdscope-lab-loader`` for a user (not system:masters) allowed to load CRDs."""
-    from lab.kubeconfig import write_kubeconfig
-    from lab.pki import CertificateAuthority
+    from crdscope.lab.kubeconfig import write_kubeconfig
+    from crdscope.lab.pki import CertificateAuthority
 
     pki = Path(lab.state.run_dir) / "pki"
     authority = CertificateAuthority.load((pki / "ca.crt").read_bytes(), (pki / "ca.key").read_bytes())
@@ -418,7 +418,7 @@ async def test_429_from_priority_and_fairness_are_retried_after_retry_after(fres
                              "resourceRules": [{"verbs": ["patch"], "apiGroups": ["apiextensions.k8s.io"],
                                                 "resources": ["customresourcedefinitions"],
                                                 "clusterScope": True}]}]}}]}))
-    from probes.cluster import Cluster
+    from crdscope.probes.cluster import Cluster
 
     async with Cluster.connect(str(kubeconfig), context) as cluster:
         engine = LoadEngine(cluster, open_source("synthetic:80", seed=88, schema_props=200), profile="burst",

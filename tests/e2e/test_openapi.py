@@ -14,21 +14,21 @@ from pathlib import Path
 import httpx
 import pytest
 
-from probes.monitor import Monitor
-from probes.openapi import (
+from crdscope.probes.monitor import Monitor
+from crdscope.probes.openapi import (
     V2_ACCEPT,
     ConditionalGet,
     V2Fetcher,
     index_hashes,
 )
-from probes.publication import STAGES
-from probes.settings import Settings
+from crdscope.probes.publication import STAGES
+from crdscope.probes.settings import Settings
 from tests.crdsets import crd_names, extract, write_tiny_crds
 from tests.helpers import async_wait_for, wait_for
 
 pytestmark = pytest.mark.lab
 
-CRDSCOPE = [sys.executable, "-m", "tui.cli"]
+CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
 
 
 def kubectl_names(lab) -> set[str]:

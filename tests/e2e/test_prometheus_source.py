@@ -31,13 +31,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from probes.prometheus import PrometheusSource
+from crdscope.probes.prometheus import PrometheusSource
 from tests.e2e.monitoring import metric_value
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.lab
 
-CRDSCOPE = [sys.executable, "-m", "tui.cli"]
+CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 
 
@@ -67,7 +67,7 @@ CADVISOR_STANDIN = [
 
 class PrometheusServer:
     def __init__(self, lab, directory: Path) -> None:
-        from lab.controlplane import free_port
+        from crdscope.lab.controlplane import free_port
 
         self.lab = lab
         self.directory = directory
@@ -170,7 +170,7 @@ def test_user_without_metrics_gets_memory_and_restarts_from_prometheus(prometheu
 
 
 def test_unreachable_prometheus_keeps_the_metrics_figures(lab):
-    from lab.controlplane import free_port
+    from crdscope.lab.controlplane import free_port
 
     done, sample = probe_health(lab.kubeconfig, "--prometheus", f"http://127.0.0.1:{free_port()}")
     assert done.returncode == 0, done.stderr

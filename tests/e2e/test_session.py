@@ -24,7 +24,7 @@ from tests.helpers import async_wait_for, wait_for
 
 pytestmark = pytest.mark.lab
 
-CRDSCOPE = [sys.executable, "-m", "tui.cli"]
+CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
 ROOT = Path(__file__).resolve().parents[2]
 LOADED = 40
 #: Fast cadences: the restart and the load show up within seconds.
@@ -54,12 +54,12 @@ def secrets_of(kubeconfig: str, pki: Path) -> list[bytes]:
 
 
 async def test_record_a_load_and_a_restart_then_replay_and_report(fresh_lab, tmp_path):
-    from loader.engine import LoadEngine
-    from probes.monitor import Monitor
-    from probes.settings import Settings
-    from session.events import EventDetector
-    from session.recorder import Recorder, describe_cluster
-    from session.replay import ReplayFeed, read_recording
+    from crdscope.loader.engine import LoadEngine
+    from crdscope.probes.monitor import Monitor
+    from crdscope.probes.settings import Settings
+    from crdscope.session.events import EventDetector
+    from crdscope.session.recorder import Recorder, describe_cluster
+    from crdscope.session.replay import ReplayFeed, read_recording
 
     path = tmp_path / "session.jsonl"
     cluster = fresh_lab.cluster()
@@ -162,7 +162,7 @@ def test_fail_if_exits_0_when_no_threshold_is_crossed(lab, tmp_path):
                     "--fail-if", "discovery.seconds>30", "--fail-if", "openapi.backlog>100")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no threshold crossed" in done.stdout
-    from session.replay import read_recording
+    from crdscope.session.replay import read_recording
 
     recording = read_recording(record)
     probes = {s.probe for s in recording.samples}
@@ -180,7 +180,7 @@ def test_fail_if_exits_1_as_soon_as_a_threshold_is_crossed(lab, tmp_path):
     assert done.returncode == 1, done.stdout + done.stderr
     assert "threshold crossed: health.ready==1 (health.ready = 1)" in done.stdout
     assert "a --fail-if threshold was crossed" in done.stderr
-    from session.replay import read_recording
+    from crdscope.session.replay import read_recording
 
     recording = read_recording(record)  # closed cleanly on the way out, with the crossing as an event
     assert recording.ended and [e.kind for e in recording.events][-1] == "threshold-crossed"
@@ -205,7 +205,7 @@ def test_ctrl_c_ends_the_watch_cleanly(lab, tmp_path):
     assert process.returncode == 130
     assert "watch interrupted after" in stdout
     assert "Traceback" not in stderr and stderr.strip().splitlines()[-1] == "crdscope: interrupted"
-    from session.replay import read_recording
+    from crdscope.session.replay import read_recording
 
     recording = read_recording(record)
     assert recording.ended and recording.damage is None and recording.samples

@@ -20,9 +20,9 @@ import uuid
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from probes.monitor import Monitor
-from probes.settings import Settings
-from probes.throttling import ThrottlingSample, once
+from crdscope.probes.monitor import Monitor
+from crdscope.probes.settings import Settings
+from crdscope.probes.throttling import ThrottlingSample, once
 from tests.helpers import async_wait_for
 
 pytestmark = pytest.mark.lab
@@ -200,7 +200,7 @@ async def test_forbidden_metrics_are_unobservable_not_an_error(lab):
 
 
 def test_cli_prints_priority_levels_like_the_server(lab):
-    done = subprocess.run([sys.executable, "-m", "tui.cli", "probe", "throttling", "--json",
+    done = subprocess.run([sys.executable, "-m", "crdscope.tui.cli", "probe", "throttling", "--json",
                            "--kubeconfig", lab.kubeconfig], capture_output=True, text=True, timeout=120,
                           env=dict(os.environ))
     assert done.returncode == 0, done.stderr

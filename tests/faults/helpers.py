@@ -16,7 +16,7 @@ import httpx
 
 from tests.conftest import ROOT
 
-CRDSCOPE = [sys.executable, "-m", "tui.cli"]
+CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
 OWNED = "app.kubernetes.io/managed-by=crdscope"
 
 
@@ -132,9 +132,9 @@ class Watched:
     """
 
     def __init__(self, cluster) -> None:
-        from probes.monitor import Monitor
-        from probes.settings import Settings
-        from session.events import EventDetector
+        from crdscope.probes.monitor import Monitor
+        from crdscope.probes.settings import Settings
+        from crdscope.session.events import EventDetector
 
         self.monitor = Monitor(cluster, Settings().override("cadences", **FAST_CADENCES))
         self.detector = EventDetector()

@@ -19,10 +19,10 @@ import json
 
 import pytest
 
-from loader.engine import LoadEngine
-from loader.sources import open_source
-from loader.synthetic import synthetic_documents
-from probes.cluster import Cluster
+from crdscope.loader.engine import LoadEngine
+from crdscope.loader.sources import open_source
+from crdscope.loader.synthetic import synthetic_documents
+from crdscope.probes.cluster import Cluster
 from tests.faults.helpers import assert_loaded_once, count_requests
 from tests.helpers import async_wait_for
 

@@ -21,19 +21,19 @@ import time
 
 import pytest
 
-from probes.cluster import DEFAULT_TIMEOUT
-from probes.health import CHECK_TIMEOUT
-from probes.settings import LoaderSettings, Settings
+from crdscope.probes.cluster import DEFAULT_TIMEOUT
+from crdscope.probes.health import CHECK_TIMEOUT
+from crdscope.probes.settings import LoaderSettings, Settings
 from tests.faults.helpers import count_requests
 from tests.helpers import async_wait_for
 from tests.tui.conftest import status_text
-from tui.launch import build_app
-from tui.loader_actions import run_action
-from tui.panels.discovery import DiscoveryPanel
-from tui.panels.health import HealthPanel
-from tui.panels.inventory import InventoryPanel
-from tui.panels.openapi import OpenAPIPanel
-from tui.panels.throttling import ThrottlingPanel
+from crdscope.tui.launch import build_app
+from crdscope.tui.loader_actions import run_action
+from crdscope.tui.panels.discovery import DiscoveryPanel
+from crdscope.tui.panels.health import HealthPanel
+from crdscope.tui.panels.inventory import InventoryPanel
+from crdscope.tui.panels.openapi import OpenAPIPanel
+from crdscope.tui.panels.throttling import ThrottlingPanel
 
 #: ~2.5 min (a 30 s freeze, a load on each side of it): beyond `make test`'s few minutes,
 #: so in `make soak`.

@@ -19,9 +19,9 @@ import asyncio
 
 import pytest
 
-from loader.engine import LoadEngine
-from loader.sources import open_source
-from loader.synthetic import synthetic_documents
+from crdscope.loader.engine import LoadEngine
+from crdscope.loader.sources import open_source
+from crdscope.loader.synthetic import synthetic_documents
 from tests.faults.helpers import FAST_CADENCES, Watched, assert_loaded_once
 from tests.helpers import async_wait_for
 

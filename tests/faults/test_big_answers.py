@@ -26,12 +26,12 @@ import tracemalloc
 from pathlib import Path
 
 
-from probes.cluster import Cluster, ClusterConfig
-from probes.discovery import DiscoveryProbe
-from probes.health import HEALTH_FAMILIES
-from probes.metrics import MetricsSource
-from probes.scheduler import Scheduler
-from probes.version import VersionSample, probe_version
+from crdscope.probes.cluster import Cluster, ClusterConfig
+from crdscope.probes.discovery import DiscoveryProbe
+from crdscope.probes.health import HEALTH_FAMILIES
+from crdscope.probes.metrics import MetricsSource
+from crdscope.probes.scheduler import Scheduler
+from crdscope.probes.version import VersionSample, probe_version
 from tests.conftest import ROOT
 from tests.helpers import wait_for
 

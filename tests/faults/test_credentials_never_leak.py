@@ -24,14 +24,14 @@ import httpx
 import pytest
 import yaml
 
-from lab.controlplane import free_port
-from lab.pki import CertificateAuthority
-from probes.settings import LoaderSettings, Settings
+from crdscope.lab.controlplane import free_port
+from crdscope.lab.pki import CertificateAuthority
+from crdscope.probes.settings import LoaderSettings, Settings
 from tests.e2e.test_session import secrets_of
 from tests.faults.helpers import crdscope, spawn
 from tests.helpers import async_wait_for, wait_for
-from tui.launch import build_app
-from tui.loader_actions import run_action
+from crdscope.tui.launch import build_app
+from crdscope.tui.loader_actions import run_action
 
 pytestmark = pytest.mark.lab
 

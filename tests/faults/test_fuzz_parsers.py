@@ -26,15 +26,15 @@ import httpx
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from loader.sources import CRDDocument, SourceProblem, document_items, yaml_items
-from probes.cluster import Cluster, ClusterConfig
-from probes.discovery import DiscoveryProbe, DiscoverySample
-from probes.errors import CrdscopeError
-from probes.metrics import MetricsParser, MetricsSource, parse_text
-from probes.monitor import PROBE_FACTORIES
-from probes.samples import sample_type
-from session.recorder import ClusterInfo, header_record
-from session.replay import read_recording
+from crdscope.loader.sources import CRDDocument, SourceProblem, document_items, yaml_items
+from crdscope.probes.cluster import Cluster, ClusterConfig
+from crdscope.probes.discovery import DiscoveryProbe, DiscoverySample
+from crdscope.probes.errors import CrdscopeError
+from crdscope.probes.metrics import MetricsParser, MetricsSource, parse_text
+from crdscope.probes.monitor import PROBE_FACTORIES
+from crdscope.probes.samples import sample_type
+from crdscope.session.recorder import ClusterInfo, header_record
+from crdscope.session.replay import read_recording
 
 FUZZ = settings(max_examples=int(os.environ.get("CRDSCOPE_FUZZ_EXAMPLES", "200")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"

@@ -20,18 +20,18 @@ import json
 
 import pytest
 
-from probes.settings import LoaderSettings, Settings
+from crdscope.probes.settings import LoaderSettings, Settings
 from tests.faults.helpers import crdscope
 from tests.helpers import async_wait_for
 from tests.tui.conftest import widget_text
-from tui.launch import build_app
-from tui.loader_actions import run_action
-from tui.panels.discovery import DiscoveryPanel
-from tui.panels.health import HealthPanel
-from tui.panels.inventory import InventoryPanel
-from tui.panels.loader import LoaderPanel
-from tui.panels.openapi import OpenAPIPanel
-from tui.panels.throttling import ThrottlingPanel
+from crdscope.tui.launch import build_app
+from crdscope.tui.loader_actions import run_action
+from crdscope.tui.panels.discovery import DiscoveryPanel
+from crdscope.tui.panels.health import HealthPanel
+from crdscope.tui.panels.inventory import InventoryPanel
+from crdscope.tui.panels.loader import LoaderPanel
+from crdscope.tui.panels.openapi import OpenAPIPanel
+from crdscope.tui.panels.throttling import ThrottlingPanel
 
 pytestmark = pytest.mark.lab
 

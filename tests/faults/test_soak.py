@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from lab.controlplane import free_port
+from crdscope.lab.controlplane import free_port
 from tests.crdsets import archive
 from tests.faults.helpers import crdscope, owned_crds, rss_bytes, spawn
 
@@ -118,7 +118,7 @@ def test_an_hour_of_every_probe_on_the_aws_set_keeps_memory_flat(fresh_lab, tmp_
 
     assert code == 130 and "Traceback" not in stdout + stderr, stderr[-2000:]
     assert scrapes >= len(curve)
-    from session.replay import read_recording
+    from crdscope.session.replay import read_recording
 
     recording = read_recording(record)
     assert recording.damage is None and recording.ended

@@ -45,7 +45,7 @@ class ListFeed:
 @pytest.fixture(scope="session")
 def recorded_samples() -> list:
     """The samples of the recorded lab session, rebuilt as sample objects."""
-    from session.replay import read_recording
+    from crdscope.session.replay import read_recording
 
     return list(read_recording(LAB_SESSION).samples)
 
@@ -78,7 +78,7 @@ def shown(screen, cls):
 
     Panels behind inactive tabs do not draw (tui.panels.base): read a panel where it is shown.
     """
-    from tui.screens.monitor import PANELS
+    from crdscope.tui.screens.monitor import PANELS
 
     screen.action_show_panel(PANELS.index(cls))
     return screen.panel(cls)

@@ -14,17 +14,17 @@ import time
 
 import pytest
 
-from probes.settings import LoaderSettings, Settings
+from crdscope.probes.settings import LoaderSettings, Settings
 from tests.conftest import ROOT
 from tests.helpers import async_wait_for
 from tests.tui.conftest import shown, status_text, widget_text
-from tui.launch import build_app
-from tui.panels.discovery import DiscoveryPanel
-from tui.panels.health import HealthPanel
-from tui.panels.inventory import InventoryPanel
-from tui.panels.loader import LoaderPanel
-from tui.panels.openapi import OpenAPIPanel
-from tui.screens.dialogs import ChoiceScreen, ConfirmScreen
+from crdscope.tui.launch import build_app
+from crdscope.tui.panels.discovery import DiscoveryPanel
+from crdscope.tui.panels.health import HealthPanel
+from crdscope.tui.panels.inventory import InventoryPanel
+from crdscope.tui.panels.loader import LoaderPanel
+from crdscope.tui.panels.openapi import OpenAPIPanel
+from crdscope.tui.screens.dialogs import ChoiceScreen, ConfirmScreen
 
 pytestmark = pytest.mark.lab
 
@@ -42,7 +42,7 @@ def lab_app(handle, *, size: str = "tabs"):
 async def probe_json(handle, name: str) -> dict:
     """``crdscope probe NAME --json`` against the lab, as a user would run it."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tui.cli", "probe", name, "--json", "--kubeconfig", handle.kubeconfig,
+        sys.executable, "-m", "crdscope.tui.cli", "probe", name, "--json", "--kubeconfig", handle.kubeconfig,
         "--context", handle.admin_context, cwd=ROOT, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE)
     out, err = await process.communicate()

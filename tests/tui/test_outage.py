@@ -12,11 +12,11 @@ import pytest
 from tests.helpers import async_wait_for
 from tests.tui.conftest import status_text, widget_text
 from tests.tui.test_live import lab_app
-from tui.panels.discovery import DiscoveryPanel
-from tui.panels.health import HealthPanel
-from tui.panels.inventory import InventoryPanel
-from tui.panels.openapi import OpenAPIPanel
-from tui.panels.throttling import ThrottlingPanel
+from crdscope.tui.panels.discovery import DiscoveryPanel
+from crdscope.tui.panels.health import HealthPanel
+from crdscope.tui.panels.inventory import InventoryPanel
+from crdscope.tui.panels.openapi import OpenAPIPanel
+from crdscope.tui.panels.throttling import ThrottlingPanel
 
 pytestmark = pytest.mark.lab
 

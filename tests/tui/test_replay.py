@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from probes.health import HealthSample
-from probes.inventory import InventorySample
-from probes.version import VersionSample
-from session.recorder import ClusterInfo, Recorder
-from session.replay import read_recording
+from crdscope.probes.health import HealthSample
+from crdscope.probes.inventory import InventorySample
+from crdscope.probes.version import VersionSample
+from crdscope.session.recorder import ClusterInfo, Recorder
+from crdscope.session.replay import read_recording
 from tests.helpers import async_wait_for
 
 START = 1_800_000_000.0
@@ -33,7 +33,7 @@ def store_count(app, probe: str) -> int:
 
 
 async def test_replay_opens_the_monitor_with_the_bar_and_plays(recording):
-    from tui.replay_bar import ReplayBar, build_replay_app
+    from crdscope.tui.replay_bar import ReplayBar, build_replay_app
 
     app = build_replay_app(recording, speed=0, layout="tabs")
     async with app.run_test(size=(100, 30)) as pilot:
@@ -49,7 +49,7 @@ async def test_replay_opens_the_monitor_with_the_bar_and_plays(recording):
 
 
 async def test_pause_step_speed_and_seek_from_the_keyboard(recording):
-    from tui.replay_bar import build_replay_app
+    from crdscope.tui.replay_bar import build_replay_app
 
     app = build_replay_app(recording, speed=1.0, layout="tabs")
     app.feed.pause()
@@ -85,7 +85,7 @@ async def test_pause_step_speed_and_seek_from_the_keyboard(recording):
 
 
 async def test_a_bad_seek_is_one_line_on_screen(recording):
-    from tui.replay_bar import build_replay_app
+    from crdscope.tui.replay_bar import build_replay_app
 
     app = build_replay_app(recording, speed=1.0, layout="tabs")
     app.feed.pause()

@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from probes.discovery import once as discovery_once
-from probes.metrics import MetricsSource
+from crdscope.probes.discovery import once as discovery_once
+from crdscope.probes.metrics import MetricsSource
 from tests.helpers import async_wait_for
 from tests.tui.test_live import lab_app
 

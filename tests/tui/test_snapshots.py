@@ -13,9 +13,9 @@ import pytest
 
 from tests.helpers import async_wait_for
 from tests.tui.conftest import ListFeed
-from themes import THEME_NAMES
-from tui.app import CrdscopeApp
-from tui.screens.monitor import PANELS
+from crdscope.themes import THEME_NAMES
+from crdscope.tui.app import CrdscopeApp
+from crdscope.tui.screens.monitor import PANELS
 
 
 def make_app(samples: list, *, theme: str = "crdscope-dark", layout: str | None = None) -> CrdscopeApp:

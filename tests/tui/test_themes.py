@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from probes.errors import ConfigError
+from crdscope.probes.errors import ConfigError
 from tests.conftest import ROOT
-from themes import ROLES, THEME_NAMES, THEMES
-from tui.app import check_theme
+from crdscope.themes import ROLES, THEME_NAMES, THEMES
+from crdscope.tui.app import check_theme
 
 HEX_COLOUR = re.compile(r"#[0-9a-fA-F]{3}(?:[0-9a-fA-F]{3})?\b")
 

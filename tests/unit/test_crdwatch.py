@@ -9,7 +9,7 @@ import types
 import httpx
 import pytest
 
-from probes.crdwatch import CRD_PATH, CRDWatch, LineSplitter, WatchError, record_from
+from crdscope.probes.crdwatch import CRD_PATH, CRDWatch, LineSplitter, WatchError, record_from
 
 
 def crd(name: str, uid: str, rv: str, established: bool = True) -> dict:

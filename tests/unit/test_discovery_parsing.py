@@ -15,13 +15,13 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from probes.cluster import Cluster, ClusterConfig
-from probes.discovery import DiscoveryProbe, DiscoverySample, make_probe, once
-from probes.discovery_docs import ACCEPT_AGGREGATED, content_format, decode_in_pieces
-from probes.discovery_kubectl import cache_dir_for, inspect_cache
-from probes.errors import ConfigError
-from probes.samples import sample_type
-from probes.settings import Cadences, Settings
+from crdscope.probes.cluster import Cluster, ClusterConfig
+from crdscope.probes.discovery import DiscoveryProbe, DiscoverySample, make_probe, once
+from crdscope.probes.discovery_docs import ACCEPT_AGGREGATED, content_format, decode_in_pieces
+from crdscope.probes.discovery_kubectl import cache_dir_for, inspect_cache
+from crdscope.probes.errors import ConfigError
+from crdscope.probes.samples import sample_type
+from crdscope.probes.settings import Cadences, Settings
 
 SERVER = "https://discovery.test:6443"
 V2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"

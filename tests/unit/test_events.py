@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-from probes.health import HealthSample
-from probes.samples import Sample
-from probes.settings import Thresholds
-from session.events import Event, EventDetector
+from crdscope.probes.health import HealthSample
+from crdscope.probes.samples import Sample
+from crdscope.probes.settings import Thresholds
+from crdscope.session.events import Event, EventDetector
 
 
 def fake(probe: str, **fields):
@@ -158,12 +158,12 @@ def test_event_line_is_one_line(severity):
 
 def test_the_real_sample_classes_carry_the_fields_the_detector_reads():
     """The detector reads fields by name: the probes' own classes must raise the same events."""
-    from probes.apf import PriorityLevel
-    from probes.discovery import DiscoverySample
-    from probes.latency import Canary, LatencySample
-    from probes.openapi import OpenAPISample
-    from probes.ratelimit import ClientModel
-    from probes.throttling import Responses429, ThrottlingSample
+    from crdscope.probes.apf import PriorityLevel
+    from crdscope.probes.discovery import DiscoverySample
+    from crdscope.probes.latency import Canary, LatencySample
+    from crdscope.probes.openapi import OpenAPISample
+    from crdscope.probes.ratelimit import ClientModel
+    from crdscope.probes.throttling import Responses429, ThrottlingSample
 
     def discovery(t, seconds):
         return DiscoverySample(timestamp=t, client_models=(

@@ -10,16 +10,16 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from probes import __version__
-from probes.apf import PriorityLevel
-from probes.errors import ConfigError
-from probes.health import HealthSample
-from probes.latency import Canary, LatencySample
-from probes.openapi import OpenAPISample
-from probes.publication import LagStats
-from probes.throttling import Responses429, ThrottlingSample
-from session.exporter import MetricsServer, SampleCollector
-from session.recorder import ClusterInfo
+from crdscope.probes import __version__
+from crdscope.probes.apf import PriorityLevel
+from crdscope.probes.errors import ConfigError
+from crdscope.probes.health import HealthSample
+from crdscope.probes.latency import Canary, LatencySample
+from crdscope.probes.openapi import OpenAPISample
+from crdscope.probes.publication import LagStats
+from crdscope.probes.throttling import Responses429, ThrottlingSample
+from crdscope.session.exporter import MetricsServer, SampleCollector
+from crdscope.session.recorder import ClusterInfo
 
 
 def scrape(collector: SampleCollector) -> dict[tuple[str, tuple], float]:

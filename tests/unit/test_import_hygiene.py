@@ -18,7 +18,7 @@ FORBIDDEN_TRANSITIVELY = ("textual", "textual_plotext", "plotext")
 
 def _modules(package: str) -> list[str]:
     return sorted(
-        ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        ".".join(("crdscope", *path.relative_to(ROOT).with_suffix("").parts))
         for path in (ROOT / package).rglob("*.py")
         if path.name != "__init__.py" or path.parent != ROOT / package
     )
@@ -43,7 +43,7 @@ def test_no_ui_import_statements():
 
 def test_importing_every_module_loads_no_ui_library():
     modules = [m for package in UI_FREE if (ROOT / package).is_dir() for m in _modules(package)]
-    assert any(m.startswith("probes.") for m in modules)
+    assert any(m.startswith("crdscope.probes.") for m in modules)
     code = (
         "import importlib, sys\n"
         f"for name in {modules!r}:\n"

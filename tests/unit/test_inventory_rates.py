@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from probes.crdwatch import CRDRecord
-from probes.inventory import owner_install, summarize
+from crdscope.probes.crdwatch import CRDRecord
+from crdscope.probes.inventory import owner_install, summarize
 
 NOW = 1000.0
 

@@ -18,9 +18,9 @@ import httpx
 import pytest
 import yaml
 
-from lab.pki import CertificateAuthority
-from probes.cluster import Cluster, KubeAuth, load_config, load_in_cluster_config
-from probes.errors import ConfigError
+from crdscope.lab.pki import CertificateAuthority
+from crdscope.probes.cluster import Cluster, KubeAuth, load_config, load_in_cluster_config
+from crdscope.probes.errors import ConfigError
 
 SERVER = "https://k8s.example.test:6443"
 
@@ -162,7 +162,7 @@ def test_exec_plugin_failure_is_one_line(tmp_path: Path):
 
 
 def test_exec_plugin_that_hangs_is_cut_off(tmp_path: Path, monkeypatch):
-    import probes.credentials as credentials
+    import crdscope.probes.credentials as credentials
 
     monkeypatch.setattr(credentials, "EXEC_TIMEOUT_SECONDS", 1.0)
     script = _plugin(tmp_path, """
@@ -287,7 +287,7 @@ async def test_401_refreshes_exec_credential_once(tmp_path: Path):
 
 
 def test_user_agent_and_timeouts(tmp_path: Path):
-    from probes import USER_AGENT
+    from crdscope.probes import USER_AGENT
 
     path = write_config(tmp_path / "config", {"u": {"token": "t"}}, current="u")
     cluster = Cluster(load_config(str(path)))
@@ -300,7 +300,7 @@ def test_user_agent_and_timeouts(tmp_path: Path):
 def test_cli_reports_kubeconfig_errors_in_one_line(tmp_path: Path):
     from click.testing import CliRunner
 
-    from tui.cli import cli
+    from crdscope.tui.cli import cli
 
     path = write_config(tmp_path / "config", {"a": {"token": "x"}}, current="a")
     result = CliRunner().invoke(cli, ["probe", "version", "--kubeconfig", str(path), "--context", "zzz"])

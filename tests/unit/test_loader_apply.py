@@ -11,12 +11,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from loader.apply import Applier, ApplyFatal
-from loader.record import RunRecord, list_runs
-from loader.safety import CREATE_ONLY
-from loader.sources import document_items
-from probes.crdwatch import MANAGED_BY_LABEL, RUN_ANNOTATION
-from probes.errors import ConfigError
+from crdscope.loader.apply import Applier, ApplyFatal
+from crdscope.loader.record import RunRecord, list_runs
+from crdscope.loader.safety import CREATE_ONLY
+from crdscope.loader.sources import document_items
+from crdscope.probes.crdwatch import MANAGED_BY_LABEL, RUN_ANNOTATION
+from crdscope.probes.errors import ConfigError
 from tests.crdsets import tiny_crd
 
 SERVER = "https://lab.invalid"

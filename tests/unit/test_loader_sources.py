@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from loader.sources import (ArchiveSource, CRDDocument, DirectorySource, SourceProblem, StdinSource, UniqueNames,
+from crdscope.loader.sources import (ArchiveSource, CRDDocument, DirectorySource, SourceProblem, StdinSource, UniqueNames,
                             YamlFileSource, open_source)
-from loader.synthetic import SyntheticSource, synthetic_documents
-from probes.crdwatch import MANAGED_BY_LABEL, RUN_ANNOTATION
-from probes.errors import ConfigError
+from crdscope.loader.synthetic import SyntheticSource, synthetic_documents
+from crdscope.probes.crdwatch import MANAGED_BY_LABEL, RUN_ANNOTATION
+from crdscope.probes.errors import ConfigError
 from tests.crdsets import crd_names, tiny_crd
 
 CONFIGMAP = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "not-a-crd"}, "data": {"a": "b"}}

@@ -19,8 +19,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from probes.apf import APF_FAMILIES
-from probes.metrics import MetricsParser, MetricsSource
+from crdscope.probes.apf import APF_FAMILIES
+from crdscope.probes.metrics import MetricsParser, MetricsSource
 
 MB = 1 << 20
 CHUNK = 1 << 16

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from probes.crdwatch import CRDRecord
-from probes.publication import PublicationTracker, lag_stats
+from crdscope.probes.crdwatch import CRDRecord
+from crdscope.probes.publication import PublicationTracker, lag_stats
 
 
 def record(name: str, *, created: float, established: float | None, live: bool = True, uid: str | None = None,
@@ -109,7 +109,7 @@ def test_discovery_stage():
 
 
 def test_openapi_sample_round_trips():
-    from probes.openapi import GroupVersionPublication, OpenAPISample
+    from crdscope.probes.openapi import GroupVersionPublication, OpenAPISample
 
     sample = OpenAPISample(v3_paths=3, lag_seconds={"established": lag_stats([1.0, 2.0])},
                            group_versions={"g.test/v1": GroupVersionPublication(first_seen=1.0, hash="AB")},

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from probes.errors import ConfigError
-from probes.ratelimit import (
+from crdscope.probes.errors import ConfigError
+from crdscope.probes.ratelimit import (
     CLIENT_GO_DEFAULT,
     KUBECTL_FROM_1_24,
     KUBECTL_UP_TO_1_23,

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from probes.errors import ConfigError
-from probes.health import HealthSample, Outage
-from probes.samples import Sample
-from session.events import Event
-from session.recorder import FORMAT_VERSION, ClusterInfo, Recorder, part_path, prune
-from session.replay import RecordingReader, read_recording
-from tui.cli import cli
+from crdscope.probes.errors import ConfigError
+from crdscope.probes.health import HealthSample, Outage
+from crdscope.probes.samples import Sample
+from crdscope.session.events import Event
+from crdscope.session.recorder import FORMAT_VERSION, ClusterInfo, Recorder, part_path, prune
+from crdscope.session.replay import RecordingReader, read_recording
+from crdscope.tui.cli import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ClusterInfo(server="https://127.0.0.1:6443", context="crdscope-lab", kubernetes_version="v1.37.2")
@@ -233,8 +233,8 @@ def test_every_record_is_readable_at_once_and_a_kill_loses_nothing(tmp_path):
     script = textwrap.dedent(f"""
         import os, signal, sys
         sys.path.insert(0, {str(ROOT)!r})
-        from probes.health import HealthSample
-        from session.recorder import ClusterInfo, Recorder
+        from crdscope.probes.health import HealthSample
+        from crdscope.session.recorder import ClusterInfo, Recorder
         recorder = Recorder({str(path)!r}, ClusterInfo(server="https://x:1"))
         for i in range(25):
             recorder(HealthSample(timestamp=float(i), crds=i))
@@ -277,7 +277,7 @@ def test_recording_is_refused_where_it_cannot_be_written(tmp_path):
 
 
 def test_replay_json_prints_the_recorded_samples(tmp_path):
-    from session.replay import sample_class
+    from crdscope.session.replay import sample_class
 
     samples = make_samples()
     path = tmp_path / "session.jsonl"

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from probes.health import HealthSample
-from session.recorder import ClusterInfo, Recorder
-from session.replay import ReplayFeed, read_recording
+from crdscope.probes.health import HealthSample
+from crdscope.session.recorder import ClusterInfo, Recorder
+from crdscope.session.replay import ReplayFeed, read_recording
 from tests.helpers import async_wait_for
 
 
@@ -113,15 +113,15 @@ async def test_speed_must_be_a_number(recording):
     assert feed.speed == 4.0
     feed.speed = 0
     assert math.isinf(feed.speed)
-    from probes.errors import ConfigError
+    from crdscope.probes.errors import ConfigError
 
     with pytest.raises(ConfigError):
         feed.speed = float("nan")
 
 
 def test_seek_targets():
-    from probes.errors import ConfigError
-    from session.replay import seek_target
+    from crdscope.probes.errors import ConfigError
+    from crdscope.session.replay import seek_target
 
     start = time.mktime((2026, 3, 1, 23, 50, 0, 0, 0, -1))  # 23:50:00 local, runs past midnight
     end = start + 1200.0

@@ -7,19 +7,19 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from loader.progress import LoaderSample
-from probes.apf import PriorityLevel
-from probes.discovery import DiscoverySample
-from probes.health import HealthSample, Outage
-from probes.inventory import InventorySample
-from probes.openapi import OpenAPISample
-from probes.publication import LagStats
-from probes.ratelimit import ClientModel
-from probes.throttling import Responses429, ThrottlingSample
-from session.recorder import ClusterInfo, Recorder
-from session.report import summarise
-from session.report_render import render_html, render_markdown
-from tui.cli import cli
+from crdscope.loader.progress import LoaderSample
+from crdscope.probes.apf import PriorityLevel
+from crdscope.probes.discovery import DiscoverySample
+from crdscope.probes.health import HealthSample, Outage
+from crdscope.probes.inventory import InventorySample
+from crdscope.probes.openapi import OpenAPISample
+from crdscope.probes.publication import LagStats
+from crdscope.probes.ratelimit import ClientModel
+from crdscope.probes.throttling import Responses429, ThrottlingSample
+from crdscope.session.recorder import ClusterInfo, Recorder
+from crdscope.session.report import summarise
+from crdscope.session.report_render import render_html, render_markdown
+from crdscope.tui.cli import cli
 
 T0 = 1_800_000_000.0
 MIB = 1 << 20

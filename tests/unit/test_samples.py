@@ -6,7 +6,7 @@ import dataclasses
 import json
 import math
 
-from probes.samples import SAMPLE_TYPES, Sample, percentile, sample_type
+from crdscope.probes.samples import SAMPLE_TYPES, Sample, percentile, sample_type
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,8 +6,8 @@ import asyncio
 import dataclasses
 import logging
 
-from probes.samples import Sample
-from probes.scheduler import Scheduler
+from crdscope.probes.samples import Sample
+from crdscope.probes.scheduler import Scheduler
 from tests.helpers import async_wait_for
 
 

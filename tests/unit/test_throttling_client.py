@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from probes.apf import APF_FAMILIES
-from probes.cluster import RequestLog
-from probes.errors import ClusterError
-from probes.metrics import MetricsSource, parse_text
-from probes.ratelimit import ClientModel, TokenBucket
-from probes.throttling import CLIENT_LIMITER, ThrottlingProbe, ThrottlingSample
+from crdscope.probes.apf import APF_FAMILIES
+from crdscope.probes.cluster import RequestLog
+from crdscope.probes.errors import ClusterError
+from crdscope.probes.metrics import MetricsSource, parse_text
+from crdscope.probes.ratelimit import ClientModel, TokenBucket
+from crdscope.probes.throttling import CLIENT_LIMITER, ThrottlingProbe, ThrottlingSample
 
 EXPOSITION = 'apiserver_flowcontrol_nominal_limit_seats{priority_level="global-default"} 49\n'
 

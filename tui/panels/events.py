@@ -9,7 +9,7 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
-from session.values import get
+from crdscope.session.values import get
 
 from ..format import age
 from .base import ProbePanel, one_line

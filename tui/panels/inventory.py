@@ -7,7 +7,7 @@ from typing import Iterable
 from textual.widget import Widget
 from textual.widgets import Static
 
-from session.values import get, number
+from crdscope.session.values import get, number
 
 from ..format import DASH, age, number as fmt, rate
 from .base import ProbePanel

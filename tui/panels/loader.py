@@ -7,7 +7,7 @@ from typing import Iterable
 from textual.widget import Widget
 from textual.widgets import ProgressBar, Static
 
-from session.values import get, items, number
+from crdscope.session.values import get, items, number
 
 from ..format import age, duration, number as fmt, rate
 from .base import ProbePanel, one_line

@@ -8,7 +8,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Static
 
-from session.values import get, items, number
+from crdscope.session.values import get, items, number
 
 from ..format import age, duration, number as fmt, size
 from .base import ProbePanel, one_line

@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.color import Color
 from textual_plotext import PlotextPlot
 
-from themes import role_defaults
+from crdscope.themes import role_defaults
 
 MIB = 1024 * 1024
 
