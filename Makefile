@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: venv lab-binaries system-deps test demo bench soak clean-venv
+.PHONY: venv lab-binaries system-deps lint test demo bench soak clean-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,11 +18,23 @@ venv: $(STAMP)
 lab-binaries: venv
 	$(BIN)/crdscope lab build
 
-# Debian packages the end-to-end tests use as real components (Prometheus server, tmux).
+# Debian packages the end-to-end tests use as real components (Prometheus server, tmux, haproxy, chromium).
 system-deps:
 	@bash lab/system-deps.sh
 
-test: venv lab-binaries system-deps
+# The project's folders (probes/, tui/, ...) install as the `crdscope` namespace; mypy and
+# import-linter read that namespace from a tree of links to them (kept inside the venv).
+NAMESPACE := $(VENV)/namespace
+PACKAGES  := probes loader lab session findings costmodel themes tui
+
+lint: venv
+	$(BIN)/ruff check .
+	@mkdir -p $(NAMESPACE)/crdscope
+	@for d in $(PACKAGES); do ln -sfn $(CURDIR)/$$d $(NAMESPACE)/crdscope/$$d; done
+	cd $(NAMESPACE) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p crdscope
+	cd $(NAMESPACE) && PYTHONPATH=. $(CURDIR)/$(BIN)/lint-imports --config $(CURDIR)/pyproject.toml
+
+test: venv lint lab-binaries system-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 demo: venv lab-binaries
