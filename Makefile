@@ -32,7 +32,7 @@ lint: venv
 	@mkdir -p $(NAMESPACE)/crdscope
 	@for d in $(PACKAGES); do ln -sfn $(CURDIR)/$$d $(NAMESPACE)/crdscope/$$d; done
 	cd $(NAMESPACE) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p crdscope
-	cd $(NAMESPACE) && PYTHONPATH=. $(CURDIR)/$(BIN)/lint-imports --config $(CURDIR)/pyproject.toml
+	cd $(NAMESPACE) && PYTHONPATH=. $(CURDIR)/$(BIN)/lint-imports --no-cache $(CURDIR)/pyproject.toml
 
 test: venv lint lab-binaries system-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -20,7 +20,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_MD = BENCH_DIR / "RESULTS.md"
@@ -187,7 +188,7 @@ class Result:
     def write(self, options: Options) -> Path:
         """Write the JSON result and (unless disabled) append a row to RESULTS.md."""
         options.output.mkdir(parents=True, exist_ok=True)
-        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         document = {"name": self.name, "when": stamp, "machine": machine(), "kubernetes": self.kubernetes,
                     "sizes": self.sizes, "quick": options.quick, "figures": self.figures,
                     "goals": self.goals, "notes": self.notes}

@@ -23,7 +23,7 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 import httpx
 

@@ -27,7 +27,7 @@ import json
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from .common import BenchError, Options, Result, median_at_most, ratios, run_timed, say, size_label, stats
 from .discovery import SET, crdscope_command

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Iterator
+from collections.abc import Iterator
 
 from crdscope.probes.samples import percentile
 from crdscope.probes.settings import Settings
@@ -159,7 +159,7 @@ async def _press_rounds(pilot, hook: FrameHook, meter: StallMeter, rounds: int, 
             await pilot.press(key)
             try:
                 await asyncio.wait_for(hook.shown.wait(), FRAME_TIMEOUT_SECONDS)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 raise BenchError(f"no frame showed {tabs[key]} {FRAME_TIMEOUT_SECONDS:.0f}s after "
                                  f"pressing {key}") from None
             latencies.append(hook.shown_at - started)

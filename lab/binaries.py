@@ -19,7 +19,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from crdscope.probes.errors import CrdscopeError
 from crdscope.probes.paths import cache_dir

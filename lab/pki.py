@@ -49,7 +49,7 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 
 def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)  # tolerate clock skew
+    return dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)  # tolerate clock skew
 
 
 class CertificateAuthority:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 #: /proc/net/tcp state code of an established connection.
 TCP_ESTABLISHED = "01"

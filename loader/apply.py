@@ -142,7 +142,7 @@ class Applier:
         """Sleep unless the run is stopped first (False then)."""
         try:
             await asyncio.wait_for(self._stop.wait(), timeout=seconds)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return True
         return False
 

@@ -28,7 +28,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, AsyncIterator, Callable
+from typing import Any
+from collections.abc import AsyncIterator, Callable
 
 import httpx
 
@@ -244,7 +245,7 @@ class LoadEngine:
                     await queue.put(item)
             except CrdscopeError as exc:
                 end = exc
-            except Exception as exc:  # noqa: BLE001 - a source that breaks must not look finished
+            except Exception as exc:
                 log.exception("reading %s failed", self.source.spec)
                 end = CrdscopeError(f"reading {self.source.spec} failed: {type(exc).__name__}: {exc}")
             await queue.put(end)
@@ -480,7 +481,7 @@ class LoadEngine:
         self._last_emit = now
         try:
             self.on_progress(self.progress())
-        except Exception:  # noqa: BLE001 - a broken display must not break the load
+        except Exception:
             log.exception("loader progress callback failed")
 
     def _pending(self) -> int:

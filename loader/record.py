@@ -33,7 +33,8 @@ import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from crdscope.probes.errors import ConfigError
 from crdscope.probes.paths import state_dir
@@ -129,7 +130,7 @@ class RunRecord:
         self._handle = handle
         self.crds: dict[str, ItemState] = {}
         self.entries: dict[str, ItemState] = {}
-        self.counts = {outcome: 0 for outcome in OUTCOMES}
+        self.counts = dict.fromkeys(OUTCOMES, 0)
         self.established = 0
         self.attempts = 0
         #: Changes whenever an outcome does (lets readers cache derived lists).

@@ -34,7 +34,8 @@ import ipaddress
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 from urllib.parse import quote
 
 import httpx

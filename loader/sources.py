@@ -24,7 +24,8 @@ import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, BinaryIO, Iterable, Iterator
+from typing import Any, BinaryIO
+from collections.abc import AsyncIterator, Iterable, Iterator
 
 import httpx
 import yaml

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import json
 import random
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from crdscope.probes.errors import ConfigError
 

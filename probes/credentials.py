@@ -230,7 +230,7 @@ def parse_rfc3339(value: str) -> float:
     except ValueError:
         raise ConfigError(f"invalid timestamp {value!r}") from None
     if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=dt.timezone.utc)
+        stamp = stamp.replace(tzinfo=dt.UTC)
     return stamp.timestamp()
 
 

@@ -32,7 +32,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import httpx
 

@@ -198,7 +198,7 @@ def _loader_class() -> type:
         exec_credential: ExecCredential | None = None
         token_file: str | None = None
 
-        def _load_user_token(self):  # noqa: D401 - overrides a private hook
+        def _load_user_token(self):
             user = self._user
             if user and "token" not in user and user.safe_get("tokenFile"):
                 base = self._get_base_path(user.path)
@@ -206,7 +206,7 @@ def _loader_class() -> type:
                 self.token_file = path if os.path.isabs(path) else os.path.join(base, path)
             return super()._load_user_token()
 
-        def _load_from_exec_plugin(self):  # noqa: D401 - overrides a private hook
+        def _load_from_exec_plugin(self):
             if "exec" not in self._user:
                 return None
             base = self._get_base_path(self._cluster.path)
@@ -254,7 +254,7 @@ def _check_client_certificate(path: str, user: str) -> None:
         certificate = x509.load_pem_x509_certificate(pem)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"client certificate of user '{user}' is unreadable: {_first_line(exc)}") from None
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     if certificate.not_valid_after_utc < now:
         raise ConfigError(
             f"client certificate of user '{user}' expired on "

@@ -16,7 +16,8 @@ import re
 import time
 from array import array
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Sequence, overload
+from typing import overload
+from collections.abc import Iterable, Iterator, Sequence
 
 import httpx
 

@@ -14,7 +14,7 @@ import contextlib
 import importlib
 import logging
 from dataclasses import dataclass
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from .cluster import Cluster
 from .crdwatch import CRDWatch

@@ -137,7 +137,7 @@ class PrometheusSource:
         return self._interpret(stamp, container, process)
 
     def _failed(self, stamp: float, message: str) -> PrometheusReading:
-        reasons = {name: message for name in ("working_set_bytes", "pod_restarts", *PROCESS_METRICS)}
+        reasons = dict.fromkeys(("working_set_bytes", "pod_restarts", *PROCESS_METRICS), message)
         return PrometheusReading(stamp, unobservable=reasons, error=message)
 
     def _interpret(self, stamp: float, container: list[dict[str, Any]],

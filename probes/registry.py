@@ -8,7 +8,8 @@ starts fast).
 from __future__ import annotations
 
 import importlib
-from typing import Any, Awaitable, Callable
+from typing import Any
+from collections.abc import Awaitable, Callable
 
 from .cluster import Cluster
 from .errors import ConfigError

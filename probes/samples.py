@@ -16,7 +16,7 @@ import typing
 from typing import Any, ClassVar
 
 #: probe name -> Sample subclass (filled as probe modules are imported).
-SAMPLE_TYPES: dict[str, type["Sample"]] = {}
+SAMPLE_TYPES: dict[str, type[Sample]] = {}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

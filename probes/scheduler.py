@@ -14,7 +14,8 @@ import inspect
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Protocol
+from typing import Protocol
+from collections.abc import Awaitable, Callable
 
 from .samples import SAMPLE_TYPES, Sample
 
@@ -35,7 +36,7 @@ async def deliver(sinks: list[Sink], sample: Sample) -> None:
                 await result
         except asyncio.CancelledError:
             raise
-        except Exception:  # noqa: BLE001 - one broken sink must not starve the others
+        except Exception:
             log.exception("sink %r failed on a %s sample", sink, type(sample).__name__)
 
 
@@ -184,7 +185,7 @@ class Scheduler:
                                               "(the server answers too slowly)")
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # noqa: BLE001 - a probe bug must not stop the monitor
+        except Exception as exc:
             log.exception("probe %s raised instead of returning an error sample", probe.name)
             sample = error_sample(probe.name, f"internal error in probe {probe.name}: {type(exc).__name__}: {exc}")
         health.runs += 1

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily

@@ -15,7 +15,8 @@ import operator
 import re
 import types
 import typing
-from typing import Any, Callable, Iterable
+from typing import Any
+from collections.abc import Callable, Iterable
 
 from crdscope.probes.errors import ConfigError
 from crdscope.probes.samples import Sample, sample_type

@@ -20,7 +20,8 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, TextIO
+from typing import Any, TextIO
+from collections.abc import Callable, Iterable
 
 from crdscope.probes.errors import ConfigError, CrdscopeError
 from crdscope.probes.paths import state_dir
@@ -173,7 +174,7 @@ async def _watch(cluster: Any, settings: Any, seconds: float | None, record: str
         await first_contact(cluster)
         try:
             info = await asyncio.wait_for(describe_cluster(cluster), DESCRIBE_TIMEOUT_SECONDS)
-        except asyncio.TimeoutError:  # a frozen server: watch it anyway, its version unknown
+        except TimeoutError:  # a frozen server: watch it anyway, its version unknown
             info = ClusterInfo(server=cluster.server, context=cluster.context)
         if collector is not None:
             collector.cluster = info

@@ -22,7 +22,8 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterator
 
 from crdscope.probes import __version__
 from crdscope.probes.errors import ConfigError

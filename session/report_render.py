@@ -10,7 +10,8 @@ from __future__ import annotations
 import dataclasses
 import time
 from html import escape
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from crdscope.probes import __version__
 from crdscope.probes.fit import LinearFit

@@ -13,7 +13,7 @@ import dataclasses
 import math
 import time
 from html import escape
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 WIDTH, HEIGHT = 720, 260
 MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 64, 16, 28, 44

@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from textual.app import App
 from textual.binding import Binding
@@ -102,7 +103,7 @@ class CrdscopeApp(App[None]):
     async def _run_feed(self) -> None:
         try:
             await self.feed.run()
-        except Exception as exc:  # noqa: BLE001 - shown as one line, details in the log
+        except Exception as exc:
             log.exception("the feed stopped")
             self.notify(f"monitor stopped: {type(exc).__name__}: {exc} (details in {self.log_path()})",
                         severity="error", timeout=30)
@@ -125,7 +126,7 @@ class CrdscopeApp(App[None]):
         if self.detector is not None:
             try:
                 events = self.detector.observe(sample)
-            except Exception:  # noqa: BLE001 - a detector bug must not cost the sample
+            except Exception:
                 log.exception("events detector failed on a %s sample", sample.probe)
         screen = self.monitor_screen
         if screen is not None:
@@ -147,7 +148,7 @@ class CrdscopeApp(App[None]):
             return
         try:
             self.recorder(item)
-        except Exception:  # noqa: BLE001 - a full disk must not stop the monitor
+        except Exception:
             log.exception("recording failed; recording stops")
             self.recorder = None
             self.notify("recording failed and stopped (details in the log)", severity="error")

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import click
 

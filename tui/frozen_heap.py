@@ -18,7 +18,8 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 log = logging.getLogger("crdscope.tui")
 

@@ -7,7 +7,8 @@ calls block (signals, waiting for readiness), so they run in thread workers.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 #: (action, component, help) in palette order.
 FAULTS = (

@@ -41,7 +41,7 @@ def _describe(kubeconfig: str | None, context: str | None):
         async with Cluster.connect(kubeconfig, context) as cluster:
             try:
                 return await asyncio.wait_for(describe_cluster(cluster), DESCRIBE_TIMEOUT)
-            except (asyncio.TimeoutError, OSError):
+            except (TimeoutError, OSError):
                 return ClusterInfo(server=cluster.server, context=cluster.context)
 
     return asyncio.run(describe())

@@ -8,7 +8,8 @@ deleting) runs in async workers; clean asks first, in a modal, as
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from .screens.dialogs import ChoiceScreen, ConfirmScreen
 

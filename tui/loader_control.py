@@ -9,7 +9,8 @@ cluster that is not a crdscope lab is written to only when ``--context`` named i
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from crdscope.loader.engine import LoadEngine
 from crdscope.loader.progress import LoaderSample

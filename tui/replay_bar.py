@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from textual.app import ComposeResult
 from textual.binding import Binding

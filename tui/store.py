@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Iterable
+from collections.abc import Iterable
 
 from crdscope.probes.samples import Sample
 from crdscope.probes.scheduler import ProbeHealth

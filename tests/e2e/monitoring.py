@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from tests.helpers import async_wait_for
 

@@ -66,7 +66,7 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args) -> None:  # quiet
         pass
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         path = self.path.split("?")[0]
         if self.mode == "trickle":
             body = b'{"gitVersion": "v1.37.2", "major": "1", "minor": "37"}' + b" " * 1000

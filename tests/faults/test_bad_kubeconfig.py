@@ -69,7 +69,7 @@ def broken(lab, tmp_path: Path):
     missing = tmp_path / "nowhere" / "kubeconfig"
     invalid = write(tmp_path / "invalid.yaml", "apiVersion: v1\nclusters: [\n  - name: x\n")
     expired_path = tmp_path / "expired.yaml"
-    past = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=2)
+    past = dt.datetime.now(dt.UTC) - dt.timedelta(days=2)
     lab.lab.mint_user("expired-user", path=expired_path, not_before=past - dt.timedelta(days=30), not_after=past)
     return {
         "missing file": (str(missing), ("does not exist", str(missing))),

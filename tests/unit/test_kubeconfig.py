@@ -241,7 +241,7 @@ def test_no_current_context(tmp_path: Path):
 
 
 def test_expired_client_certificate(tmp_path: Path, ca: CertificateAuthority):
-    past = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)
+    past = dt.datetime.now(dt.UTC) - dt.timedelta(days=1)
     pair = ca.client("old", not_before=past - dt.timedelta(days=30), not_after=past)
     path = write_config(
         tmp_path / "config",

@@ -13,7 +13,7 @@ import time
 import tracemalloc
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Iterator
+from collections.abc import Iterator
 
 import httpx
 import pytest

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import ClassVar, Iterable
+from typing import ClassVar
+from collections.abc import Iterable
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -118,7 +119,7 @@ class ProbePanel(Vertical):
         try:
             self.draw()
             self._draw_error = None
-        except Exception as exc:  # noqa: BLE001 - a rendering bug must not take the monitor down
+        except Exception as exc:
             log.exception("panel %s failed to draw", self.key())
             self._draw_error = f"display error: {type(exc).__name__}: {exc}"
         self.draws += 1

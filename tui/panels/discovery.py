@@ -3,7 +3,7 @@ kubectl's disk cache against its TTL, and the slowest group-versions."""
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget

@@ -3,7 +3,7 @@ outages, readyz, and canary latency against the SLOs (health and latency probes)
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from textual.containers import Horizontal
 from textual.widget import Widget
