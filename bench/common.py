@@ -133,7 +133,7 @@ def alternate(contenders: dict[str, Callable[[], float]], runs: int) -> dict[str
 def ratios(numerator: list[float | None], denominator: list[float | None]) -> list[float]:
     """Pairwise ratios of two interleaved series (run i of one over run i of the other); a pair
     with a failed run (None) is left out."""
-    return [a / b for a, b in zip(numerator, denominator) if a is not None and b]
+    return [a / b for a, b in zip(numerator, denominator, strict=True) if a is not None and b]
 
 
 def timed(function: Callable[[], Any]) -> float:

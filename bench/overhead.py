@@ -21,6 +21,7 @@ config, state and kubectl cache directories.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -222,7 +223,7 @@ def watch(state: LabState, plan: Plan) -> Watched:
 def per_window(snapshots: list[Snapshot], field_name: str) -> list[float]:
     """Per-second rates of one counter in each window between consecutive snapshots."""
     return [(getattr(b, field_name) - getattr(a, field_name)) / (b.seconds - a.seconds)
-            for a, b in zip(snapshots, snapshots[1:]) if b.seconds > a.seconds]
+            for a, b in itertools.pairwise(snapshots) if b.seconds > a.seconds]
 
 
 def steady_paths(first: Snapshot, last: Snapshot, top: int = 6, *, by_bytes: bool = False) -> list[tuple[str, int]]:

@@ -76,7 +76,7 @@ class PrometheusServer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.write_config(cadvisor_standin=False)
-        self.log = open(directory / "prometheus.log", "wb")  # noqa: SIM115
+        self.log = open(directory / "prometheus.log", "wb")
         self.process = subprocess.Popen(
             [PROMETHEUS, f"--config.file={self.config}", f"--storage.tsdb.path={directory / 'data'}",
              f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],

@@ -28,7 +28,8 @@ CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
 ROOT = Path(__file__).resolve().parents[2]
 LOADED = 40
 #: Fast cadences: the restart and the load show up within seconds.
-CADENCES = dict(version=5.0, inventory=1.0, discovery=3.0, throttling=2.0, openapi=2.0, health=1.0, latency=2.0)
+CADENCES = {"version": 5.0, "inventory": 1.0, "discovery": 3.0, "throttling": 2.0, "openapi": 2.0, "health": 1.0,
+            "latency": 2.0}
 
 
 def crdscope(*args: str, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
@@ -112,7 +113,7 @@ async def test_record_a_load_and_a_restart_then_replay_and_report(fresh_lab, tmp
     assert recording.damage is None and recording.ended
     expected = sorted(live, key=lambda s: s.timestamp)
     assert len(recording.samples) == len(expected) > 20
-    for replayed, original in zip(recording.samples, expected):
+    for replayed, original in zip(recording.samples, expected, strict=True):
         assert type(replayed) is type(original)
         assert replayed == original, f"{original.probe} sample differs after replay"
     assert recording.events == live_events

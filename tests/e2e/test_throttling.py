@@ -86,7 +86,7 @@ def bracket_of_p99(before: dict[float, float], after: dict[float, float]) -> tup
     deltas = [after[b] - before.get(b, 0.0) for b in bounds]
     rank = 0.99 * deltas[-1]
     lower = 0.0
-    for bound, count in zip(bounds, deltas):
+    for bound, count in zip(bounds, deltas, strict=True):
         if count >= rank:
             return lower, bound
         lower = bound

@@ -39,7 +39,7 @@ def test_matches_prometheus_client_on_every_kept_sample():
     assert set(ours.samples) == set(theirs)
     for name, series in theirs.items():
         assert len(ours.samples[name]) == len(series)
-        for (labels_a, value_a), (labels_b, value_b) in zip(ours.samples[name], series):
+        for (labels_a, value_a), (labels_b, value_b) in zip(ours.samples[name], series, strict=True):
             assert labels_a == labels_b
             assert value_a == value_b or (math.isnan(value_a) and math.isnan(value_b))
 

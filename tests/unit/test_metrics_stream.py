@@ -193,7 +193,7 @@ def test_at_least_as_fast_as_prometheus_client(big):
           f"({size / MB / ours_all:.0f} MiB/s), ours (APF families) {ours_apf:.2f} s, "
           f"prometheus_client {theirs:.2f} s ({size / MB / theirs:.1f} MiB/s)")
     assert ours_samples == theirs_samples
-    for (labels, value), sample in zip(checked, theirs_checked):
+    for (labels, value), sample in zip(checked, theirs_checked, strict=True):
         assert labels == sample.labels and (value == sample.value or math.isinf(value) and math.isinf(sample.value))
     assert ours_all <= theirs
     assert ours_apf <= ours_all

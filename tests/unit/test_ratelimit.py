@@ -23,7 +23,7 @@ from crdscope.probes.ratelimit import (
 
 
 def close(actual: tuple[float, float], expected: tuple[float, float]) -> bool:
-    return all(abs(a - e) < 1e-9 for a, e in zip(actual, expected))
+    return all(abs(a - e) < 1e-9 for a, e in zip(actual, expected, strict=True))
 
 
 def test_burst_exhausted_queues_one_token_per_interval():
