@@ -2,17 +2,22 @@
 
 Resolution follows kubectl: ``--kubeconfig`` (one file), else ``KUBECONFIG``
 (several files, first definition of a name wins, first current-context wins),
-else ``~/.kube/config``, else the in-cluster service account.  Parsing and
-merging are the ``kubernetes`` package's (``KubeConfigMerger``/``KubeConfigLoader``);
-only the credentials that change while a monitor runs (token files, exec
-plugins) are handled in :mod:`probes.credentials`.
+else ``~/.kube/config``, else the in-cluster service account.  Plain
+kubeconfigs (certificates, tokens, token files, basic auth) are read here
+without the ``kubernetes`` package, whose import alone costs a one-shot
+command more than a hundred milliseconds; users with an exec plugin or an
+auth-provider still go through its ``KubeConfigLoader`` so that those behave
+exactly as before.  Credentials that change while a monitor runs (token
+files, exec plugins) are handled in :mod:`probes.credentials`.
 """
 
 from __future__ import annotations
 
 import atexit
+import base64
 import datetime as dt
 import functools
+import hashlib
 import os
 import shutil
 import tempfile
@@ -82,8 +87,6 @@ def load_config(kubeconfig: str | None = None, context: str | None = None) -> Cl
 
     Raises :class:`ConfigError` with one line for every way this can go wrong.
     """
-    from kubernetes.config.config_exception import ConfigException
-
     paths = kubeconfig_paths(kubeconfig)
     if kubeconfig and not os.path.exists(paths[0]):
         raise ConfigError(f"kubeconfig {paths[0]} does not exist")
@@ -101,11 +104,144 @@ def load_config(kubeconfig: str | None = None, context: str | None = None) -> Cl
         # package's merger lets the last one win).
         context = next((d.get("current-context") for d in documents if d and d.get("current-context")), None)
     try:
+        merged = _merge(existing, documents)
+        if merged is not None and not _needs_kubernetes_package(merged, context):
+            return _load_plain(existing, merged, context)
         return _load_from_files(existing, context)
-    except ConfigException as exc:
-        raise ConfigError(f"invalid kubeconfig: {_first_line(exc)}") from None
+    except ConfigError:
+        raise
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise ConfigError(f"invalid kubeconfig {', '.join(existing)}: {_first_line(exc)}") from None
+    except Exception as exc:
+        # The kubernetes package's ConfigException, caught by name so that a plain
+        # kubeconfig never imports the package just to name the class.
+        if type(exc).__name__ != "ConfigException":
+            raise
+        raise ConfigError(f"invalid kubeconfig: {_first_line(exc)}") from None
+
+
+# --------------------------------------------------------------------------- plain kubeconfigs
+
+
+@dataclass
+class _Merged:
+    """kubeconfig files merged as kubectl does: the first definition of a name wins.
+
+    Each entry keeps the file it came from: relative paths resolve against it.
+    """
+
+    clusters: dict[str, tuple[dict, str]] = field(default_factory=dict)
+    users: dict[str, tuple[dict, str]] = field(default_factory=dict)
+    contexts: dict[str, tuple[dict, str]] = field(default_factory=dict)
+
+
+def _merge(paths: list[str], documents: list[dict | None]) -> _Merged | None:
+    """Merge the parsed files; None when every file is empty."""
+    if not any(documents):
+        return None
+    merged = _Merged()
+    for path, document in zip(paths, documents, strict=True):
+        for section, key in (("clusters", "cluster"), ("users", "user"), ("contexts", "context")):
+            target = getattr(merged, section)
+            for item in (document or {}).get(section) or []:
+                name = item["name"]
+                if name not in target:
+                    target[name] = (item.get(key) or {}, path)
+    return merged
+
+
+def _needs_kubernetes_package(merged: _Merged, context: str | None) -> bool:
+    """Exec plugins and auth-providers keep the kubernetes package's behaviour."""
+    entry = merged.contexts.get(context or "")
+    if entry is None:
+        return False
+    user = merged.users.get(str(entry[0].get("user") or ""))
+    return user is not None and ("exec" in user[0] or "auth-provider" in user[0])
+
+
+def _load_plain(paths: list[str], merged: _Merged, context: str | None) -> ClusterConfig:
+    """A context whose user has no exec plugin or auth-provider, read as the kubernetes package would."""
+    contexts = list(merged.contexts)
+    if context is None:
+        raise ConfigError(
+            "kubeconfig has no current-context; pass --context "
+            f"(contexts: {', '.join(contexts) or 'none'})"
+        )
+    if context not in merged.contexts:
+        raise ConfigError(
+            f"context '{context}' not found in kubeconfig "
+            f"(contexts: {', '.join(contexts) or 'none'})"
+        )
+    ctx = merged.contexts[context][0]
+    cluster_name = str(ctx.get("cluster") or "")
+    if cluster_name not in merged.clusters:
+        raise ConfigError(f"invalid kubeconfig: cluster '{cluster_name}' of context '{context}' is not defined")
+    cluster, cluster_path = merged.clusters[cluster_name]
+    user_name = str(ctx.get("user") or "")
+    user, user_path = merged.users.get(user_name, ({}, cluster_path))
+    server = str(cluster.get("server") or "").rstrip("/")
+    if not server or server == "http://localhost":
+        raise ConfigError(f"cluster of context '{context}' has no server address")
+
+    ca_file = cert_file = key_file = None
+    if server.startswith("https"):
+        # The kubernetes package resolves all three against the cluster's file.
+        base = os.path.abspath(os.path.dirname(cluster_path))
+        ca_file = _file_or_data(cluster, "certificate-authority", base)
+        cert_file = _file_or_data(user, "client-certificate", base)
+        key_file = _file_or_data(user, "client-key", base)
+    if cert_file:
+        _check_client_certificate(cert_file, user_name)
+    return ClusterConfig(
+        server=server,
+        context=context,
+        user=user_name,
+        kubeconfig=tuple(paths),
+        ca_file=ca_file,
+        cert_file=cert_file,
+        key_file=key_file,
+        insecure_skip_tls_verify=bool(cluster.get("insecure-skip-tls-verify", False)),
+        tls_server_name=cluster.get("tls-server-name") or None,
+        proxy=cluster.get("proxy-url") or None,
+        credentials=_plain_credentials(user, user_path),
+    )
+
+
+def _plain_credentials(user: dict, user_path: str) -> TokenSource | None:
+    """Token, token file or basic auth, in the kubernetes package's order of preference."""
+    if user.get("token"):
+        return StaticToken(f"Bearer {user['token']}")
+    if user.get("tokenFile"):
+        base = os.path.abspath(os.path.dirname(user_path))
+        path = str(user["tokenFile"])
+        path = path if os.path.isabs(path) else os.path.join(base, path)
+        if not os.path.isfile(path):
+            raise ConfigError(f"token file {path} does not exist")
+        return TokenFile(path)
+    if "username" in user and "password" in user:
+        basic = base64.b64encode(f"{user['username']}:{user['password']}".encode()).decode()
+        return StaticToken(f"Basic {basic}")
+    return None
+
+
+def _file_or_data(section: dict, key: str, base: str) -> str | None:
+    """A path for ``key`` (relative to ``base``) or a private file holding ``key-data``."""
+    data = section.get(f"{key}-data")
+    if data:
+        content = base64.standard_b64decode(data)
+        name = hashlib.sha256(content).hexdigest()[:32]
+        path = os.path.join(_private_temp_dir(), name)
+        if not os.path.isfile(path):
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(descriptor, "wb") as handle:
+                handle.write(content)
+        return path
+    if section.get(key):
+        path = os.path.normpath(os.path.join(base, str(section[key])))
+        if not os.path.isfile(path):
+            raise ConfigError(f"invalid kubeconfig: file does not exist: {path}")
+        return path
+    return None
 
 
 def _check_yaml(path: str) -> dict | None:
@@ -123,6 +259,9 @@ def _check_yaml(path: str) -> dict | None:
     if document is not None and not isinstance(document, dict):
         raise ConfigError(f"kubeconfig {path} is not a kubeconfig (a YAML mapping)")
     return document
+
+
+# --------------------------------------------------------------------------- exec plugins, auth-providers
 
 
 def _load_from_files(paths: list[str], context: str | None) -> ClusterConfig:
