@@ -1,0 +1,78 @@
+"""The built wheel installs one package, `crdscope`, and works from a fresh virtualenv.
+
+The fresh venv sees the test venv's third-party packages through a ``.pth`` line (no
+network, no re-download), but not the project's editable install: a directory named by a
+``.pth`` file is not itself scanned for ``.pth`` files, so the editable finder stays out and
+every ``crdscope`` module must come from the wheel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.lab
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                    "-w", str(out), str(ROOT)], check=True, capture_output=True, text=True, timeout=300)
+    (built,) = out.glob("crdscope-*.whl")
+    return built
+
+
+def test_the_wheel_holds_only_the_crdscope_namespace(wheel: Path):
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    top = {name.split("/")[0] for name in names}
+    assert top == {"crdscope", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".dist-info"}
+    # The packages and their data files are inside the namespace.
+    for expected in ("crdscope/probes/scheduler.py", "crdscope/tui/cli.py", "crdscope/lab/go.mod",
+                     "crdscope/tui/monitor.tcss"):
+        assert expected in names
+
+
+def test_a_fresh_venv_runs_the_installed_wheel_against_the_lab(wheel: Path, tmp_path: Path):
+    fresh = tmp_path / "fresh"
+    venv.EnvBuilder(with_pip=False).create(fresh)
+    fresh_python = fresh / "bin" / "python"
+    fresh_site = Path(subprocess.run([str(fresh_python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                                     check=True, capture_output=True, text=True).stdout.strip())
+    (fresh_site / "test-dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(fresh_python), "install", "--quiet", "--no-deps",
+                    str(wheel)], check=True, capture_output=True, text=True, timeout=300)
+
+    where = subprocess.run([str(fresh_python), "-c", "import crdscope.probes.scheduler as m; print(m.__file__)"],
+                           check=True, capture_output=True, text=True, cwd=tmp_path).stdout.strip()
+    assert where.startswith(str(fresh_site)), where
+
+    env = {**os.environ, "CRDSCOPE_LAB_HOME": str(tmp_path / "lab-home")}
+    crdscope = str(fresh / "bin" / "crdscope")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([crdscope, *args], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+
+    assert run("--help").returncode == 0
+    up = run("lab", "up")
+    try:
+        assert up.returncode == 0, up.stderr
+        kubeconfig = run("lab", "kubeconfig").stdout.strip()
+        version = run("probe", "version", "--json", "--kubeconfig", kubeconfig)
+        assert version.returncode == 0, version.stderr
+        sample = json.loads(version.stdout)
+        assert sample["error"] is None and sample["git_version"].startswith("v1.")
+    finally:
+        down = run("lab", "down")
+    assert down.returncode == 0, down.stderr
