@@ -3,20 +3,26 @@
 ``Lab.up()`` starts both as detached processes in a fresh temporary run
 directory (data, certificates, logs, kubeconfig) and records them in a state
 file under ``$XDG_STATE_HOME/crdscope/lab/`` (or ``$CRDSCOPE_LAB_HOME``), so
-``lab status``/``lab down`` from another terminal find them.  Faults for the
+``lab status``/``lab down`` from another terminal find them.  A named lab
+(``Lab(name="old")``) has its own state directory, ports, run directory and
+kubeconfig contexts, so several labs run side by side.  Faults for the
 reliability tests (kill, stop, start) act on the recorded processes.
+
+Starting is split in steps: the PKI (:func:`write_pki`), one etcd
+(:func:`etcd_component`, :meth:`Lab._start_etcd`) and one kube-apiserver with its
+own port, flags and log (:func:`apiserver_component`, :meth:`Lab._start_apiserver`);
+the state holds any number of apiserver components (role ``apiserver``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -27,34 +33,39 @@ import httpx
 
 from crdscope.probes.paths import state_dir
 
-from . import rbac
+from . import cgroups, rbac
 from .binaries import Binaries, LabError
-from .kubeconfig import ADMIN_CONTEXT, RESTRICTED_CONTEXT, write_kubeconfig
-from .pki import CertificateAuthority, signing_key_pem
+from .kubeconfig import context_names, write_kubeconfig
+from .components import LabOptions, Pki, apiserver_component, etcd_component, write_pki
+from .pki import CertificateAuthority
+from .processes import (  # re-exported: tests and benchmarks import them from here
+    Component,
+    free_port,
+    pid_alive,
+    pid_is,
+    port_bindable,
+    port_clash,
+    proc_state,
+    send_signal,
+    spawn,
+    tail,
+    terminate,
+)
+
+__all__ = ["Component", "Lab", "LabOptions", "LabState", "admin_tls", "free_port", "lab_home", "pid_alive",
+           "pid_is", "port_bindable", "tail"]
 
 COMPONENTS = ("etcd", "apiserver")
 READY_TIMEOUT_SECONDS = 180.0
-STOP_GRACE_SECONDS = 10.0
 PORT_ATTEMPTS = 5
 STATE_VERSION = 1
 
 
-def lab_home() -> Path:
-    """Where the lab's state file lives (``$CRDSCOPE_LAB_HOME`` overrides)."""
+def lab_home(name: str = "") -> Path:
+    """Where a lab's state file lives (``$CRDSCOPE_LAB_HOME`` overrides; named labs below it)."""
     override = os.environ.get("CRDSCOPE_LAB_HOME")
-    return Path(override) if override else state_dir() / "lab"
-
-
-@dataclass
-class Component:
-    """One running process of the lab."""
-
-    name: str
-    argv: list[str]
-    log: str
-    port: int
-    pid: int = 0
-    started_at: float = 0.0
+    base = Path(override) if override else state_dir() / "lab"
+    return base / "named" / name if name else base
 
 
 @dataclass
@@ -69,10 +80,21 @@ class LabState:
     components: dict[str, Component] = field(default_factory=dict)
     started_at: float = 0.0
     version: int = STATE_VERSION
+    name: str = ""
+    admin_context: str = "crdscope-lab"
+    restricted_context: str = "crdscope-lab-restricted"
+    memory_limit: int = 0
+    supervisor_pid: int = 0
+    #: The supervisor's log of kills and restarts (JSON lines), empty when unsupervised.
+    events_log: str = ""
 
     @property
     def pki_dir(self) -> Path:
         return Path(self.run_dir) / "pki"
+
+    def apiservers(self) -> list[Component]:
+        """Every kube-apiserver of the lab (one today; several behind a balancer later)."""
+        return [c for c in self.components.values() if c.role == "apiserver"]
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -83,147 +105,11 @@ class LabState:
         return cls(components=components, **data)
 
 
-# --------------------------------------------------------------------------- processes
-
-
 def admin_tls(pki: Path) -> ssl.SSLContext:
     """TLS context of the lab's admin user (its CA plus the admin client certificate)."""
     context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
     context.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
     return context
-
-
-def port_bindable(port: int, timeout: float = 0.0) -> bool:
-    """Whether a listener could bind 127.0.0.1:``port``, waiting up to ``timeout`` seconds for it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Go's listeners do
-            try:
-                sock.bind(("127.0.0.1", port))
-                return True
-            except OSError:
-                pass
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.1)
-
-
-def free_port() -> int:
-    """A port that was free on 127.0.0.1 a moment ago (taken ports are retried).
-
-    Chosen below the kernel's ephemeral range: a restarted component must get its port back,
-    and an outgoing connection elsewhere on the machine may be holding any ephemeral port.
-    """
-    try:
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 0
-    if low > 12000:
-        for _ in range(50):
-            port = random.randrange(10000, low)
-            if port_bindable(port):
-                return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def pid_alive(pid: int) -> bool:
-    """True while ``pid`` runs (zombies count as gone, and are reaped if ours)."""
-    if pid <= 0:
-        return False
-    try:
-        reaped, _ = os.waitpid(pid, os.WNOHANG)
-        if reaped == pid:
-            return False
-    except ChildProcessError:
-        pass  # not our child: started by another crdscope command
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
-            state = handle.read().rsplit(")", 1)[1].split()[0]
-        return state not in ("Z", "X")
-    except (FileNotFoundError, IndexError):
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def pid_is(component: Component) -> bool:
-    """True when ``component.pid`` still runs the recorded binary (no pid reuse)."""
-    if not pid_alive(component.pid):
-        return False
-    try:
-        cmdline = Path(f"/proc/{component.pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return True  # no /proc: trust the pid
-    return bool(cmdline) and cmdline[0].decode(errors="replace") == component.argv[0]
-
-
-def tail(path: str | Path, lines: int = 15) -> str:
-    """The last lines of a log file, for a lab that died."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - 16384))
-            text = handle.read().decode(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
-
-
-SPAWN_MARKER = "--- crdscope lab: started "
-
-
-def _spawn(component: Component) -> None:
-    log = open(component.log, "ab")  # noqa: SIM115 - handed to the child
-    try:
-        # Logs are appended across restarts; the marker lets checks read only this run's lines.
-        log.write(f"{SPAWN_MARKER}{Path(component.argv[0]).name} at {time.strftime('%H:%M:%S')} ---\n".encode())
-        log.flush()
-        process = subprocess.Popen(
-            component.argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # outlives `crdscope lab up`, not killed by its ^C
-            close_fds=True,
-        )
-    finally:
-        log.close()
-    component.pid = process.pid
-    component.started_at = time.time()
-
-
-def _signal(component: Component, signum: int) -> bool:
-    if not pid_is(component):
-        return False
-    try:
-        os.kill(component.pid, signum)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def _terminate(component: Component, grace: float = STOP_GRACE_SECONDS) -> None:
-    """SIGTERM, then SIGKILL after ``grace`` seconds; returns once the pid is gone."""
-    if not _signal(component, signal.SIGCONT):  # a stopped process cannot handle SIGTERM
-        return
-    _signal(component, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while pid_alive(component.pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if pid_alive(component.pid):
-        _signal(component, signal.SIGKILL)
-        deadline = time.monotonic() + 5
-        while pid_alive(component.pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
 
 
 # --------------------------------------------------------------------------- the lab
@@ -232,8 +118,9 @@ def _terminate(component: Component, grace: float = STOP_GRACE_SECONDS) -> None:
 class Lab:
     """A local control plane recorded in ``home/state.json``."""
 
-    def __init__(self, home: Path | None = None) -> None:
-        self.home = Path(home) if home else lab_home()
+    def __init__(self, home: Path | None = None, *, name: str = "") -> None:
+        self.name = name
+        self.home = Path(home) if home else lab_home(name)
         self.state_file = self.home / "state.json"
 
     # -- state -----------------------------------------------------------------
@@ -244,35 +131,47 @@ class Lab:
         except FileNotFoundError:
             return None
         except ValueError:
-            raise LabError(f"lab state file {self.state_file} is corrupt; remove it and run `crdscope lab up`") from None
+            raise LabError(f"lab state file {self.state_file} is corrupt; "
+                           "remove it and run `crdscope lab up`") from None
         if data.get("version") != STATE_VERSION:
             raise LabError(f"lab state file {self.state_file} is from another crdscope version")
         return LabState.from_json(data)
 
-    def _save(self, state: LabState) -> None:
+    def save(self, state: LabState) -> None:
+        """Write the state atomically (the supervisor and commands may both write it)."""
         self.home.mkdir(parents=True, exist_ok=True)
-        temporary = self.state_file.with_suffix(".tmp")
+        temporary = self.state_file.with_suffix(f".tmp{os.getpid()}")
         temporary.write_text(json.dumps(state.to_json(), indent=2))
         os.replace(temporary, self.state_file)
+
+    _save = save
 
     def require(self) -> LabState:
         """The running lab's state, or a clear error."""
         state = self.state()
         if state is None:
-            raise LabError("no lab is up; run `crdscope lab up`")
+            which = f" named {self.name}" if self.name else ""
+            up = f"crdscope lab up --name {self.name}" if self.name else "crdscope lab up"
+            raise LabError(f"no lab{which} is up; run `{up}`")
         return state
 
     # -- up --------------------------------------------------------------------
-    def up(self, binaries: Binaries, *, say: Callable[[str], None] = lambda _: None) -> LabState:
+    def up(self, binaries: Binaries, *, say: Callable[[str], None] = lambda _: None,
+           options: LabOptions | None = None) -> LabState:
         """Start etcd and kube-apiserver, wait for ``/readyz``, write the kubeconfig."""
+        options = options or LabOptions(name=self.name)
         existing = self.state()
         if existing is not None:
             if all(pid_is(c) for c in existing.components.values()):
                 raise LabError(f"a lab is already up at {existing.server}; `crdscope lab down` first")
             self.down()  # leftovers of a dead lab
+        if options.memory_limit:
+            cgroups.check_available()  # a one-line error before anything starts
         run_dir = Path(tempfile.mkdtemp(prefix="crdscope-lab-"))
         try:
-            state = self._start(binaries, run_dir, say)
+            state = self._start(binaries, run_dir, say, options)
+            if options.supervised:
+                self._start_supervisor(state)
         except BaseException:
             self._cleanup_failed(run_dir)
             raise
@@ -281,132 +180,108 @@ class Lab:
     def _cleanup_failed(self, run_dir: Path) -> None:
         state = self.state()
         if state is not None:
-            for component in state.components.values():
-                _terminate(component, grace=3)
+            self._stop_all(state, grace=3)
             self.state_file.unlink(missing_ok=True)
         shutil.rmtree(run_dir, ignore_errors=True)
 
-    def _start(self, binaries: Binaries, run_dir: Path, say: Callable[[str], None]) -> LabState:
-        pki = run_dir / "pki"
-        ca = CertificateAuthority()
-        ca_cert, _ = ca.pair().write(pki, "ca")
-        serving_cert, serving_key = ca.serving(["127.0.0.1", "localhost", "::1"]).write(pki, "apiserver")
-        admin = ca.client("crdscope-lab-admin", ["system:masters"])
-        restricted = ca.client(rbac.RESTRICTED_USER, [])
-        sa_key, sa_pub = signing_key_pem()
-        (pki / "sa.key").write_bytes(sa_key)
-        (pki / "sa.pub").write_bytes(sa_pub)
+    def _start(self, binaries: Binaries, run_dir: Path, say: Callable[[str], None],
+               options: LabOptions) -> LabState:
+        pki = write_pki(run_dir)
         (run_dir / "logs").mkdir()
-
+        admin_context, restricted_context = context_names(options.name)
         state = LabState(
-            run_dir=str(run_dir),
-            kubeconfig=str(run_dir / "kubeconfig"),
-            server="",
-            kubernetes_version=binaries.kubernetes_version,
-            binaries_origin=binaries.origin,
-            started_at=time.time(),
+            run_dir=str(run_dir), kubeconfig=str(run_dir / "kubeconfig"), server="",
+            kubernetes_version=binaries.kubernetes_version, binaries_origin=binaries.origin,
+            started_at=time.time(), name=options.name, admin_context=admin_context,
+            restricted_context=restricted_context, memory_limit=options.memory_limit,
         )
-        admin.write(pki, "admin")
-
         for attempt in range(1, PORT_ATTEMPTS + 1):
-            etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
-            etcd = Component(
-                name="etcd",
-                argv=[
-                    str(binaries.etcd),
-                    "--name=lab",
-                    f"--data-dir={run_dir / 'etcd-data'}",
-                    f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
-                    f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
-                    f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
-                    f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
-                    f"--initial-cluster=lab=http://127.0.0.1:{peer_port}",
-                    # A throwaway lab: fsync costs seconds per CRD batch on small disks and
-                    # a killed process (not a crashed machine) loses nothing without it.
-                    "--unsafe-no-fsync",
-                    "--quota-backend-bytes=8589934592",
-                    "--log-level=warn",
-                ],
-                log=str(run_dir / "logs" / "etcd.log"),
-                port=etcd_port,
-            )
-            apiserver = Component(
-                name="apiserver",
-                argv=[
-                    str(binaries.apiserver),
-                    f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-                    "--bind-address=127.0.0.1",
-                    "--advertise-address=127.0.0.1",
-                    # The endpoint reconciler refuses loopback addresses; a lab has no Service to keep.
-                    "--endpoint-reconciler-type=none",
-                    f"--secure-port={api_port}",
-                    f"--cert-dir={pki}",
-                    f"--tls-cert-file={serving_cert}",
-                    f"--tls-private-key-file={serving_key}",
-                    f"--client-ca-file={ca_cert}",
-                    "--authorization-mode=RBAC",
-                    "--enable-priority-and-fairness=true",
-                    "--service-cluster-ip-range=10.0.0.0/24",
-                    "--allow-privileged=true",
-                    "--disable-admission-plugins=ServiceAccount",
-                    f"--service-account-issuer=https://127.0.0.1:{api_port}",
-                    f"--service-account-key-file={pki / 'sa.pub'}",
-                    f"--service-account-signing-key-file={pki / 'sa.key'}",
-                    "--v=1",
-                ],
-                log=str(run_dir / "logs" / "kube-apiserver.log"),
-                port=api_port,
-            )
-            state.server = f"https://127.0.0.1:{api_port}"
-            state.components = {"etcd": etcd, "apiserver": apiserver}
-            _spawn(etcd)
-            self._save(state)
-            if not self._wait_etcd(etcd):
-                if self._port_clash(etcd) and attempt < PORT_ATTEMPTS:
-                    say(f"port taken, retrying etcd on other ports (attempt {attempt + 1})")
-                    _terminate(etcd, 2)
-                    shutil.rmtree(run_dir / "etcd-data", ignore_errors=True)
-                    continue
-                raise LabError(f"etcd did not start; last lines of {etcd.log}:", detail=tail(etcd.log))
-            say(f"etcd ready on 127.0.0.1:{etcd_port}")
-            _spawn(apiserver)
-            self._save(state)
-            outcome = self._wait_ready(state)
-            if outcome == "ready":
-                break
-            if outcome == "port" and attempt < PORT_ATTEMPTS:
-                say(f"port taken, retrying on other ports (attempt {attempt + 1})")
-                for component in (apiserver, etcd):
-                    _terminate(component, 2)
-                shutil.rmtree(run_dir / "etcd-data", ignore_errors=True)
+            last = attempt == PORT_ATTEMPTS
+            etcd = etcd_component(binaries.etcd, run_dir, free_port(), free_port())
+            state.components = {"etcd": etcd}
+            if not self._start_etcd(state, etcd, retry=not last, say=say):
                 continue
-            raise LabError(
-                f"kube-apiserver did not become ready ({outcome}); last lines of {apiserver.log}:",
-                detail=tail(apiserver.log),
-            )
-        say(f"kube-apiserver ready at {state.server}")
-
-        write_kubeconfig(
-            Path(state.kubeconfig),
-            server=state.server,
-            ca_pem=ca.pair().cert_pem,
-            users={ADMIN_CONTEXT: admin, RESTRICTED_CONTEXT: restricted},
-            current=ADMIN_CONTEXT,
-        )
-        try:
-            rbac.apply_restricted_role(state.server, admin_tls(pki))
-        except httpx.HTTPError as exc:
-            raise LabError(f"cannot create the restricted user's role: {exc}") from None
-        if not state.kubernetes_version:
-            state.kubernetes_version = self._server_version(state)
-        self._save(state)
+            apiserver = apiserver_component(binaries.apiserver, pki, etcd_port=etcd.port, port=free_port(),
+                                            options=options)
+            if self._start_apiserver(state, apiserver, retry=not last, say=say):
+                break
+            terminate(etcd, 2)
+            shutil.rmtree(run_dir / "etcd-data", ignore_errors=True)
+        self._finish(state, pki)
         return state
 
+    def _start_etcd(self, state: LabState, etcd: Component, *, retry: bool, say: Callable[[str], None]) -> bool:
+        """Start etcd and wait for its health; False when its port was taken and ``retry`` allows."""
+        spawn(etcd)
+        self.save(state)
+        if self._wait_etcd(etcd):
+            say(f"etcd ready on 127.0.0.1:{etcd.port}")
+            return True
+        if retry and port_clash(etcd):
+            say("port taken, retrying etcd on other ports")
+            terminate(etcd, 2)
+            shutil.rmtree(Path(state.run_dir) / "etcd-data", ignore_errors=True)
+            return False
+        raise LabError(f"etcd did not start; last lines of {etcd.log}:", detail=tail(etcd.log))
+
+    def _start_apiserver(self, state: LabState, apiserver: Component, *, retry: bool,
+                         say: Callable[[str], None]) -> bool:
+        """Start one kube-apiserver (in its cgroup when limited) and wait for its ``/readyz``."""
+        state.components[apiserver.name] = apiserver
+        if state.memory_limit and not apiserver.cgroup:
+            apiserver.cgroup = str(cgroups.create(f"{state.name or 'lab'}-{apiserver.name}-{os.getpid()}",
+                                                  state.memory_limit))
+        if not state.server:
+            state.server = f"https://127.0.0.1:{apiserver.port}"
+        spawn(apiserver, join=self._joiner(apiserver))
+        self.save(state)
+        outcome = self._wait_ready(state, apiserver)
+        if outcome == "ready":
+            say(f"kube-apiserver ready at https://127.0.0.1:{apiserver.port}")
+            return True
+        if retry and outcome == "port":
+            say("port taken, retrying on other ports")
+            terminate(apiserver, 2)
+            del state.components[apiserver.name]
+            state.server = ""
+            return False
+        raise LabError(f"kube-apiserver did not become ready ({outcome}); last lines of {apiserver.log}:",
+                       detail=tail(apiserver.log))
+
     @staticmethod
-    def _port_clash(component: Component) -> bool:
-        text = tail(component.log, 40)
-        text = text.rsplit(SPAWN_MARKER, 1)[-1].lower()  # this run's lines only
-        return "address already in use" in text or "bind:" in text
+    def _joiner(component: Component) -> Callable[[int], None] | None:
+        if not component.cgroup:
+            return None
+        directory = Path(component.cgroup)
+        return lambda pid: cgroups.join(directory, pid)
+
+    def _finish(self, state: LabState, pki: Pki) -> None:
+        """Kubeconfig, the restricted user's role and the version the server reports."""
+        write_kubeconfig(
+            Path(state.kubeconfig), server=state.server, ca_pem=pki.ca.pair().cert_pem,
+            users={state.admin_context: pki.admin, state.restricted_context: pki.restricted},
+            current=state.admin_context, cluster=state.admin_context,
+        )
+        try:
+            rbac.apply_restricted_role(state.server, admin_tls(pki.directory))
+        except httpx.HTTPError as exc:
+            raise LabError(f"cannot create the restricted user's role: {exc}") from None
+        # What the binary reports is what runs (a user's binary may differ from its file name).
+        state.kubernetes_version = self._server_version(state) or state.kubernetes_version
+        self.save(state)
+
+    def _start_supervisor(self, state: LabState) -> None:
+        """Start ``python -m crdscope.lab.supervisor HOME`` detached (lab/supervisor.py restarts the API server)."""
+        state.events_log = str(Path(state.run_dir) / "logs" / "restarts.jsonl")
+        self.save(state)
+        with open(Path(state.run_dir) / "logs" / "supervisor.log", "ab") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "crdscope.lab.supervisor", str(self.home)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True, close_fds=True,
+            )
+        state.supervisor_pid = process.pid
+        self.save(state)
 
     def _wait_etcd(self, etcd: Component) -> bool:
         deadline = time.monotonic() + 30
@@ -422,13 +297,14 @@ class Lab:
             time.sleep(0.1)
         return False
 
-    def _wait_ready(self, state: LabState) -> str:
-        apiserver = state.components["apiserver"]
+    def _wait_ready(self, state: LabState, apiserver: Component | None = None) -> str:
+        apiserver = apiserver or state.components["apiserver"]
         deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-        with httpx.Client(base_url=state.server, verify=admin_tls(state.pki_dir), timeout=5) as client:
+        with httpx.Client(base_url=f"https://127.0.0.1:{apiserver.port}", verify=admin_tls(state.pki_dir),
+                          timeout=5) as client:
             while time.monotonic() < deadline:
                 if not pid_alive(apiserver.pid):
-                    return "port" if self._port_clash(apiserver) else "exited"
+                    return "port" if port_clash(apiserver) else "exited"
                 try:
                     if client.get("/readyz").status_code == 200:
                         return "ready"
@@ -446,18 +322,28 @@ class Lab:
             return ""
 
     # -- down / status -----------------------------------------------------------
+    @staticmethod
+    def _stop_all(state: LabState, grace: float = 10.0) -> list[int]:
+        stopped = []
+        if state.supervisor_pid and pid_alive(state.supervisor_pid):
+            # First, so that it does not restart what is being stopped.
+            terminate(Component("supervisor", [_cmdline0(state.supervisor_pid)], "", 0,
+                                pid=state.supervisor_pid, role="supervisor"), grace=5)
+        # The API servers first: they hold connections to etcd.
+        for component in [*state.apiservers(), *(c for c in state.components.values() if c.role != "apiserver")]:
+            if component.pid:
+                terminate(component, grace)
+                stopped.append(component.pid)
+            if component.cgroup:
+                cgroups.remove(Path(component.cgroup))
+        return stopped
+
     def down(self) -> list[int]:
-        """Stop both processes (SIGTERM, then SIGKILL) and remove the run directory."""
+        """Stop every process (SIGTERM, then SIGKILL) and remove the run directory."""
         state = self.state()
         if state is None:
             return []
-        stopped = []
-        # The API server first: it holds connections to etcd.
-        for name in ("apiserver", "etcd"):
-            component = state.components.get(name)
-            if component and component.pid:
-                _terminate(component)
-                stopped.append(component.pid)
+        stopped = self._stop_all(state)
         run_dir = Path(state.run_dir)
         if run_dir.name.startswith("crdscope-lab-"):  # never remove anything we did not create
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -470,19 +356,24 @@ class Lab:
         components = {}
         for name, component in state.components.items():
             alive = pid_is(component)
-            stopped = alive and _proc_state(component.pid) == "T"
+            stopped = alive and proc_state(component.pid) == "T"
             components[name] = {
                 "pid": component.pid,
                 "port": component.port,
                 "state": "stopped" if stopped else ("running" if alive else "dead"),
                 "log": component.log,
+                "restarts": component.restarts,
             }
         return {
+            "name": state.name,
             "server": state.server,
             "kubeconfig": state.kubeconfig,
+            "context": state.admin_context,
             "kubernetes_version": state.kubernetes_version,
             "binaries": state.binaries_origin,
             "run_dir": state.run_dir,
+            "memory_limit": state.memory_limit,
+            "supervisor": bool(state.supervisor_pid and pid_alive(state.supervisor_pid)),
             "components": components,
             "ready": self._ready(state),
         }
@@ -499,13 +390,13 @@ class Lab:
         """A recorded component by name (``apiserver`` or ``etcd``)."""
         state = self.require()
         if name not in state.components:
-            raise LabError(f"unknown lab component '{name}' (one of: {', '.join(COMPONENTS)})")
+            raise LabError(f"unknown lab component '{name}' (one of: {', '.join(state.components)})")
         return state.components[name]
 
     def kill(self, name: str) -> int:
         """SIGKILL a component; returns its pid once it is gone."""
         component = self.component(name)
-        if not _signal(component, signal.SIGKILL):
+        if not send_signal(component, signal.SIGKILL):
             raise LabError(f"{name} is not running")
         # A big process can take seconds to unmap its memory; its sockets close only after that.
         deadline = time.monotonic() + 30
@@ -516,7 +407,7 @@ class Lab:
     def stop(self, name: str) -> int:
         """SIGSTOP a component (it freezes, its sockets stay open)."""
         component = self.component(name)
-        if not _signal(component, signal.SIGSTOP):
+        if not send_signal(component, signal.SIGSTOP):
             raise LabError(f"{name} is not running")
         return component.pid
 
@@ -529,29 +420,32 @@ class Lab:
             os.kill(component.pid, signal.SIGCONT)
             return component.pid
         for attempt in range(1, PORT_ATTEMPTS + 1):
-            # The same port must be reused (certificates and kubeconfigs name it); after a kill the
-            # kernel can hold it for a moment, so wait for it rather than fail on the first bind.
-            port_bindable(component.port, timeout=30)
-            _spawn(component)
-            self._save(state)
-            if not wait:
+            if self.respawn(state, component, wait=wait, retry=attempt < PORT_ATTEMPTS):
                 break
-            if name == "etcd":
-                if self._wait_etcd(component):
-                    break
-                if self._port_clash(component) and attempt < PORT_ATTEMPTS:
-                    continue
-                raise LabError(f"etcd did not restart; last lines of {component.log}:", detail=tail(component.log))
-            outcome = self._wait_ready(state)
-            if outcome == "ready":
-                break
-            if outcome == "port" and attempt < PORT_ATTEMPTS:
-                continue
-            raise LabError(
-                f"kube-apiserver did not restart ({outcome}); last lines of {component.log}:",
-                detail=tail(component.log),
-            )
         return component.pid
+
+    def respawn(self, state: LabState, component: Component, *, wait: bool = True, retry: bool = False) -> bool:
+        """Run a dead component again on its port; False when the port clashed and ``retry`` allows."""
+        # The same port must be reused (certificates and kubeconfigs name it); after a kill the
+        # kernel can hold it for a moment, so wait for it rather than fail on the first bind.
+        port_bindable(component.port, timeout=30)
+        spawn(component, join=self._joiner(component))
+        self.save(state)
+        if not wait:
+            return True
+        if component.role == "etcd":
+            if self._wait_etcd(component):
+                return True
+            if retry and port_clash(component):
+                return False
+            raise LabError(f"etcd did not restart; last lines of {component.log}:", detail=tail(component.log))
+        outcome = self._wait_ready(state, component)
+        if outcome == "ready":
+            return True
+        if retry and outcome == "port":
+            return False
+        raise LabError(f"kube-apiserver did not restart ({outcome}); last lines of {component.log}:",
+                       detail=tail(component.log))
 
     def mint_user(self, user: str, groups: list[str] | tuple[str, ...] = (), *, path: Path | None = None,
                   **validity) -> Path:
@@ -561,13 +455,13 @@ class Lab:
         ca = CertificateAuthority.load((pki / "ca.crt").read_bytes(), (pki / "ca.key").read_bytes())
         pair = ca.client(user, groups, **validity)
         target = path or Path(state.run_dir) / f"kubeconfig-{user}"
-        write_kubeconfig(target, server=state.server, ca_pem=ca.pair().cert_pem, users={user: pair}, current=user)
+        write_kubeconfig(target, server=state.server, ca_pem=ca.pair().cert_pem, users={user: pair}, current=user,
+                         cluster=state.admin_context)
         return target
 
 
-def _proc_state(pid: int) -> str:
+def _cmdline0(pid: int) -> str:
     try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0]
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
     except (OSError, IndexError):
         return ""

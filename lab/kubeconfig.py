@@ -15,6 +15,13 @@ RESTRICTED_CONTEXT = "crdscope-lab-restricted"
 CLUSTER_NAME = "crdscope-lab"
 
 
+def context_names(lab_name: str = "") -> tuple[str, str]:
+    """The admin and restricted context names of a lab (a named lab's differ, so kubeconfigs merge)."""
+    if not lab_name:
+        return ADMIN_CONTEXT, RESTRICTED_CONTEXT
+    return f"{ADMIN_CONTEXT}-{lab_name}", f"{ADMIN_CONTEXT}-{lab_name}-restricted"
+
+
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
@@ -26,6 +33,7 @@ def write_kubeconfig(
     ca_pem: bytes,
     users: dict[str, KeyPair],
     current: str,
+    cluster: str = CLUSTER_NAME,
 ) -> Path:
     """Write a self-contained kubeconfig (data embedded, mode 0600).
 
@@ -35,7 +43,7 @@ def write_kubeconfig(
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [
-            {"name": CLUSTER_NAME, "cluster": {"server": server, "certificate-authority-data": _b64(ca_pem)}}
+            {"name": cluster, "cluster": {"server": server, "certificate-authority-data": _b64(ca_pem)}}
         ],
         "users": [
             {
@@ -48,7 +56,7 @@ def write_kubeconfig(
             for name, pair in users.items()
         ],
         "contexts": [
-            {"name": name, "context": {"cluster": CLUSTER_NAME, "user": name}} for name in users
+            {"name": name, "context": {"cluster": cluster, "user": name}} for name in users
         ],
         "current-context": current,
         "preferences": {},

@@ -1,0 +1,195 @@
+"""The lab's processes: spawn detached, signal, stop, and the free-port and /proc checks they need.
+
+Split out of ``controlplane.py``: the control plane decides *what* runs (etcd, one or more
+kube-apiservers); this module only knows how to run one process so that it outlives the
+command that started it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from collections.abc import Callable
+
+STOP_GRACE_SECONDS = 10.0
+SPAWN_MARKER = "--- crdscope lab: started "
+
+
+@dataclass
+class Component:
+    """One running process of the lab (etcd, or one kube-apiserver).
+
+    ``role`` is ``etcd`` or ``apiserver``: a lab may later hold several apiservers
+    (``apiserver``, ``apiserver-2``, ...) that share the role but not the name.
+    """
+
+    name: str
+    argv: list[str]
+    log: str
+    port: int
+    pid: int = 0
+    started_at: float = 0.0
+    role: str = ""
+    #: cgroup directory holding this process (empty: none), for a memory limit.
+    cgroup: str = ""
+    #: Restarts by the lab's supervisor since ``lab up``.
+    restarts: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.role:
+            self.role = "etcd" if self.name == "etcd" else "apiserver"
+
+
+def port_bindable(port: int, timeout: float = 0.0) -> bool:
+    """Whether a listener could bind 127.0.0.1:``port``, waiting up to ``timeout`` seconds for it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Go's listeners do
+            try:
+                sock.bind(("127.0.0.1", port))
+                return True
+            except OSError:
+                pass
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+
+
+def free_port() -> int:
+    """A port that was free on 127.0.0.1 a moment ago (taken ports are retried).
+
+    Chosen below the kernel's ephemeral range: a restarted component must get its port back,
+    and an outgoing connection elsewhere on the machine may be holding any ephemeral port.
+    """
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 0
+    if low > 12000:
+        for _ in range(50):
+            port = random.randrange(10000, low)
+            if port_bindable(port):
+                return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def proc_state(pid: int) -> str:
+    """The one-letter state of ``pid`` from /proc (empty when unreadable)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+def pid_alive(pid: int) -> bool:
+    """True while ``pid`` runs (zombies count as gone, and are reaped if ours)."""
+    if pid <= 0:
+        return False
+    try:
+        reaped, _ = os.waitpid(pid, os.WNOHANG)
+        if reaped == pid:
+            return False
+    except ChildProcessError:
+        pass  # not our child: started by another crdscope command
+    state = proc_state(pid)
+    if state:
+        return state not in ("Z", "X")
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def pid_is(component: Component) -> bool:
+    """True when ``component.pid`` still runs the recorded binary (no pid reuse)."""
+    if not pid_alive(component.pid):
+        return False
+    try:
+        cmdline = Path(f"/proc/{component.pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return True  # no /proc: trust the pid
+    return bool(cmdline) and cmdline[0].decode(errors="replace") == component.argv[0]
+
+
+def tail(path: str | Path, lines: int = 15) -> str:
+    """The last lines of a log file, for a lab that died."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - 16384))
+            text = handle.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def port_clash(component: Component) -> bool:
+    """Whether the component's latest run failed to bind its port."""
+    text = tail(component.log, 40)
+    text = text.rsplit(SPAWN_MARKER, 1)[-1].lower()  # this run's lines only
+    return "address already in use" in text or "bind:" in text
+
+
+def spawn(component: Component, *, join: Callable[[int], None] | None = None) -> None:
+    """Start ``component`` detached, appending to its log; ``join`` puts the new pid in a cgroup."""
+    log = open(component.log, "ab")  # noqa: SIM115 - handed to the child
+    try:
+        # Logs are appended across restarts; the marker lets checks read only this run's lines.
+        log.write(f"{SPAWN_MARKER}{Path(component.argv[0]).name} at {time.strftime('%H:%M:%S')} ---\n".encode())
+        log.flush()
+        process = subprocess.Popen(
+            component.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # outlives `crdscope lab up`, not killed by its ^C
+            close_fds=True,
+        )
+    finally:
+        log.close()
+    if join is not None:
+        # The child is still starting (Go runtime set-up): what it allocates from here on
+        # is charged to the cgroup, which is what a memory limit needs.
+        join(process.pid)
+    component.pid = process.pid
+    component.started_at = time.time()
+
+
+def send_signal(component: Component, signum: int) -> bool:
+    """Send ``signum`` to the component if it still runs its binary."""
+    if not pid_is(component):
+        return False
+    try:
+        os.kill(component.pid, signum)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def terminate(component: Component, grace: float = STOP_GRACE_SECONDS) -> None:
+    """SIGTERM, then SIGKILL after ``grace`` seconds; returns once the pid is gone."""
+    if not send_signal(component, signal.SIGCONT):  # a stopped process cannot handle SIGTERM
+        return
+    send_signal(component, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while pid_alive(component.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if pid_alive(component.pid):
+        send_signal(component, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while pid_alive(component.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
