@@ -1,0 +1,208 @@
+"""Several API servers behind one address: which replica answered, and their restarts.
+
+Behind a load balancer each ``/metrics`` scrape reads whichever kube-apiserver
+answered.  A scrape names its process by ``process_start_time_seconds`` (two
+processes started within the same clock tick are not told apart).  A
+:class:`ReplicaTracker` keeps one *slot* per replica: the process running in
+it, its latest figures, its fits against the CRD count and its restarts.
+
+A new start time is either another replica seen for the first time or the
+restart of a known one.  The tracker decides with the number of replicas the
+cluster reports (its identity Leases, :mod:`probes.leases`):
+
+* fewer slots than replicas: a new slot (another replica, not a restart);
+* otherwise: one restart of the slot seen least recently (a replica that went
+  away and came back with a new start time), among slots whose process
+  started before the new one (a process cannot replace a younger one);
+* a process that was counted as replaced and answers again proves the
+  "restart" was another replica: the count is taken back and the newer process
+  gets a slot of its own (this is what keeps a balancer flipping between
+  replicas from counting restarts when the Leases are not readable).
+
+Switching between known processes is never a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from .fit import ProcessFits
+
+log = logging.getLogger("crdscope.replicas")
+
+#: Two start times closer than this are one process (the gauge is a float of seconds).
+START_TIME_TOLERANCE_SECONDS = 0.5
+#: Slots kept (a cluster scaled down leaves slots that are no longer seen; the oldest go first).
+KEEP_SLOTS = 8
+MIB = float(1 << 20)
+#: Per-replica gauges: sample field -> /metrics family.
+REPLICA_GAUGES = {
+    "rss_bytes": "process_resident_memory_bytes",
+    "heap_bytes": "go_memstats_heap_inuse_bytes",
+    "goroutines": "go_goroutines",
+    "open_fds": "process_open_fds",
+    "max_fds": "process_max_fds",
+}
+#: fit name -> (figure it fits, divisor of the slope)
+REPLICA_FITS = {"rss": ("rss_bytes", MIB), "heap": ("heap_bytes", MIB), "fds": ("open_fds", 1.0)}
+
+
+@dataclass(frozen=True)
+class ReplicaFigures:
+    """One API server replica as last seen: its process, figures, fits and restarts."""
+
+    name: str
+    start_time: float
+    restarts: int = 0
+    #: When this replica last answered a scrape, and how many of its scrapes were read.
+    last_seen: float = 0.0
+    scrapes: int = 0
+    #: True for the replica that answered the newest scrape.
+    answering: bool = False
+    rss_bytes: int | None = None
+    heap_bytes: int | None = None
+    goroutines: int | None = None
+    open_fds: int | None = None
+    max_fds: int | None = None
+    mib_per_crd: float | None = None
+    r2: float | None = None
+    heap_mib_per_crd: float | None = None
+    fds_per_crd: float | None = None
+    #: Observations behind this replica's memory fit, and at how many CRD counts.
+    fit_points: int = 0
+    fit_crd_counts: int = 0
+
+
+@dataclass
+class _Slot:
+    """Mutable state of one replica slot."""
+
+    name: str
+    start_time: float
+    first_seen: float
+    last_seen: float
+    restarts: int = 0
+    scrapes: int = 0
+    #: Start times of the processes this slot held before (newest last), for take-backs.
+    replaced: list[float] = field(default_factory=list)
+    figures: dict[str, float] = field(default_factory=dict)
+    fits: dict[str, ProcessFits] = field(default_factory=lambda: {name: ProcessFits() for name in REPLICA_FITS})
+
+
+def same_process(a: float, b: float) -> bool:
+    """True when two start times name one process."""
+    return abs(a - b) <= START_TIME_TOLERANCE_SECONDS
+
+
+class ReplicaTracker:
+    """Slots of the replicas seen so far (see the module docstring for the rules)."""
+
+    def __init__(self) -> None:
+        self._slots: list[_Slot] = []
+        self._named = 0
+        self.answering: str | None = None
+
+    @property
+    def restarts(self) -> int:
+        """Restarts over every replica."""
+        return sum(slot.restarts for slot in self._slots)
+
+    @property
+    def known(self) -> int:
+        """How many replicas were told apart so far."""
+        return len(self._slots)
+
+    def observe(self, start_time: float, now: float, figures: dict[str, float], *,
+                replicas: int | None = None, crds: int | None = None) -> str:
+        """Record one scrape's process and figures; returns the name of the replica that answered.
+
+        ``replicas`` is how many API servers the cluster reports (None: unknown).
+        """
+        slot = self._slot_for(start_time, now, replicas)
+        slot.last_seen = now
+        slot.scrapes += 1
+        slot.figures = dict(figures)
+        if crds is not None:
+            for name, (figure, _unit) in REPLICA_FITS.items():
+                if figure in figures:
+                    slot.fits[name].add(slot.start_time, crds, figures[figure])
+        self.answering = slot.name
+        return slot.name
+
+    def _slot_for(self, start_time: float, now: float, replicas: int | None) -> _Slot:
+        for slot in self._slots:
+            if same_process(slot.start_time, start_time):
+                return slot
+        for slot in self._slots:
+            if slot.replaced and same_process(slot.replaced[-1], start_time):
+                return self._take_back(slot, now)
+        return self._new_process(start_time, now, replicas)
+
+    def _take_back(self, slot: _Slot, now: float) -> _Slot:
+        """The process ``slot`` held before answers again: its "restart" was another replica."""
+        newer = _Slot(self._next_name(), slot.start_time, slot.first_seen, slot.last_seen,
+                      scrapes=slot.scrapes, figures=slot.figures, fits=slot.fits)
+        slot.start_time = slot.replaced.pop()
+        slot.restarts -= 1
+        slot.fits = {name: ProcessFits() for name in REPLICA_FITS}
+        slot.scrapes = 0
+        self._slots.append(newer)
+        log.info("API server replica %s answers again: %s is another replica, not a restart",
+                 slot.name, newer.name)
+        self._trim()
+        return slot
+
+    def _new_process(self, start_time: float, now: float, replicas: int | None) -> _Slot:
+        older = [slot for slot in self._slots if slot.start_time < start_time]
+        if older and (replicas is None or len(self._slots) >= replicas):
+            slot = min(older, key=lambda s: s.last_seen)
+            log.warning("API server replica %s restarted (process start time moved by %.0f s)",
+                        slot.name, start_time - slot.start_time)
+            slot.replaced.append(slot.start_time)
+            del slot.replaced[:-2]
+            slot.start_time = start_time
+            slot.restarts += 1
+            slot.scrapes = 0
+            return slot
+        slot = _Slot(self._next_name(), start_time, now, now)
+        self._slots.append(slot)
+        self._trim()
+        return slot
+
+    def _next_name(self) -> str:
+        self._named += 1
+        return f"r{self._named}"
+
+    def _trim(self) -> None:
+        while len(self._slots) > KEEP_SLOTS:
+            self._slots.remove(min(self._slots, key=lambda s: s.last_seen))
+
+    def slot_fits(self, name: str) -> dict[str, ProcessFits]:
+        """The fits of replica ``name`` (empty when unknown)."""
+        for slot in self._slots:
+            if slot.name == name:
+                return slot.fits
+        return {}
+
+    def figures(self) -> tuple[ReplicaFigures, ...]:
+        """Every known replica, in the order they were first seen."""
+        return tuple(self._figures(slot) for slot in sorted(self._slots, key=lambda s: s.first_seen))
+
+    def _figures(self, slot: _Slot) -> ReplicaFigures:
+        values = {name: (None if (v := slot.figures.get(name)) is None else int(v)) for name in REPLICA_GAUGES}
+        slopes: dict[str, float | None] = {}
+        r2 = None
+        for name, (_figure, unit) in REPLICA_FITS.items():
+            result = slot.fits[name].result()
+            slopes[name] = result.slope / unit if result else None
+            if name == "rss" and result is not None:
+                r2 = result.r2
+        current = slot.fits["rss"].current()
+        return ReplicaFigures(
+            name=slot.name, start_time=slot.start_time, restarts=slot.restarts, last_seen=slot.last_seen,
+            scrapes=slot.scrapes, answering=slot.name == self.answering,
+            mib_per_crd=slopes["rss"], r2=r2, heap_mib_per_crd=slopes["heap"], fds_per_crd=slopes["fds"],
+            fit_points=current.n if current else 0, fit_crd_counts=current.distinct_x if current else 0,
+            **values,
+        )
