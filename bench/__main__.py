@@ -1,6 +1,7 @@
 """``python -m bench [--quick] [--runs N] [--sizes LIST] [--output DIR] [NAME ...]``: run the benchmarks.
 
 NAME is any of: discovery, loader, overhead, ui_latency, metrics_parse (default: all).
+``python -m bench calibrate [--help]`` fits the cost model instead (bench/calibrate.py).
 """
 
 from __future__ import annotations
@@ -57,6 +58,13 @@ def _interrupt(*_: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args_given = sys.argv[1:] if argv is None else argv
+    if args_given[:1] == ["calibrate"]:
+        # Not a benchmark: fits the cost model (its own options; see bench/calibrate.py).
+        from .calibrate import main as calibrate
+
+        signal.signal(signal.SIGTERM, _interrupt)
+        return calibrate(args_given[1:])
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("names", nargs="*", metavar="NAME", help=", ".join(BENCHMARKS))
     parser.add_argument("--quick", action="store_true", help="smoke sizes (what `make test` runs)")

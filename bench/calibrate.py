@@ -1,0 +1,277 @@
+"""``python -m bench calibrate``: measure what CRDs cost on fresh labs and fit the cost model.
+
+Two phases, so that a model change never needs the labs again:
+
+1. *measure* (``--measure-only`` stops after it): for each calibration set, a fresh lab of the
+   default version; its figures empty (after the API server settles), then after loading the
+   first half of the set and after the second half, each time once the API server is idle.
+   Loads are ``crdscope load DIR`` at its defaults (the install time the model predicts).
+   Figures: resident memory and Go heap (``/metrics``), aggregated discovery bytes, legacy
+   group-versions and request latency, OpenAPI v3 paths and v2 bytes, etcd connections (from
+   ``/proc``), when each CRD became Established.  The raw points go to
+   ``~/.cache/crdscope/calibration/raw-<stamp>.json`` (``bench/results/`` keeps a copy).
+2. *fit* (``--refit RAW`` runs only this): least squares of each figure's growth against the
+   sets' features (:mod:`crdscope.costmodel.fitting`), written with provenance into
+   ``costmodel/coefficients.json`` for the lab's minor version.
+
+The GCP provider set is never used here: it is the held-out test (``crdscope estimate
+--measure``).  Sets are a few hundred CRDs each (a 2-core shared machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import shutil
+import statistics
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from crdscope.lab.controlplane import LabState, admin_tls
+from crdscope.lab.sockets import established_to_port
+from crdscope.loader.synthetic import VERSION_NAMES, synthetic_documents
+from crdscope.probes.discovery_docs import ACCEPT_AGGREGATED, ACCEPT_LEGACY
+from crdscope.probes.paths import cache_dir
+
+from .common import BENCH_DIR, SHARED_CRDS, BenchError, isolate_environment, machine, run_timed, say
+from .discovery import crdscope_command
+from .labs import ADMIN_CONTEXT, established_times, fresh_lab, wait_for_memory, wait_until_idle
+
+HELD_OUT = ("provider-gcp",)
+RSS_READS = 3
+RSS_READ_GAP_SECONDS = 2.0
+LOAD_TIMEOUT_SECONDS = 3600.0
+
+
+@dataclass(frozen=True)
+class CalibrationSet:
+    """A set of CRDs loaded into one fresh lab in two halves."""
+
+    name: str
+    #: "synthetic" or the name of a shared archive (``../shared/crds/<name>.tar.xz``)
+    origin: str
+    count: int
+    schema_props: int = 40
+    #: synthetic only: every CRD serves this many versions (0: the generator's own mix)
+    versions: int = 0
+    #: archives only: the first file taken (sorted by name)
+    start: int = 0
+
+
+SETS = (
+    CalibrationSet("synthetic-300-props5", "synthetic", 300, schema_props=5),
+    CalibrationSet("synthetic-150-props150", "synthetic", 150, schema_props=150),
+    CalibrationSet("synthetic-200-props30-3versions", "synthetic", 200, schema_props=30, versions=3),
+    CalibrationSet("provider-aws-300", "provider-aws", 300),
+)
+
+
+def _with_versions(document: dict[str, Any], count: int) -> dict[str, Any]:
+    """A synthetic CRD serving ``count`` versions (same schema each; the last one stored)."""
+    first = document["spec"]["versions"][0]
+    versions = [{**first, "name": name, "storage": index == count - 1}
+                for index, name in enumerate(VERSION_NAMES[:count])]
+    return {**document, "spec": {**document["spec"], "versions": versions}}
+
+
+def materialise(chosen: CalibrationSet) -> list[Path]:
+    """The set's CRD files (one per CRD, sorted), written once into the cache."""
+    target = cache_dir() / "calibration" / "sets" / chosen.name
+    stamp = target / ".complete"
+    if not stamp.exists():
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        if chosen.origin == "synthetic":
+            documents = synthetic_documents(chosen.count, schema_props=chosen.schema_props)
+            for index, document in enumerate(documents):
+                if chosen.versions:
+                    document = _with_versions(document, chosen.versions)
+                (target / f"{index:05d}.json").write_text(json.dumps(document))
+        else:
+            if chosen.origin in HELD_OUT:
+                raise BenchError(f"{chosen.origin} is the held-out test set: never calibrate on it")
+            with tarfile.open(SHARED_CRDS / f"{chosen.origin}.tar.xz", "r:xz") as tar:
+                members = sorted((m for m in tar.getmembers() if m.isfile() and m.name.endswith(".yaml")),
+                                 key=lambda m: m.name)
+                for member in members[chosen.start:chosen.start + chosen.count]:
+                    (target / Path(member.name).name).write_bytes(tar.extractfile(member).read())  # type: ignore[union-attr]
+        stamp.write_text("")
+    return sorted(p for p in target.iterdir() if p.suffix in (".json", ".yaml"))
+
+
+def _halves(files: list[Path], chosen: CalibrationSet) -> list[Path]:
+    """Two directories holding the first and second half of ``files`` (symlinks)."""
+    middle = len(files) // 2
+    parts = []
+    for index, part in enumerate((files[:middle], files[middle:])):
+        directory = cache_dir() / "calibration" / "parts" / f"{chosen.name}-{index}"
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(parents=True)
+        for path in part:
+            (directory / path.name).symlink_to(path)
+        parts.append(directory)
+    return parts
+
+
+# --------------------------------------------------------------------------- measuring a lab
+
+
+def _gauge(text: str, family: str) -> float | None:
+    for line in text.splitlines():
+        if line.startswith((family + " ", family + "{")):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def _memory(client: httpx.Client) -> dict[str, float]:
+    """Median resident memory and heap in use over a few reads (the heap moves with each GC)."""
+    rss, heap = [], []
+    for read in range(RSS_READS):
+        if read:
+            time.sleep(RSS_READ_GAP_SECONDS)
+        text = client.get("/metrics").text
+        rss.append(_gauge(text, "process_resident_memory_bytes") or 0.0)
+        heap.append(_gauge(text, "go_memstats_heap_inuse_bytes") or 0.0)
+    return {"rss_bytes": statistics.median(rss), "heap_bytes": statistics.median(heap)}
+
+
+def _aggregated(client: httpx.Client) -> dict[str, Any]:
+    total = 0
+    group_versions: list[str] = []
+    resources = 0
+    for path in ("/api", "/apis"):
+        response = client.get(path, headers={"Accept": ACCEPT_AGGREGATED})
+        response.raise_for_status()
+        total += len(response.content)
+        for group in response.json().get("items") or []:
+            name = (group.get("metadata") or {}).get("name") or ""
+            for version in group.get("versions") or []:
+                group_versions.append(f"{name}/{version['version']}" if name else version["version"])
+                resources += len(version.get("resources") or [])
+    return {"aggregated_bytes": total, "aggregated_group_versions": len(group_versions),
+            "aggregated_resources": resources}
+
+
+def _legacy(client: httpx.Client) -> dict[str, Any]:
+    """The legacy walk, one request at a time: how many, their bytes and their median latency."""
+    paths = ["/api", "/apis"]
+    api = client.get("/api", headers={"Accept": ACCEPT_LEGACY}).json()
+    apis = client.get("/apis", headers={"Accept": ACCEPT_LEGACY}).json()
+    paths += [f"/api/{version}" for version in api.get("versions") or []]
+    paths += [f"/apis/{v['groupVersion']}" for group in apis.get("groups") or [] for v in group.get("versions") or []]
+    seconds, total = [], 0
+    for path in paths:
+        started = time.perf_counter()
+        response = client.get(path, headers={"Accept": ACCEPT_LEGACY})
+        seconds.append(time.perf_counter() - started)
+        total += len(response.content)
+    return {"legacy_requests": len(paths), "legacy_bytes": total,
+            "legacy_request_seconds_median": statistics.median(seconds)}
+
+
+def _openapi(client: httpx.Client) -> dict[str, Any]:
+    index = client.get("/openapi/v3").json()
+    v2 = client.get("/openapi/v2", headers={"Accept": "application/json"}, timeout=600)
+    v2.raise_for_status()
+    return {"openapi_v3_paths": len(index.get("paths") or {}), "openapi_v2_bytes": len(v2.content)}
+
+
+def snapshot(state: LabState) -> dict[str, Any]:
+    """Every figure the model predicts, read from the lab as it is now."""
+    apiserver, etcd = state.components["apiserver"], state.components["etcd"]
+    with httpx.Client(base_url=state.server, verify=admin_tls(state.pki_dir), timeout=300) as client:
+        figures: dict[str, Any] = {"when": time.time()}
+        figures.update(_memory(client))
+        figures.update(_aggregated(client))
+        figures.update(_legacy(client))
+        figures.update(_openapi(client))
+    figures["etcd_connections"] = established_to_port(apiserver.pid, etcd.port)
+    return figures
+
+
+def _load(state: LabState, directory: Path) -> dict[str, Any]:
+    """``crdscope load DIR`` at its defaults: wall seconds, and the server's establish window."""
+    started = time.time()
+    seconds, done = run_timed([*crdscope_command(), "load", str(directory), "--kubeconfig", state.kubeconfig,
+                               "--context", ADMIN_CONTEXT, "--json", "--new-run"],
+                              timeout=LOAD_TIMEOUT_SECONDS, check=False)
+    try:
+        summary = json.loads(done.stdout)
+    except ValueError:
+        raise BenchError(f"crdscope load exited {done.returncode}: {done.stderr.strip()[-200:]}") from None
+    return {"load_seconds": seconds, "load_started": started, "established": summary.get("established"),
+            "failed": summary.get("failed")}
+
+
+def measure_set(chosen: CalibrationSet) -> dict[str, Any]:
+    """One fresh lab: the empty point and one point after each half of the set."""
+    files = materialise(chosen)
+    parts = _halves(files, chosen)
+    wait_for_memory(2.0 + 0.01 * len(files))
+    say(f"calibrate: {chosen.name}: {len(files)} CRDs")
+    points = []
+    with fresh_lab() as state:
+        wait_until_idle(state)
+        points.append({"files": 0, **snapshot(state)})
+        loaded = 0
+        for part in parts:
+            load = _load(state, part)
+            loaded += len(list(part.iterdir()))
+            times = sorted(t for t in established_times(state).values() if t is not None)
+            wait_until_idle(state)
+            points.append({"files": loaded, **load, "established_total": len(times),
+                           "established_first": times[0] if times else None,
+                           "established_last": times[-1] if times else None, **snapshot(state)})
+            say(f"calibrate: {chosen.name}: {loaded} CRDs, RSS {points[-1]['rss_bytes'] / 2**20:.0f} MiB")
+        kubernetes = state.kubernetes_version
+    return {"set": chosen.__dict__, "kubernetes": kubernetes, "files": [str(p) for p in files],
+            "points": points}
+
+
+def measure(sets: tuple[CalibrationSet, ...]) -> Path:
+    """Measure every set; the raw file's path."""
+    raw: dict[str, Any] = {"when": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                           "machine": machine(), "sets": []}
+    directory = cache_dir() / "calibration"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"raw-{raw['when'].replace(':', '')}.json"
+    for chosen in sets:
+        raw["sets"].append(measure_set(chosen))
+        path.write_text(json.dumps(raw, indent=1))  # each set kept as soon as it is measured
+    (BENCH_DIR / "results").mkdir(exist_ok=True)
+    shutil.copy(path, BENCH_DIR / "results" / f"calibration-{path.name}")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench calibrate", description=__doc__)
+    parser.add_argument("--sets", default=",".join(s.name for s in SETS),
+                        help="comma-separated calibration sets [default: all]")
+    parser.add_argument("--measure-only", action="store_true", help="measure, do not fit")
+    parser.add_argument("--refit", type=Path, metavar="RAW", help="fit a raw file measured before (no labs)")
+    args = parser.parse_args(argv)
+    if args.refit:
+        raw_path = args.refit
+    else:
+        wanted = [name.strip() for name in args.sets.split(",") if name.strip()]
+        unknown = [name for name in wanted if name not in {s.name for s in SETS}]
+        if unknown:
+            parser.error(f"unknown set {', '.join(unknown)} (one of: {', '.join(s.name for s in SETS)})")
+        isolate_environment()
+        raw_path = measure(tuple(s for s in SETS if s.name in wanted))
+        say(f"calibrate: raw figures in {raw_path}")
+        if args.measure_only:
+            return 0
+    from crdscope.costmodel.calibration import fit_minor, write_minor
+
+    raw = json.loads(raw_path.read_text())
+    minor, fitted = fit_minor(raw, source=raw_path.name)
+    path = write_minor(minor, fitted)
+    print(json.dumps({"minor": minor, "coefficients": str(path), "raw": str(raw_path)}))
+    return 0

@@ -1,0 +1,179 @@
+"""Turn raw calibration measurements (``python -m bench calibrate``) into coefficients.
+
+The raw file lists, per calibration set, the CRD files it loaded and points
+measured on one fresh lab: empty, after the first half, after all of it.
+Each figure's growth over the empty point is fitted against the features of
+the CRDs loaded by then (:mod:`.fitting`); discovery sizes are built
+(:mod:`.documents`) and only their scale is fitted; request counts and
+OpenAPI v3 paths are checked to be exact.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+from crdscope.loader.sources import CRDDocument, yaml_items
+
+from .coefficients import COEFFICIENTS_FILE, FORMAT, parse_minor
+from .documents import aggregated_bytes, legacy_bytes
+from .features import CRDFeatures, features_of
+from .fitting import fit_terms
+from .model import crd_terms
+
+MEMORY_TERMS = ("crds", "served_versions", "schema_bytes")
+LINEAR_FIGURES = {
+    "rss_bytes": MEMORY_TERMS,
+    "heap_bytes": MEMORY_TERMS,
+    "openapi_v2_bytes": MEMORY_TERMS,
+    "etcd_connections": ("crds", "served_versions"),
+}
+INSTALL_TERMS = ("crds", "schema_bytes")
+
+
+def read_features(paths: list[str]) -> list[CRDFeatures]:
+    """The features of the CRDs in ``paths`` (one or more documents per file)."""
+    found = []
+    for path in paths:
+        with open(path, "rb") as handle:
+            found.extend(features_of(item) for item in yaml_items(handle, path) if isinstance(item, CRDDocument))
+    return found
+
+
+def _totals(crds: list[CRDFeatures]) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for crd in crds:
+        for name, value in crd_terms(crd).items():
+            totals[name] = totals.get(name, 0.0) + value
+    return totals
+
+
+def _rows(raw: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per measured point after the empty one: its set, features and growth."""
+    rows = []
+    for measured in raw["sets"]:
+        crds = read_features(measured["files"])
+        empty = measured["points"][0]
+        previous = 0
+        for point in measured["points"][1:]:
+            loaded, half = crds[:point["files"]], crds[previous:point["files"]]
+            rows.append({"set": measured["set"]["name"], "point": point, "empty": empty, "x": _totals(loaded),
+                         "x_half": _totals(half), "crds": loaded, "half": half, "previous": crds[:previous]})
+            previous = point["files"]
+    return rows
+
+
+def _scale(rows: list[dict[str, Any]], figure: str, built: list[float]) -> dict[str, Any]:
+    measured = [row["point"][figure] - row["empty"][figure] for row in rows]
+    scale = sum(measured) / sum(built) if sum(built) else 1.0
+    errors = [(scale * b - m) / m for b, m in zip(built, measured, strict=True) if m]
+    return {"scale": scale, "relative_max": max((abs(e) for e in errors), default=0.0),
+            "relative_rms": (sum(e * e for e in errors) / len(errors)) ** 0.5 if errors else 0.0}
+
+
+def _exact(rows: list[dict[str, Any]], figure: str) -> dict[str, Any]:
+    """Measured growth of a count against the new group-versions (should match exactly)."""
+    misses = []
+    for row in rows:
+        measured = row["point"][figure] - row["empty"][figure]
+        built = len({gv for crd in row["crds"] for gv in crd.group_versions})
+        if measured != built:
+            misses.append({"set": row["set"], "measured": measured, "built": built})
+    return {"per": "new group-version", "points": len(rows), "misses": misses}
+
+
+def _baseline(raw: dict[str, Any]) -> dict[str, Any]:
+    empties = [measured["points"][0] for measured in raw["sets"]]
+    everything = [point for measured in raw["sets"] for point in measured["points"]]
+
+    def median(name: str) -> float:
+        return float(statistics.median(point[name] for point in empties))
+
+    return {
+        "rss_bytes": median("rss_bytes"), "heap_bytes": median("heap_bytes"),
+        "aggregated_bytes": median("aggregated_bytes"), "legacy_bytes": median("legacy_bytes"),
+        "group_versions": int(median("legacy_requests")) - 2, "openapi_v3_paths": int(median("openapi_v3_paths")),
+        "openapi_v2_bytes": median("openapi_v2_bytes"), "etcd_connections": int(median("etcd_connections")),
+        "legacy_request_seconds": float(statistics.median(p["legacy_request_seconds_median"] for p in everything)),
+    }
+
+
+def _leave_one_set_out(rows: list[dict[str, Any]], figure: str, terms: tuple[str, ...]) -> dict[str, float]:
+    """Each set's error when the figure is fitted without it (the honest error of a new set)."""
+    errors = {}
+    for name in sorted({row["set"] for row in rows}):
+        kept = [row for row in rows if row["set"] != name]
+        if not kept:
+            continue
+        fit = fit_terms([row["x"] for row in kept], [row["point"][figure] - row["empty"][figure] for row in kept],
+                        terms)
+        last = [row for row in rows if row["set"] == name][-1]
+        observed = last["point"][figure] - last["empty"][figure]
+        predicted = sum(c * last["x"].get(t, 0.0) for t, c in fit.coefficients.items())
+        if observed:
+            errors[name] = round((predicted - observed) / observed, 4)
+    return errors
+
+
+def _install(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    fit = fit_terms([row["x_half"] for row in rows], [row["point"]["load_seconds"] for row in rows], INSTALL_TERMS)
+    rates = [len(row["half"]) / max(1.0, row["point"]["established_last"] - row["point"]["load_started"])
+             for row in rows if row["point"].get("established_last")]
+    install = {"terms": fit.coefficients, "relative_rms": fit.relative_rms, "relative_max": fit.relative_max,
+               "points": fit.points, "measured_with": "crdscope load at its defaults"}
+    rate = {"per_second": statistics.median(rates) if rates else None,
+            "measured_with": "CRDs of a load / (last Established - load start), server clock"}
+    return install, rate
+
+
+def fit_minor(raw: dict[str, Any], *, source: str = "") -> tuple[str, dict[str, Any]]:
+    """(minor, its coefficient entry) from a raw calibration file's contents."""
+    versions = {measured["kubernetes"] for measured in raw["sets"]}
+    if len(versions) != 1:
+        raise ValueError(f"one Kubernetes version per calibration, not {sorted(versions)}")
+    version = versions.pop()
+    major, minor_number = parse_minor(version)
+    rows = _rows(raw)
+    figures: dict[str, Any] = {}
+    for figure, terms in LINEAR_FIGURES.items():
+        fit = fit_terms([row["x"] for row in rows], [row["point"][figure] - row["empty"][figure] for row in rows],
+                        terms)
+        figures[figure] = {"terms": fit.coefficients, "relative_rms": fit.relative_rms,
+                           "relative_max": fit.relative_max, "points": fit.points,
+                           "leave_one_set_out": _leave_one_set_out(rows, figure, terms)}
+    figures["aggregated_bytes"] = _scale(rows, "aggregated_bytes",
+                                         [float(aggregated_bytes(row["crds"])) for row in rows])
+    figures["legacy_bytes"] = _scale(rows, "legacy_bytes", [float(legacy_bytes(row["crds"])) for row in rows])
+    figures["legacy_requests"] = _exact(rows, "legacy_requests")
+    figures["openapi_v3_paths"] = _exact(rows, "openapi_v3_paths")
+    figures["install_seconds"], figures["establish_rate"] = _install(rows)
+    entry = {
+        "kubernetes_version": version,
+        "baseline": _baseline(raw),
+        "figures": figures,
+        "provenance": {
+            "measured": raw.get("when"), "fitted": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "machine": raw.get("machine"), "raw": source,
+            "sets": [{**measured["set"], "crds": len(measured["files"])} for measured in raw["sets"]],
+            "held_out": ["provider-gcp"],
+            "command": "python -m bench calibrate",
+        },
+    }
+    return f"{major}.{minor_number}", entry
+
+
+def write_minor(minor: str, entry: dict[str, Any], path: Path = COEFFICIENTS_FILE) -> Path:
+    """Put one minor's coefficients into the data file (other minors are kept)."""
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError):
+        document = {}
+    if document.get("format") != FORMAT:
+        document = {"format": FORMAT, "minors": {}}
+    document["minors"][minor] = entry
+    document["minors"] = dict(sorted(document["minors"].items(), key=lambda item: parse_minor(item[0])))
+    path.write_text(json.dumps(document, indent=1, sort_keys=False) + "\n")
+    return path

@@ -1,0 +1,227 @@
+"""Predict what installing a set of CRDs costs an API server: :func:`estimate`.
+
+Linear figures (memory, heap, OpenAPI v2 bytes, etcd connections, install
+time) are sums of fitted terms over the CRDs' features; discovery sizes are
+built from the CRDs' names (:mod:`.documents`) and scaled by the calibrated
+factor; request counts are exact.  Every fitted figure carries an interval:
+the prediction widened by twice the calibration's relative RMS error (at
+least :data:`MIN_RELATIVE_INTERVAL`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from crdscope.loader.sources import CRDDocument
+from crdscope.probes.ratelimit import NAMED_LIMITS, replay_legacy_walk
+
+from .coefficients import Coefficients, for_minor
+from .documents import aggregated_bytes, legacy_bytes
+from .features import CRDFeatures, features_of
+
+#: The narrowest interval given (the lab is one machine; another machine differs at least this much).
+MIN_RELATIVE_INTERVAL = 0.10
+#: Widening of the calibration's relative RMS error into an interval.
+INTERVAL_RMS_MULTIPLE = 2.0
+TOP_CRDS = 10
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A predicted figure with its low and high bounds."""
+
+    value: float
+    low: float
+    high: float
+
+    @classmethod
+    def around(cls, value: float, relative: float) -> Interval:
+        """``value`` +- ``relative`` of it."""
+        return cls(value, value * (1 - relative), value * (1 + relative))
+
+    def plus(self, offset: float) -> Interval:
+        """The interval moved by ``offset``."""
+        return Interval(self.value + offset, self.low + offset, self.high + offset)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What is on the cluster before SOURCE is installed (empty: a fresh cluster)."""
+
+    rss_bytes: float | None = None
+    crds: int = 0
+    group_versions: frozenset[str] = frozenset()
+    groups: frozenset[str] = frozenset()
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class CRDCost:
+    """One CRD's predicted memory and what drives it."""
+
+    name: str
+    memory_bytes: float
+    served_versions: int
+    schema_bytes: int
+
+
+@dataclass(frozen=True)
+class ClientWalk:
+    """The legacy discovery walk behind one client's rate limit."""
+
+    name: str
+    qps: float
+    burst: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What installing a set of CRDs costs, predicted for one Kubernetes minor."""
+
+    minor_requested: str
+    minor_used: str
+    model_note: str
+    crds: int
+    served_versions: int
+    schema_bytes: int
+    memory_bytes: Interval
+    heap_bytes: Interval
+    rss_before_bytes: float | None
+    rss_after_bytes: Interval | None
+    groups_added: int
+    group_versions_added: int
+    resources_added: int
+    aggregated_bytes_added: float
+    aggregated_bytes_after: float
+    legacy_requests_added: int
+    legacy_requests_after: int
+    legacy_walks: tuple[ClientWalk, ...]
+    kubectl_cache_bytes_after: float
+    openapi_v3_paths_added: int
+    openapi_v2_bytes_added: Interval
+    install_seconds: Interval
+    establish_rate_per_second: float | None
+    etcd_connections_added: Interval
+    top_crds: tuple[CRDCost, ...]
+    memory_limit_bytes: float | None = None
+    headroom_bytes: float | None = None
+    #: about how many CRDs like these fit before the API server reaches its memory limit
+    crds_until_limit: int | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _relative(coefficients: Coefficients, name: str) -> float:
+    rms = float(coefficients.figure(name).get("relative_rms") or 0.0)
+    return max(MIN_RELATIVE_INTERVAL, INTERVAL_RMS_MULTIPLE * rms)
+
+
+def _linear(coefficients: Coefficients, name: str, values: dict[str, float]) -> float:
+    terms = coefficients.figure(name).get("terms") or {}
+    return sum(float(c) * values.get(term, 0.0) for term, c in terms.items())
+
+
+def crd_terms(crd: CRDFeatures) -> dict[str, float]:
+    """One CRD's regressors (the names the coefficient file's terms use)."""
+    return {"crds": 1.0, "served_versions": float(crd.served), "schema_bytes": float(crd.schema_bytes)}
+
+
+def crd_memory(coefficients: Coefficients, crd: CRDFeatures) -> float:
+    """Resident memory one CRD adds (bytes)."""
+    return _linear(coefficients, "rss_bytes", crd_terms(crd))
+
+
+def _as_features(crds: Iterable[CRDFeatures | CRDDocument]) -> list[CRDFeatures]:
+    return [crd if isinstance(crd, CRDFeatures) else features_of(crd) for crd in crds]
+
+
+def _sum_terms(crds: list[CRDFeatures]) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for crd in crds:
+        for name, value in crd_terms(crd).items():
+            totals[name] = totals.get(name, 0.0) + value
+    return totals
+
+
+def _discovery(coefficients: Coefficients, crds: list[CRDFeatures], target: Target) -> dict[str, float]:
+    baseline = coefficients.baseline
+    known_gvs = target.group_versions
+    new_gvs = {gv for crd in crds for gv in crd.group_versions} - known_gvs
+    new_groups = {crd.group for crd in crds} - target.groups
+    scale = float(coefficients.figure("aggregated_bytes").get("scale") or 1.0)
+    legacy_scale = float(coefficients.figure("legacy_bytes").get("scale") or 1.0)
+    added = scale * aggregated_bytes(crds, target.groups, known_gvs)
+    # A watched cluster's own documents are not known here: the baseline stands for them.
+    before_gvs = max(len(known_gvs), int(baseline.get("group_versions", 0)))
+    return {
+        "groups": len(new_groups), "group_versions": len(new_gvs),
+        "resources": sum(len(crd.served_versions) for crd in crds),
+        "aggregated_added": added,
+        "aggregated_after": float(baseline.get("aggregated_bytes", 0)) + added,
+        "legacy_added": len(new_gvs),
+        "legacy_after": 2 + before_gvs + len(new_gvs),
+        "kubectl_cache_after": float(baseline.get("legacy_bytes", 0)) + legacy_scale * legacy_bytes(crds, known_gvs),
+    }
+
+
+def _walks(coefficients: Coefficients, requests: int) -> tuple[ClientWalk, ...]:
+    latency = float(coefficients.baseline.get("legacy_request_seconds") or 0.005)
+    group_versions = [latency] * max(0, requests - 2)
+    walks = []
+    for limits in NAMED_LIMITS:
+        model = replay_legacy_walk(latency, latency, group_versions, limits)
+        walks.append(ClientWalk(limits.name, limits.qps, limits.burst, model.seconds))
+    return tuple(walks)
+
+
+def _limit(memory: Interval, crds: int, rss_after: Interval | None,
+           limit: float | None) -> tuple[float | None, int | None]:
+    """(headroom bytes after the install, CRDs like these that fit before the limit)."""
+    if limit is None or rss_after is None:
+        return None, None
+    headroom = limit - rss_after.value
+    per_crd = memory.value / crds if crds else 0.0
+    if per_crd <= 0:
+        return headroom, None
+    return headroom, int((limit - (rss_after.value - memory.value)) // per_crd)
+
+
+def estimate(crds: Iterable[CRDFeatures | CRDDocument], kubernetes_minor: str, *, target: Target | None = None,
+             memory_limit_bytes: float | None = None) -> Estimate:
+    """What installing ``crds`` on ``target`` (default: an empty cluster) costs on ``kubernetes_minor``."""
+    coefficients = for_minor(kubernetes_minor)
+    target = target or Target()
+    listed = _as_features(crds)
+    totals = _sum_terms(listed)
+    memory = Interval.around(_linear(coefficients, "rss_bytes", totals), _relative(coefficients, "rss_bytes"))
+    heap = Interval.around(_linear(coefficients, "heap_bytes", totals), _relative(coefficients, "heap_bytes"))
+    before = target.rss_bytes if target.rss_bytes is not None else coefficients.baseline.get("rss_bytes")
+    rss_after = memory.plus(float(before)) if before is not None else None
+    discovery = _discovery(coefficients, listed, target)
+    seconds = Interval.around(_linear(coefficients, "install_seconds", totals),
+                              _relative(coefficients, "install_seconds"))
+    costs = sorted((CRDCost(crd.name, crd_memory(coefficients, crd), crd.served, crd.schema_bytes)
+                    for crd in listed), key=lambda cost: (-cost.memory_bytes, cost.name))
+    headroom, until_limit = _limit(memory, len(listed), rss_after, memory_limit_bytes)
+    rate = coefficients.figure("establish_rate").get("per_second")
+    notes = [] if coefficients.requested == coefficients.minor else [coefficients.note]
+    return Estimate(
+        minor_requested=coefficients.requested, minor_used=coefficients.minor, model_note=coefficients.note,
+        crds=len(listed), served_versions=int(totals.get("served_versions", 0)),
+        schema_bytes=int(totals.get("schema_bytes", 0)), memory_bytes=memory, heap_bytes=heap,
+        rss_before_bytes=float(before) if before is not None else None, rss_after_bytes=rss_after,
+        groups_added=int(discovery["groups"]), group_versions_added=int(discovery["group_versions"]),
+        resources_added=int(discovery["resources"]), aggregated_bytes_added=discovery["aggregated_added"],
+        aggregated_bytes_after=discovery["aggregated_after"],
+        legacy_requests_added=int(discovery["legacy_added"]), legacy_requests_after=int(discovery["legacy_after"]),
+        legacy_walks=_walks(coefficients, int(discovery["legacy_after"])),
+        kubectl_cache_bytes_after=discovery["kubectl_cache_after"],
+        openapi_v3_paths_added=int(discovery["group_versions"]),
+        openapi_v2_bytes_added=Interval.around(_linear(coefficients, "openapi_v2_bytes", totals),
+                                               _relative(coefficients, "openapi_v2_bytes")),
+        install_seconds=seconds, establish_rate_per_second=float(rate) if rate else None,
+        etcd_connections_added=Interval.around(_linear(coefficients, "etcd_connections", totals),
+                                               _relative(coefficients, "etcd_connections")),
+        top_crds=tuple(costs[:TOP_CRDS]), memory_limit_bytes=memory_limit_bytes,
+        headroom_bytes=headroom, crds_until_limit=until_limit, notes=tuple(notes))
