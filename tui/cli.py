@@ -98,15 +98,14 @@ def run_async(coroutine: Any) -> Any:
     return asyncio.run(coroutine)
 
 
-def emit(data: dict, as_json: bool) -> None:
-    """Print a sample: one JSON object, or ``key: value`` lines for people."""
+def emit(data: dict, as_json: bool, name: str = "") -> None:
+    """Print a sample: one JSON object (the scripts' contract), or a summary for people."""
     if as_json:
         click.echo(json.dumps(data, sort_keys=False))
         return
-    for key, value in data.items():
-        if isinstance(value, (dict, list)):
-            value = json.dumps(value)
-        click.echo(f"{key}: {value}")
+    from .cli_output import render_sample
+
+    click.echo(render_sample(name, data))
 
 
 #: Commands that live next to their feature's code.
@@ -116,6 +115,8 @@ LAZY_COMMANDS = {
     "clean": "crdscope.tui.cmd_load:clean",
     "replay": "crdscope.tui.cmd_session:replay",
     "report": "crdscope.tui.cmd_session:report",
+    "estimate": "crdscope.tui.cmd_estimate:estimate",
+    "lab": "crdscope.tui.cmd_lab:lab",
 }
 
 
@@ -168,112 +169,12 @@ def probe(name: str, as_json: bool, legacy: bool, qps: float | None, burst: int 
             return sample.to_json()
 
     data = run_async(main())
-    emit(data, as_json)
+    emit(data, as_json, name)
     if data.get("error"):
         from crdscope.probes.cluster import failure_exit_code
 
         click.echo(f"crdscope: probe {name}: {data['error']}", err=True)
         sys.exit(failure_exit_code(data["error"]))
-
-
-# --------------------------------------------------------------------------- lab
-
-
-@cli.group(cls=Group, invoke_without_command=True)
-@click.pass_context
-def lab(ctx: click.Context) -> None:
-    """A local etcd + kube-apiserver: with no command, start it and open the monitor."""
-    if ctx.invoked_subcommand is None:
-        from crdscope.tui.launch import open_lab_monitor
-
-        open_lab_monitor()
-
-
-def binary_options(function: Callable) -> Callable:
-    function = click.option("--etcd-bin", default=None, help="etcd executable to use")(function)
-    function = click.option("--apiserver-bin", default=None, help="kube-apiserver executable to use")(function)
-    return function
-
-
-def _say(line: str) -> None:
-    click.echo(line, err=True)
-
-
-@lab.command("build")
-def lab_build() -> None:
-    """Build kube-apiserver and etcd from Go modules (skipped when cached)."""
-    from crdscope.lab.binaries import build, cached_binaries, pinned_versions
-
-    cached = cached_binaries()
-    if cached:
-        click.echo(f"kube-apiserver {pinned_versions().kubernetes} already built in {cached.apiserver.parent}")
-        return
-    build(progress=_say)
-
-
-@lab.command("up")
-@binary_options
-def lab_up(apiserver_bin: str | None, etcd_bin: str | None) -> None:
-    """Start the lab in the background and return once it is ready."""
-    from crdscope.lab.binaries import ensure_binaries
-    from crdscope.lab.controlplane import Lab
-
-    binaries = ensure_binaries(apiserver_bin, etcd_bin, progress=_say)
-    state = Lab().up(binaries, say=_say)
-    click.echo(f"lab up: {state.server} (Kubernetes {state.kubernetes_version})")
-    click.echo(f"kubeconfig: {state.kubeconfig}")
-    click.echo(f"  export KUBECONFIG={state.kubeconfig}")
-
-
-@lab.command("down")
-def lab_down() -> None:
-    """Stop the lab and remove its files."""
-    from crdscope.lab.controlplane import Lab
-
-    stopped = Lab().down()
-    click.echo(f"lab down ({len(stopped)} processes stopped)" if stopped else "no lab was up")
-
-
-@lab.command("status")
-@click.option("--json", "as_json", is_flag=True)
-def lab_status(as_json: bool) -> None:
-    """Say what runs where."""
-    from crdscope.lab.controlplane import Lab, tail
-
-    status = Lab().status()
-    if as_json:
-        click.echo(json.dumps(status))
-        return
-    click.echo(f"server: {status['server']}  ready: {status['ready']}  Kubernetes {status['kubernetes_version']}")
-    click.echo(f"kubeconfig: {status['kubeconfig']}")
-    for name, component in status["components"].items():
-        click.echo(f"{name}: pid {component['pid']} port {component['port']} {component['state']}")
-        if component["state"] == "dead":
-            click.echo(f"--- last lines of {component['log']}:")
-            click.echo(tail(component["log"]))
-
-
-@lab.command("kubeconfig")
-def lab_kubeconfig() -> None:
-    """Print the path of the lab's kubeconfig."""
-    from crdscope.lab.controlplane import Lab
-
-    click.echo(Lab().require().kubeconfig)
-
-
-def _fault_command(action: str, help_text: str) -> None:
-    @lab.command(action, help=help_text)
-    @click.argument("component", type=click.Choice(["apiserver", "etcd"]))
-    def command(component: str) -> None:
-        from crdscope.lab.controlplane import Lab
-
-        pid = getattr(Lab(), action)(component)
-        click.echo(f"{action} {component} (pid {pid})")
-
-
-_fault_command("kill", "SIGKILL a lab component.")
-_fault_command("stop", "Freeze a lab component (SIGSTOP).")
-_fault_command("start", "Resume (SIGCONT) or restart a lab component with the same data and ports.")
 
 
 def main() -> None:
