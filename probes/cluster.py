@@ -153,6 +153,67 @@ def effective_proxy(config: ClusterConfig) -> str | None:
     return candidate
 
 
+#: :meth:`InFlightRequests.end`'s failure for a request cancelled by its caller.
+CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True)
+class InFlightRequest:
+    """One request sent and not yet answered (no status line yet)."""
+
+    method: str
+    path: str
+    started: float  # time.monotonic()
+
+
+class InFlightRequests:
+    """Requests waiting for their answer, and when the server last answered or failed to.
+
+    A frozen server accepts connections and never answers: nothing fails until a
+    read timeout, so "how long has the oldest request waited" tells a hang within
+    seconds where errors tell it only after the timeout.  Filled by the shared
+    client's transport (:class:`GoawayRetryTransport`); read by the responsiveness probe.
+    """
+
+    def __init__(self) -> None:
+        self._requests: dict[int, InFlightRequest] = {}
+        self._next = 0
+        #: time.monotonic() of the last answer (any status), of the first transport failure since.
+        self.last_answer: float | None = None
+        self.failing_since: float | None = None
+        self.last_failure: str | None = None
+
+    def begin(self, method: str, path: str) -> int:
+        """Register a request being sent; returns the token :meth:`end` takes."""
+        self._next += 1
+        self._requests[self._next] = InFlightRequest(method, path, time.monotonic())
+        return self._next
+
+    def end(self, token: int, failure: str | None = None) -> None:
+        """The request got its answer (``failure`` None) or failed in transport.
+
+        A cancelled request (``failure`` :data:`CANCELLED`: a probe stopped, a deadline) says
+        nothing about the server either way.
+        """
+        self._requests.pop(token, None)
+        if failure == CANCELLED:
+            return
+        now = time.monotonic()
+        if failure is None:
+            self.last_answer, self.failing_since, self.last_failure = now, None, None
+        else:
+            self.last_failure = failure
+            if self.failing_since is None:
+                self.failing_since = now
+
+    def oldest(self) -> InFlightRequest | None:
+        """The request that has waited longest for its answer, if any."""
+        return min(self._requests.values(), key=lambda r: r.started, default=None)
+
+    def __len__(self) -> int:
+        return len(self._requests)
+
+
 #: The HTTP/1.1 fallback is for rare retries only.
 FALLBACK_LIMITS = httpx.Limits(max_connections=4, max_keepalive_connections=1)
 
@@ -172,8 +233,22 @@ class GoawayRetryTransport(httpx.AsyncBaseTransport):
         self.primary = primary
         self.fallback = fallback
         self.retries = 0
+        self.in_flight = InFlightRequests()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        token = self.in_flight.begin(request.method, request.url.path)
+        failure: str | None = CANCELLED
+        try:
+            response = await self._send(request)
+            failure = None
+            return response
+        except TRANSPORT_ERRORS as exc:
+            failure = type(exc).__name__
+            raise
+        finally:
+            self.in_flight.end(token, failure)
+
+    async def _send(self, request: httpx.Request) -> httpx.Response:
         try:
             return await self.primary.handle_async_request(request)
         except httpx.RemoteProtocolError as exc:
@@ -232,6 +307,11 @@ class Cluster:
     def connect(cls, kubeconfig: str | None = None, context: str | None = None, **kwargs: Any) -> Cluster:
         """Resolve a kubeconfig/context and build the client (no request is sent)."""
         return cls(load_config(kubeconfig, context), **kwargs)
+
+    @property
+    def in_flight(self) -> InFlightRequests:
+        """Requests of the shared client waiting for their answer (hang detection)."""
+        return self.transport.in_flight
 
     @property
     def server(self) -> str:

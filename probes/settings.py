@@ -33,6 +33,8 @@ class Cadences:
     health: float = 10.0
     #: Four canary requests per run: every 15 s keeps the monitor under one request per second.
     latency: float = 15.0
+    #: Reads the shared client's in-flight requests (no request of its own unless all is quiet).
+    responsiveness: float = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +44,18 @@ class Thresholds:
     discovery_seconds_warn: float = 5.0
     openapi_backlog_warn: int = 50
     memory_mib_per_crd_warn: float = 3.0
+    #: A request unanswered this long is the critical finding "API server not answering".
+    unanswered_seconds_critical: float = 5.0
+    #: APF rejections per second above which the APF finding is critical rather than a warning.
+    apf_rejected_per_second_critical: float = 1.0
+    #: Resident memory growth per minute (MiB) with no CRD added that makes a finding.
+    memory_growth_mib_per_minute_warn: float = 50.0
+    #: Resident memory over this fraction of a known limit is a warning (critical at 0.95).
+    memory_limit_fraction_warn: float = 0.8
+    #: Oldest CRD waiting for OpenAPI publication, seconds, that makes a finding.
+    openapi_oldest_seconds_warn: float = 60.0
+    #: CRDs with no objects, as a fraction of all CRDs (at least 100 of them), that makes a finding.
+    unused_crds_fraction_info: float = 0.5
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import re
 import signal
 import sys
 import time
@@ -23,36 +22,18 @@ from pathlib import Path
 from typing import Any, TextIO
 from collections.abc import Callable, Iterable
 
-from crdscope.probes.errors import ConfigError, CrdscopeError
+from crdscope.probes.errors import CrdscopeError
 from crdscope.probes.paths import state_dir
+from crdscope.findings.engine import FindingsEngine
+from crdscope.findings.model import FindingChange
 from crdscope.probes.samples import Sample
 
 from .events import Event, EventDetector, FAIL, format_seconds
-from .failif import Threshold, parse_thresholds
+from .durations import parse_duration
+from .failif import FINDINGS, Holding, Threshold, parse_thresholds
 
 #: The one /version request that names the cluster must not hold the watch up.
 DESCRIBE_TIMEOUT_SECONDS = 5.0
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-def parse_duration(text: str) -> float:
-    """``90s``, ``5m``, ``1h``, ``1h30m``, or plain seconds (``45``) -> seconds."""
-    value = str(text).strip().lower()
-    try:
-        seconds = float(value)
-    except ValueError:
-        position, seconds = 0, 0.0
-        for match in _DURATION_PART.finditer(value):
-            if match.start() != position:
-                break
-            seconds += float(match[1]) * _UNIT_SECONDS[match[2]]
-            position = match.end()
-        if position != len(value) or not value:
-            raise ConfigError(f"--duration '{text}' is not a duration (e.g. 90s, 5m, 1h, 1h30m)") from None
-    if seconds <= 0:
-        raise ConfigError(f"--duration '{text}' must be positive")
-    return seconds
 
 
 @dataclasses.dataclass
@@ -71,9 +52,12 @@ class Watch:
     """The sinks of a headless watch: events to lines (and the recording), thresholds to a stop."""
 
     def __init__(self, detector: EventDetector, thresholds: Iterable[Threshold], *,
-                 recorder: Any = None, collector: Any = None, out: TextIO | None = None) -> None:
+                 recorder: Any = None, collector: Any = None, out: TextIO | None = None,
+                 findings: FindingsEngine | None = None) -> None:
         self.detector = detector
         self.thresholds = list(thresholds)
+        self.findings = findings or FindingsEngine(detector.thresholds)
+        self.holding = Holding()
         self.recorder = recorder
         self.collector = collector
         self.out = out or sys.stdout
@@ -93,9 +77,12 @@ class Watch:
             self.say(event.line())
             self.events.append(event)
             self.record(event)
+        for change in self.findings.observe(sample):  # one line as each finding opens and closes
+            self.say(change.line())
+            self.record(change)
         if self.crossing is None:
             for threshold in self.thresholds:
-                value = threshold.crossed(sample)
+                value = self.holding.crossed(threshold, self._value(threshold, sample), sample.timestamp)
                 if value is not None:
                     self.crossing = Crossing(threshold, value, sample.timestamp)
                     event = Event(sample.timestamp, "threshold-crossed", FAIL, threshold.probe,
@@ -105,7 +92,14 @@ class Watch:
                     self.done.set()
                     break
 
-    def record(self, item: Sample | Event) -> None:
+    def _value(self, threshold: Threshold, sample: Sample) -> float | None:
+        if threshold.probe != FINDINGS:
+            return threshold.value(sample)
+        counts = {severity.value: n for severity, n in self.findings.counts().items()}
+        field = threshold.path[0]
+        return float(sum(counts.values()) if field == "any" else counts[field])
+
+    def record(self, item: Sample | Event | FindingChange) -> None:
         """Record a sample or an event; a failing disk stops the recording, not the watch."""
         if self.recorder is None:
             return

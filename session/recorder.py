@@ -20,7 +20,9 @@ Layout: the first line is the header ::
 
 then one record per line: ``{"type": "sample", "probe": "<name>", "data": {...}}`` (the
 sample's ``to_json()``), ``{"type": "event", "data": {...}}`` (:class:`session.events.Event`),
-and on a clean close ``{"type": "end", "timestamp": ..., "reason": "closed" | "rotated",
+``{"type": "finding", "data": {"timestamp", "change", "finding"}}`` (a finding opened, closed
+or changed severity: :class:`findings.model.FindingChange`), and on a clean close
+``{"type": "end", "timestamp": ..., "reason": "closed" | "rotated",
 "next": "<file of the next part>"}``.  The header names the cluster by its server
 address, context name and Kubernetes version only: never a user, token, key or
 certificate.
@@ -54,6 +56,7 @@ from crdscope.probes import __version__
 from crdscope.probes.errors import ConfigError
 from crdscope.probes.paths import data_dir
 from crdscope.probes.samples import Sample
+from crdscope.findings.model import FindingChange
 
 from .events import Event
 
@@ -136,6 +139,11 @@ def event_record(event: Event) -> dict[str, Any]:
     return {"type": "event", "data": event.to_json()}
 
 
+def finding_record(change: FindingChange) -> dict[str, Any]:
+    """A finding opening, closing or changing severity (:mod:`findings`)."""
+    return {"type": "finding", "data": change.to_json()}
+
+
 def encode(record: dict[str, Any]) -> bytes:
     """One line of strict JSON (no NaN: samples already turn it into null)."""
     return json.dumps(record, separators=(",", ":"), allow_nan=False).encode("utf-8") + b"\n"
@@ -175,10 +183,12 @@ class Recorder:
         """Record a sample or an event (the monitor's sink signature)."""
         self.record(item)
 
-    def record(self, item: Sample | Event) -> None:
-        """Record a sample or an event now."""
+    def record(self, item: Sample | Event | FindingChange) -> None:
+        """Record a sample, an event or a finding's transition now."""
         if isinstance(item, Event):
             self.write(event_record(item))
+        elif isinstance(item, FindingChange):
+            self.write(finding_record(item))
         else:
             self.write(sample_record(item))
 

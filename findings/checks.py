@@ -1,0 +1,207 @@
+"""Findings about availability, latency, APF and OpenAPI publication, from the latest samples.
+
+Each check takes :class:`Observations` and returns the findings that hold now
+(``since`` 0: the engine stamps it when the finding opens, unless the check
+knows better, as "not answering" does).  Evidence names each figure as
+``probe.field`` so a person can find it in ``crdscope probe NAME --json``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .model import Finding, Severity
+from .observations import Observations, fmt_count, fmt_seconds
+
+#: Canaries with no official SLO (GET /version is a non-resource request) are held to the
+#: single-object read SLO: a cheap read that takes longer than 1 s is slow by any measure.
+DEFAULT_CANARY_SLO_SECONDS = 1.0
+#: What each canary's request is, as the SLOs name verbs and scopes.
+CANARY_VERB_SCOPE = {
+    "version": "GET /version (non-resource)",
+    "get_namespace": "GET resource",
+    "list_crds": "LIST cluster",
+    "list_cr": "LIST cluster",
+}
+#: An APF level whose requests wait this long (p99) in its queues is queueing noticeably.
+APF_WAIT_WARN_SECONDS = 1.0
+
+
+def canary_slo_seconds(name: str, canary: Any) -> float:
+    """The SLO a canary is held to: its own, else :data:`DEFAULT_CANARY_SLO_SECONDS`."""
+    slo = getattr(canary, "slo_seconds", None)
+    return float(slo) if slo is not None else DEFAULT_CANARY_SLO_SECONDS
+
+
+def canaries_over_slo(latency: Any) -> list[str]:
+    """Names of the canaries whose rolling p99 is over the SLO they are held to."""
+    over = []
+    for name, canary in (getattr(latency, "canaries", None) or {}).items():
+        p99 = getattr(canary, "p99_seconds", None)
+        if p99 is not None and p99 > canary_slo_seconds(name, canary):
+            over.append(name)
+    return over
+
+
+# --------------------------------------------------------------------------- 1. not answering
+
+
+NOT_ANSWERING = "apiserver-not-answering"
+
+
+def not_answering(obs: Observations) -> list[Finding]:
+    """A request unanswered past the threshold, or health checks failing to reach the server."""
+    limit = obs.thresholds.unanswered_seconds_critical
+    responsive = obs.latest.get("responsiveness")
+    evidence: list[str] = []
+    since = 0.0
+    if responsive is not None:
+        waited = float(getattr(responsive, "unanswered_seconds", 0.0) or 0.0)
+        if waited <= limit:
+            return []
+        since = responsive.timestamp - waited
+        oldest = getattr(responsive, "oldest_request", "")
+        failure = getattr(responsive, "last_failure", None)
+        if oldest:
+            evidence.append(f"responsiveness.oldest_request_seconds = {fmt_seconds(responsive.oldest_request_seconds)}"
+                            f" ({oldest}, waiting for its answer; threshold {limit:g} s)")
+        if failure:
+            evidence.append(f"responsiveness.last_failure = {failure} (no answer since)")
+        evidence.append(f"responsiveness.in_flight = {responsive.in_flight} requests of crdscope's shared client")
+        refused = failure is not None and "Connect" in failure and not oldest
+    else:  # a recording or a run without the responsiveness probe: the health probe's view
+        health = obs.latest.get("health")
+        if health is None or health.error is None:
+            return []
+        evidence.append(f"health.error = {health.error}")
+        refused = "refused" in health.error
+    title = ("API server unreachable: connections refused" if refused
+             else "API server not answering: requests wait with no reply")
+    cause = ("the API server process is not running or not listening (crashed, restarting, wrong port)"
+             if refused else
+             "the API server process is stopped or stuck (SIGSTOP, CPU starvation, a deadlock, etcd stalls "
+             "it), or the network between here and it drops packets")
+    remedy = ("check the API server process and its logs (kubectl is as blind as crdscope now); on a "
+              "control plane node: crictl ps / journalctl; a managed cluster: the provider's status page")
+    return [Finding(NOT_ANSWERING, Severity.CRITICAL, title, tuple(evidence), cause, remedy, since=since)]
+
+
+# --------------------------------------------------------------------------- 2. latency against SLOs
+
+
+def latency_slo(obs: Observations) -> list[Finding]:
+    """One finding per canary or server-side verb and scope whose p99 is over its SLO."""
+    latency = obs.good("latency")
+    if latency is None:
+        return []
+    found = []
+    for name in canaries_over_slo(latency):
+        canary = latency.canaries[name]
+        slo = canary_slo_seconds(name, canary)
+        own = "" if canary.slo_seconds is not None else " (no official SLO: held to the 1 s single-object read SLO)"
+        what = CANARY_VERB_SCOPE.get(name, name)
+        found.append(Finding(
+            f"latency-slo:canary {name}", Severity.WARNING,
+            f"slow requests: canary {name} ({what}) p99 {fmt_seconds(canary.p99_seconds)} over its {slo:g} s SLO",
+            (f"latency.canaries.{name}.p99_seconds = {fmt_seconds(canary.p99_seconds)} over {canary.count} "
+             f"requests in the last 5 minutes, timed by crdscope; SLO {slo:g} s{own}",
+             f"latency.canaries.{name}.seconds = {fmt_seconds(canary.seconds)} (the latest one)"),
+            "the API server or etcd is slow or was stalled (a long GC, CPU starvation, a freeze, an etcd "
+            "leader change); a p99 over 5 minutes keeps a stall in view for 5 minutes after it",
+            "compare with the server-side p99 (latency.p99_by_verb_scope) and etcd's latency; if the server is "
+            "healthy again the finding closes when the stall leaves the 5-minute window"))
+    slos = getattr(latency, "slo_seconds", None) or {}
+    for key in getattr(latency, "slo_breaches", ()) or ():
+        p99 = (latency.p99_by_verb_scope or {}).get(key)
+        slo = slos.get(key)
+        count = (latency.requests_by_verb_scope or {}).get(key)
+        found.append(Finding(
+            f"latency-slo:{key}", Severity.WARNING,
+            f"{key} requests: server-side p99 {fmt_seconds(p99)} over the {slo if slo is None else f'{slo:g}'} s SLO",
+            (f"latency.p99_by_verb_scope[{key}] = {fmt_seconds(p99)} from {latency.server_family} over "
+             f"{fmt_seconds(latency.window_seconds)} ({fmt_count(count)} requests), the server's own histogram",),
+            "the API server is slow to serve these requests: big LISTs, APF queueing, etcd latency, or "
+            "memory pressure (GC)",
+            "look at which resources are listed (apiserver_request_duration_seconds by resource), APF "
+            "queueing (throttling panel) and etcd request latency"))
+    return found
+
+
+# --------------------------------------------------------------------------- 5. APF
+
+
+def apf(obs: Observations) -> list[Finding]:
+    """Priority levels rejecting (429) or queueing requests, with the flow schemas behind them."""
+    throttling = obs.good("throttling")
+    if throttling is None:
+        return []
+    found = []
+    critical_rate = obs.thresholds.apf_rejected_per_second_critical
+    for level in getattr(throttling, "priority_levels", ()) or ():
+        rate = level.rejected_per_s or 0.0
+        rejected = level.rejected or 0
+        schemas = [f for f in throttling.flow_schemas or () if f.priority_level == level.name]
+        if rejected > 0 or rate > 0:
+            rejecting = [f"{f.name} {f.rejected_per_s:.2f}/s" for f in schemas if f.rejected]
+            reasons = ", ".join(f"{k} {v}" for k, v in sorted((level.rejected_by_reason or {}).items()))
+            evidence = [f"throttling.priority_levels[{level.name}].rejected_per_s = {rate:.2f} "
+                        f"({rejected} rejected in {fmt_seconds(throttling.interval_seconds)}; "
+                        f"apiserver_flowcontrol_rejected_requests_total)"]
+            if reasons:
+                evidence.append(f"by reason: {reasons}")
+            evidence.append("flow schemas rejected: " + (", ".join(rejecting) or "not named by the metrics"))
+            evidence.append(_seats(level))
+            severity = Severity.CRITICAL if rate >= critical_rate else Severity.WARNING
+            found.append(Finding(
+                f"apf-rejecting:{level.name}", severity,
+                f"APF rejecting requests at priority level {level.name} ({rate:.2f}/s)", tuple(evidence),
+                f"more requests arrive at {level.name} than its seats and queues hold: a client flooding the "
+                "server (a controller relisting, a provider installing thousands of CRDs) or a level sized too small",
+                f"find the client in the flow schemas above (kubectl get flowschema -o wide); slow it down, or give "
+                f"{level.name} more seats (its PriorityLevelConfiguration's nominalConcurrencyShares)"))
+        elif (level.wait_p99_seconds or 0.0) > APF_WAIT_WARN_SECONDS:
+            queueing = [f"{f.name} ({f.inqueue} in queue)" for f in schemas if f.inqueue]
+            found.append(Finding(
+                f"apf-queueing:{level.name}", Severity.WARNING,
+                f"APF queueing requests at priority level {level.name}: p99 wait {fmt_seconds(level.wait_p99_seconds)}",
+                (f"throttling.priority_levels[{level.name}].wait_p99_seconds = {fmt_seconds(level.wait_p99_seconds)}"
+                 f", inqueue = {level.inqueue} (apiserver_flowcontrol_request_wait_duration_seconds)",
+                 "flow schemas queueing: " + (", ".join(queueing) or "none at the last scrape"), _seats(level)),
+                f"{level.name} is at its seat limit; requests wait in its queues before they run",
+                "see which flow schemas fill it; if it keeps growing it will reject (429)"))
+    return found
+
+
+def _seats(level: Any) -> str:
+    return (f"seats in use {level.executing_seats} of {fmt_count(level.limit_seats)}, "
+            f"{level.inqueue} waiting in queues")
+
+
+# --------------------------------------------------------------------------- 6. OpenAPI
+
+
+def openapi_behind(obs: Observations) -> list[Finding]:
+    """CRDs Established but not yet published in OpenAPI, past the thresholds."""
+    openapi = obs.good("openapi")
+    if openapi is None:
+        return []
+    backlog = openapi.backlog or 0
+    oldest = openapi.backlog_oldest_seconds
+    limits = obs.thresholds
+    if backlog < limits.openapi_backlog_warn and (oldest is None or oldest < limits.openapi_oldest_seconds_warn):
+        return []
+    names = ", ".join(list(openapi.backlog_names or ())[:3])
+    evidence = [f"openapi.backlog = {backlog} CRDs Established but not in /openapi/v3 (threshold "
+                f"{limits.openapi_backlog_warn})",
+                f"openapi.backlog_oldest_seconds = {fmt_seconds(oldest)} (threshold "
+                f"{limits.openapi_oldest_seconds_warn:g} s)" + (f"; waiting: {names}" if names else "")]
+    if openapi.v2_seconds is not None:
+        evidence.append(f"openapi.v2_seconds = {fmt_seconds(openapi.v2_seconds)} to build and send /openapi/v2 "
+                        f"({fmt_count(openapi.v2_bytes)} bytes): each CRD change rebuilds it")
+    return [Finding(
+        "openapi-behind", Severity.WARNING,
+        f"OpenAPI publication behind: {backlog} CRDs waiting, oldest {fmt_seconds(oldest)}", tuple(evidence),
+        "the API server rebuilds the aggregated OpenAPI spec after CRD changes; with thousands of CRDs each "
+        "rebuild takes seconds and they queue while CRDs keep arriving",
+        "install CRDs in fewer, larger batches or slower; kubectl explain and server-side apply of the new kinds "
+        "wait for publication")]

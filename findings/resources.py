@@ -1,0 +1,159 @@
+"""Findings about what CRDs cost the API server: memory, unused CRDs, etcd connections, discovery."""
+
+from __future__ import annotations
+
+from .model import Finding, Severity
+from .observations import Observations, fmt_count
+
+MIB = float(1 << 20)
+#: Below this many CRDs unused ones are not worth a finding.
+UNUSED_MIN_CRDS = 100
+#: Growth is judged over at least this long, and only while the CRD count did not change.
+GROWTH_MIN_SECONDS = 300.0
+#: etcd connections per CRD above which storage is judged to open one per CRD (lab only figure).
+ETCD_CONNECTIONS_PER_CRD = 0.5
+ETCD_CONNECTIONS_MIN = 50
+
+
+# --------------------------------------------------------------------------- 4. no aggregated discovery
+
+
+def no_aggregated_discovery(obs: Observations) -> list[Finding]:
+    """The server answers discovery only the legacy way: every client walks 2+N group-versions."""
+    discovery = obs.good("discovery")
+    if discovery is None or getattr(discovery, "mode", "") != "legacy" or not discovery.fallback_reason:
+        return []
+    gvs = discovery.group_versions
+    return [Finding(
+        "no-aggregated-discovery", Severity.WARNING,
+        f"no aggregated discovery: every client walks {gvs + 2} requests to discover this server",
+        (f"discovery.fallback_reason = {discovery.fallback_reason}",
+         f"discovery.group_versions = {gvs}; a cold kubectl sends 2 + {gvs} GETs"),
+        "aggregated discovery (one request) is GA from Kubernetes 1.30 (beta 1.27, feature gate "
+        "AggregatedDiscoveryEndpoint); this server is older or has it off",
+        "upgrade the control plane (or enable the feature gate); until then keep client caches warm "
+        "and avoid short-lived kubectl pods")]
+
+
+# --------------------------------------------------------------------------- 7. memory
+
+
+def memory(obs: Observations) -> list[Finding]:
+    """High MiB per CRD, growth with no CRD added, headroom against a known limit, restarts."""
+    health = obs.good("health")
+    if health is None:
+        return []
+    found: list[Finding] = []
+    limit = obs.thresholds.memory_mib_per_crd_warn
+    if health.mib_per_crd is not None and health.mib_per_crd > limit and (health.r2 or 0.0) >= 0.8:
+        found.append(Finding(
+            "memory-per-crd", Severity.WARNING,
+            f"API server memory grows {health.mib_per_crd:.2f} MiB per CRD (over {limit:g})",
+            (f"health.mib_per_crd = {health.mib_per_crd:.2f} (least squares of process_resident_memory_bytes "
+             f"against the CRD count, R² {health.r2:.2f}, {health.fit_points} points at "
+             f"{health.fit_crd_counts} CRD counts)", f"health.crds = {fmt_count(health.crds)}"),
+            "each CRD version costs the server schemas, validators, OpenAPI and a storage with its watch cache; "
+            "big schemas (Crossplane providers) cost the most",
+            "install only the CRDs you use (Crossplane v2: ManagedResourceActivationPolicy), and size the "
+            "API server's memory for the CRD count you plan"))
+    found += _growth(obs)
+    if obs.memory_limit_bytes and health.rss_bytes:
+        fraction = health.rss_bytes / obs.memory_limit_bytes
+        if fraction >= obs.thresholds.memory_limit_fraction_warn:
+            severity = Severity.CRITICAL if fraction >= 0.95 else Severity.WARNING
+            found.append(Finding(
+                "memory-headroom", severity,
+                f"API server memory at {fraction:.0%} of its {obs.memory_limit_bytes / MIB:,.0f} MiB limit",
+                (f"health.rss_bytes = {health.rss_bytes / MIB:,.0f} MiB; limit {obs.memory_limit_bytes / MIB:,.0f} "
+                 "MiB",),
+                "CRDs and objects use memory the limit does not leave room for; an OOM kill restarts the server",
+                "raise the limit or remove unused CRDs before adding more"))
+    restarts = (health.restarts or 0) + sum((health.pod_restarts or {}).values())
+    if restarts:
+        found.append(Finding(
+            "apiserver-restarted", Severity.WARNING,
+            f"API server restarted {restarts} time{'s' if restarts != 1 else ''} while watched",
+            (f"health.restarts = {fmt_count(health.restarts)} (process_start_time_seconds moved forward)",)
+            + ((f"health.pod_restarts = {dict(health.pod_restarts)} (kube-state-metrics)",)
+               if health.pod_restarts else ()),
+            "an OOM kill (memory limit), a crash, or a deliberate restart (upgrade, certificate rotation)",
+            "check the container's last state (kubectl describe pod: OOMKilled?) and the server's logs"))
+    return found
+
+
+def _growth(obs: Observations) -> list[Finding]:
+    """Resident memory rising while the CRD count stayed put (a leak, or objects piling up)."""
+    history = [s for s in obs.health_history if s.rss_bytes is not None and s.crds is not None]
+    if len(history) < 2:
+        return []
+    newest = history[-1]
+    same = [s for s in history if s.crds == newest.crds and s.start_time == newest.start_time]
+    oldest = same[0]
+    span = newest.timestamp - oldest.timestamp
+    if span < GROWTH_MIN_SECONDS:
+        return []
+    per_minute = (newest.rss_bytes - oldest.rss_bytes) / MIB / (span / 60.0)
+    if per_minute <= obs.thresholds.memory_growth_mib_per_minute_warn:
+        return []
+    return [Finding(
+        "memory-growth", Severity.WARNING,
+        f"API server memory growing {per_minute:.0f} MiB/min with no CRD added",
+        (f"health.rss_bytes {oldest.rss_bytes / MIB:,.0f} -> {newest.rss_bytes / MIB:,.0f} MiB over "
+         f"{span / 60:.0f} min at {fmt_count(newest.crds)} CRDs (threshold "
+         f"{obs.thresholds.memory_growth_mib_per_minute_warn:g} MiB/min)",),
+        "objects piling up (watch caches), big LIST answers being built, or a leak",
+        "look at health.storage_objects_top and at clients listing large collections")]
+
+
+# --------------------------------------------------------------------------- 8. unused CRDs
+
+
+def unused_crds(obs: Observations) -> list[Finding]:
+    """Most CRDs have no objects: they cost memory and discovery for nothing."""
+    health = obs.good("health")
+    if health is None:
+        return []
+    unused = getattr(health, "crds_without_objects", None)
+    crds = health.crds
+    if unused is None or not crds or crds < UNUSED_MIN_CRDS:
+        return []
+    if unused / crds < obs.thresholds.unused_crds_fraction_info:
+        return []
+    examples = ", ".join(list(getattr(health, "unused_crd_examples", ()) or ())[:3])
+    evidence = [f"health.crds_without_objects = {fmt_count(unused)} of health.crds = {fmt_count(crds)} "
+                "(apiserver_resource_objects / apiserver_storage_objects: no series or 0 for the resource)"]
+    if examples:
+        evidence.append(f"for example: {examples}")
+    free = ""
+    if health.mib_per_crd is not None:
+        mib = unused * health.mib_per_crd
+        free = f" would free about {mib:,.0f} MiB"
+        evidence.append(f"health.mib_per_crd = {health.mib_per_crd:.2f} (measured fit) × {fmt_count(unused)} "
+                        f"= {mib:,.0f} MiB")
+    return [Finding(
+        "unused-crds", Severity.INFO,
+        f"{fmt_count(unused)} of {fmt_count(crds)} CRDs have no objects", tuple(evidence),
+        "providers install every CRD they know, used or not (a Crossplane provider family brings hundreds)",
+        f"with Crossplane v2, a ManagedResourceActivationPolicy that activates only the kinds in use{free}; "
+        "otherwise install smaller provider families")]
+
+
+# --------------------------------------------------------------------------- 9. etcd connections
+
+
+def etcd_connections(obs: Observations) -> list[Finding]:
+    """The API server holds about one etcd connection per CRD (where /proc lets us count them)."""
+    health = obs.good("health")
+    if health is None or health.etcd_connections is None or not health.crds:
+        return []
+    per_crd = health.etcd_connections / health.crds
+    if health.etcd_connections < ETCD_CONNECTIONS_MIN or per_crd < ETCD_CONNECTIONS_PER_CRD:
+        return []
+    return [Finding(
+        "etcd-connections-per-crd", Severity.WARNING,
+        f"API server holds {health.etcd_connections} etcd connections for {health.crds} CRDs",
+        (f"health.etcd_connections = {health.etcd_connections} (established TCP connections to etcd, from "
+         f"/proc), {per_crd:.2f} per CRD",),
+        "older API servers open an etcd client per CRD storage; each costs file descriptors and memory on "
+        "both sides",
+        "upgrade to a release that shares etcd clients between resources; watch etcd's connection limit")]

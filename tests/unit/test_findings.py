@@ -1,0 +1,93 @@
+"""The findings engine on constructed samples: transitions once each, evidence names its figures."""
+
+from __future__ import annotations
+
+from crdscope.findings.engine import FindingsEngine
+from crdscope.findings.model import CLOSED, OPENED, Finding, FindingChange, Severity
+from crdscope.probes.apf import FlowSchemaActivity, PriorityLevel
+from crdscope.probes.health import HealthSample
+from crdscope.probes.latency import Canary, LatencySample
+from crdscope.probes.responsiveness import ResponsivenessSample
+from crdscope.probes.settings import Thresholds
+from crdscope.probes.throttling import ThrottlingSample
+
+
+def waiting(at: float, seconds: float, request: str = "GET /readyz") -> ResponsivenessSample:
+    return ResponsivenessSample(timestamp=at, in_flight=3 if seconds else 0, oldest_request_seconds=seconds,
+                                oldest_request=request if seconds else "", unanswered_seconds=seconds)
+
+
+def test_a_hang_opens_once_when_a_request_waits_past_the_threshold_and_closes_with_its_duration():
+    engine = FindingsEngine(Thresholds(unanswered_seconds_critical=5.0))
+    changes = []
+    for second in range(0, 20):  # the request waits from t=100 to t=120, evaluated every second
+        changes += engine.observe(waiting(100.0 + second, float(second)))
+    opened = [c for c in changes if c.change == OPENED]
+    assert len(opened) == 1 and opened[0].timestamp == 106.0  # first sample over 5 s (6 s waited)
+    finding = opened[0].finding
+    assert finding.severity is Severity.CRITICAL and finding.since == 100.0  # when the request was sent
+    assert any("GET /readyz" in e and "responsiveness.oldest_request_seconds" in e for e in finding.evidence)
+    closing = engine.observe(waiting(121.0, 0.0))
+    assert [c.change for c in closing] == [CLOSED]
+    assert closing[0].duration_seconds == 21.0
+    assert "finding closed after 21.0 s" in closing[0].line()
+    assert engine.observe(waiting(122.0, 0.0)) == []
+
+
+def test_refused_connections_count_as_not_answering_too():
+    engine = FindingsEngine()
+    sample = ResponsivenessSample(timestamp=50.0, unanswered_seconds=6.0, last_failure="ConnectError")
+    (change,) = engine.observe(sample)
+    assert change.finding.title.startswith("API server unreachable")
+
+
+def test_a_19_second_version_canary_is_a_latency_finding_not_slos_met():
+    canary = Canary(path="/version", seconds=0.01, slo_seconds=None, p99_seconds=19.09, count=20)
+    fine = Canary(path="/api/v1/namespaces/default", seconds=0.01, slo_seconds=1.0, p99_seconds=0.02, count=20)
+    sample = LatencySample(timestamp=10.0, canaries={"version": canary, "get_namespace": fine},
+                           p99_by_verb_scope={"LIST cluster": 31.0}, slo_seconds={"LIST cluster": 30.0},
+                           slo_breaches=("LIST cluster",), requests_by_verb_scope={"LIST cluster": 12},
+                           server_family="apiserver_request_sli_duration_seconds", window_seconds=300.0)
+    found = {c.finding.id: c.finding for c in FindingsEngine().observe(sample)}
+    assert set(found) == {"latency-slo:canary version", "latency-slo:LIST cluster"}
+    assert "19.1 s" in found["latency-slo:canary version"].title
+    assert "GET" in found["latency-slo:canary version"].title
+    assert "LIST cluster" in found["latency-slo:LIST cluster"].title
+
+
+def test_apf_rejections_name_the_priority_level_and_flow_schema():
+    level = PriorityLevel(name="squeezed", rejected=30, rejected_per_s=3.0, rejected_by_reason={"queue-full": 30},
+                          limit_seats=1, executing_seats=1)
+    schema = FlowSchemaActivity(name="crdscope-squeeze", priority_level="squeezed", rejected=30, rejected_per_s=3.0)
+    sample = ThrottlingSample(timestamp=1.0, interval_seconds=10.0, priority_levels=(level,), flow_schemas=(schema,))
+    (change,) = FindingsEngine(Thresholds(apf_rejected_per_second_critical=10.0)).observe(sample)
+    assert change.finding.id == "apf-rejecting:squeezed" and change.finding.severity is Severity.WARNING
+    assert "squeezed" in change.finding.title
+    assert any("crdscope-squeeze" in e for e in change.finding.evidence)
+
+
+def test_memory_per_crd_reads_the_threshold_setting():
+    sample = HealthSample(timestamp=1.0, mib_per_crd=2.5, r2=0.97, crds=500, fit_points=12, fit_crd_counts=5)
+    assert FindingsEngine(Thresholds(memory_mib_per_crd_warn=3.0)).observe(sample) == []
+    (change,) = FindingsEngine(Thresholds(memory_mib_per_crd_warn=2.0)).observe(sample)
+    assert change.finding.id == "memory-per-crd" and "2.50 MiB per CRD" in change.finding.title
+
+
+def test_severity_change_is_one_transition_and_a_failed_sample_does_not_close_a_finding():
+    engine = FindingsEngine(Thresholds(apf_rejected_per_second_critical=2.0))
+
+    def throttling(at: float, rate: float, error: str | None = None) -> ThrottlingSample:
+        level = PriorityLevel(name="workload-low", rejected=int(rate * 10), rejected_per_s=rate)
+        return ThrottlingSample(timestamp=at, interval_seconds=10.0, priority_levels=(level,), error=error)
+
+    assert [c.change for c in engine.observe(throttling(1, 1.0))] == [OPENED]
+    assert [c.change for c in engine.observe(throttling(2, 5.0))] == ["changed"]
+    assert engine.current()[0].severity is Severity.CRITICAL and engine.current()[0].since == 1
+    assert engine.observe(throttling(3, 0.0, error="scrape failed")) == []
+    assert [c.change for c in engine.observe(throttling(4, 0.0))] == [CLOSED]
+
+
+def test_findings_survive_a_json_round_trip():
+    finding = Finding("x:y", Severity.WARNING, "t", ("a = 1",), "c", "r", since=3.0)
+    change = FindingChange(4.0, OPENED, finding)
+    assert FindingChange.from_json(change.to_json()) == change
