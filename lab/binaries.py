@@ -1,10 +1,15 @@
-"""Find or build the lab's kube-apiserver and etcd.
+"""Find or build the lab's kube-apiserver and etcd, for each supported Kubernetes minor.
 
-The Kubernetes and etcd versions are written down in one place: ``lab/go.mod``
-(the ``tool`` requirements ``k8s.io/kubernetes`` and ``go.etcd.io/etcd/server/v3``).
-Binaries are built from those Go modules into
-``$XDG_CACHE_HOME/crdscope/controlplane/<k8s-version>/`` and reused until the
-versions change.  Users who already have binaries can point at them instead.
+The newest version is pinned in ``lab/go.mod`` (the ``tool`` requirements
+``k8s.io/kubernetes`` and ``go.etcd.io/etcd/server/v3``, with a committed ``go.sum``);
+older minors are pinned to one patch each in :data:`OLDER_RELEASES`.  An older release is
+built from a module generated at build time: it requires that ``k8s.io/kubernetes`` and
+replaces each staging module the release's own ``go.mod`` points at ``./staging/...`` with the
+matching ``v0.Y.Z`` module (so 1.26 gets ``k8s.io/legacy-cloud-providers`` and 1.37 does not).
+One etcd (the one ``lab/go.mod`` pins) serves every version.
+
+Binaries go to ``$XDG_CACHE_HOME/crdscope/controlplane/<k8s-version>/`` and are reused until
+the versions change.  Users who already have binaries can point at them instead.
 """
 
 from __future__ import annotations
@@ -27,6 +32,13 @@ from crdscope.probes.paths import cache_dir
 GO_MOD = Path(__file__).with_name("go.mod")
 APISERVER_PKG = "k8s.io/kubernetes/cmd/kube-apiserver"
 ETCD_PKG = "go.etcd.io/etcd/server/v3"
+KUBERNETES_MODULE = "k8s.io/kubernetes"
+
+#: Older minors, each pinned to one patch release (the newest minor is pinned in lab/go.mod).
+OLDER_RELEASES = {
+    "1.26": "v1.26.15",
+    "1.30": "v1.30.14",
+}
 
 
 class LabError(CrdscopeError):
@@ -37,10 +49,14 @@ class LabError(CrdscopeError):
 
 @dataclass(frozen=True)
 class Versions:
-    """The versions ``lab/go.mod`` pins."""
+    """The Kubernetes release and the etcd the lab runs with it."""
 
     kubernetes: str
     etcd: str
+
+    @property
+    def minor(self) -> str:
+        return minor_of(self.kubernetes)
 
 
 @dataclass(frozen=True)
@@ -53,14 +69,39 @@ class Binaries:
     kubernetes_version: str = ""
 
 
+def minor_of(version: str) -> str:
+    """``v1.26.15`` -> ``1.26`` (empty when not a version)."""
+    match = re.match(r"v?(\d+)\.(\d+)", version)
+    return f"{match.group(1)}.{match.group(2)}" if match else ""
+
+
 def pinned_versions(go_mod: Path = GO_MOD) -> Versions:
-    """Read the pinned Kubernetes and etcd versions from ``lab/go.mod``."""
+    """The newest supported versions, as ``lab/go.mod`` pins them."""
     text = go_mod.read_text()
     k8s = re.search(r"^\s*k8s\.io/kubernetes\s+(v\S+)", text, re.M)
     etcd = re.search(r"^\s*go\.etcd\.io/etcd/server/v3\s+(v\S+)", text, re.M)
     if not k8s or not etcd:
         raise LabError(f"{go_mod} does not pin k8s.io/kubernetes and go.etcd.io/etcd/server/v3")
     return Versions(kubernetes=k8s.group(1), etcd=etcd.group(1))
+
+
+def supported_minors() -> list[str]:
+    """Every minor ``lab up --kubernetes`` accepts, oldest first."""
+    minors = {*OLDER_RELEASES, pinned_versions().minor}
+    return sorted(minors, key=lambda m: tuple(int(p) for p in m.split(".")))
+
+
+def versions_for(minor: str | None = None) -> Versions:
+    """The pinned release of ``minor`` (``1.26``, ``v1.26``; None: the newest), or a one-line error."""
+    newest = pinned_versions()
+    if not minor:
+        return newest
+    wanted = minor_of(minor)
+    if wanted == newest.minor:
+        return newest
+    if wanted in OLDER_RELEASES:
+        return Versions(kubernetes=OLDER_RELEASES[wanted], etcd=newest.etcd)
+    raise LabError(f"Kubernetes {minor} is not supported by the lab (supported: {', '.join(supported_minors())})")
 
 
 def build_dir(versions: Versions | None = None) -> Path:
@@ -73,11 +114,7 @@ def _executable(path: Path) -> bool:
     return path.is_file() and os.access(path, os.X_OK)
 
 
-def find_binaries(
-    apiserver_bin: str | None = None,
-    etcd_bin: str | None = None,
-) -> Binaries | None:
-    """Binaries the user already has, in order: flags, KUBEBUILDER_ASSETS, cache, PATH."""
+def _user_binaries(apiserver_bin: str | None, etcd_bin: str | None) -> Binaries | None:
     if apiserver_bin or etcd_bin:
         if not (apiserver_bin and etcd_bin):
             raise LabError("pass both --apiserver-bin and --etcd-bin")
@@ -92,18 +129,38 @@ def find_binaries(
         if _executable(apiserver) and _executable(etcd):
             return Binaries(apiserver, etcd, "KUBEBUILDER_ASSETS", binary_version(apiserver))
         raise LabError(f"KUBEBUILDER_ASSETS={assets} does not hold executable kube-apiserver and etcd")
+    return None
+
+
+def find_binaries(
+    apiserver_bin: str | None = None,
+    etcd_bin: str | None = None,
+    kubernetes: str | None = None,
+) -> Binaries | None:
+    """Binaries the user already has, in order: flags, KUBEBUILDER_ASSETS, cache, PATH.
+
+    With an explicit ``kubernetes`` minor only the cache counts (and flags are refused):
+    KUBEBUILDER_ASSETS and PATH hold whatever version they hold.
+    """
+    if kubernetes:
+        if apiserver_bin or etcd_bin:
+            raise LabError("--kubernetes picks a built version; --apiserver-bin/--etcd-bin bring their own: pass one")
+        return cached_binaries(versions_for(kubernetes))
+    found = _user_binaries(apiserver_bin, etcd_bin)
+    if found:
+        return found
     cached = cached_binaries()
     if cached:
         return cached
     on_path = shutil.which("kube-apiserver"), shutil.which("etcd")
-    if all(on_path):
+    if on_path[0] and on_path[1]:
         apiserver = Path(on_path[0])
         return Binaries(apiserver, Path(on_path[1]), "PATH", binary_version(apiserver))
     return None
 
 
 def cached_binaries(versions: Versions | None = None) -> Binaries | None:
-    """The binaries built earlier for the pinned versions, if complete."""
+    """The binaries built earlier for these versions (default: the newest), if complete."""
     versions = versions or pinned_versions()
     directory = build_dir(versions)
     stamp = directory / "build.json"
@@ -145,15 +202,16 @@ def ensure_binaries(
     apiserver_bin: str | None = None,
     etcd_bin: str | None = None,
     *,
+    kubernetes: str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Binaries:
     """Binaries from the user or the cache, else built from the Go modules."""
-    found = find_binaries(apiserver_bin, etcd_bin)
+    found = find_binaries(apiserver_bin, etcd_bin, kubernetes)
     if found:
         return found
     if not shutil.which("go"):
         raise LabError(no_binaries_message())
-    return build(progress=progress)
+    return build(kubernetes, progress=progress)
 
 
 def _ldflags(kubernetes: str, built_at: float) -> str:
@@ -173,67 +231,144 @@ def _ldflags(kubernetes: str, built_at: float) -> str:
     return " ".join(flags)
 
 
-def _count_packages(packages: list[str], env: dict[str, str]) -> int:
-    done = subprocess.run(
-        ["go", "list", "-deps", *packages],
-        cwd=GO_MOD.parent, env=env, capture_output=True, text=True, check=False,
-    )
-    return len(done.stdout.split()) if done.returncode == 0 else 0
+def go_env() -> dict[str, str]:
+    """The environment of every lab build: the machine's Go only, static binaries."""
+    return {**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod -buildvcs=false"}
 
 
-def build(*, progress: Callable[[str], None] | None = None) -> Binaries:
-    """Build kube-apiserver and etcd from the pinned Go modules into the cache.
+def staging_replaces(release_go_mod: str, version: str) -> list[tuple[str, str]]:
+    """``(module, vO.Y.Z)`` for each ``=> ./staging/...`` replace in a Kubernetes release's go.mod."""
+    staged = version.replace("v1.", "v0.", 1)
+    names = re.findall(r"^\s*(?:replace\s+)?(k8s\.io/\S+)\s+=>\s+\./staging/", release_go_mod, re.M)
+    return [(name, staged) for name in sorted(set(names))]
 
-    Progress (packages compiled out of the total) goes to ``progress``;
-    the build takes minutes on two cores the first time.
-    """
-    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
-    versions = pinned_versions()
-    target = build_dir(versions)
-    target.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod -buildvcs=false"}
-    started = time.monotonic()
-    say(f"building kube-apiserver {versions.kubernetes} and etcd {versions.etcd} from Go modules into {target}")
-    say("(downloading modules and compiling takes several minutes on a small machine)")
-    total = _count_packages([APISERVER_PKG, ETCD_PKG], env)
-    with tempfile.TemporaryDirectory(dir=target) as staging:
-        argv = [
-            "go", "build", "-v", "-trimpath",
-            "-ldflags", _ldflags(versions.kubernetes, time.time()),
-            "-o", staging + os.sep,
-            APISERVER_PKG, ETCD_PKG,
-        ]
-        process = subprocess.Popen(
-            argv, cwd=GO_MOD.parent, env=env,
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        )
-        compiled, downloaded, last_report, errors = 0, 0, 0.0, []
-        assert process.stderr is not None
-        for line in process.stderr:
-            line = line.rstrip()
-            if line.startswith("go: downloading"):
-                downloaded += 1
-            elif not line or line.startswith(("#", " ")) or ":" in line:
-                errors.append(line)
-                continue
-            else:
-                compiled += 1
+
+def write_release_module(directory: Path, version: str, env: dict[str, str]) -> Path:
+    """A Go module that builds ``k8s.io/kubernetes@version``, its replaces taken from that release."""
+    directory.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["go", "mod", "download", "-json", f"{KUBERNETES_MODULE}@{version}"],
+                          cwd=directory, env={**env, "GOFLAGS": "-mod=mod"}, capture_output=True, text=True,
+                          check=False)
+    try:
+        release_go_mod = Path(json.loads(done.stdout)["GoMod"]).read_text()
+    except (ValueError, KeyError, OSError):
+        reason = (done.stderr.strip().splitlines() or ["no answer"])[-1]
+        raise LabError(f"cannot fetch {KUBERNETES_MODULE}@{version} from the Go module proxy: {reason}") from None
+    go_line = re.search(r"^go\s+(\S+)", release_go_mod, re.M)
+    lines = [f"module crdscope.local/lab-kubernetes-{minor_of(version).replace('.', '-')}", "",
+             f"go {go_line.group(1) if go_line else '1.19'}", "", f"require {KUBERNETES_MODULE} {version}", ""]
+    lines += [f"replace {name} => {name} {staged}" for name, staged in staging_replaces(release_go_mod, version)]
+    (directory / "go.mod").write_text("\n".join(lines) + "\n")
+    return directory
+
+
+def _resolve_modules(module_dir: Path, packages: list[str], env: dict[str, str], say: Callable[[str], None],
+                     started: float) -> tuple[int, int]:
+    """List the packages to build, downloading every module they need; returns (packages, modules downloaded)."""
+    process = subprocess.Popen(["go", "list", "-deps", *packages], cwd=module_dir, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    downloaded, last_report, errors = 0, 0.0, []
+    assert process.stderr is not None and process.stdout is not None
+    for line in process.stderr:  # the download lines; stdout (package names) is small, read after
+        if line.startswith("go: downloading"):
+            downloaded += 1
             now = time.monotonic()
             if now - last_report >= 5:
                 last_report = now
-                share = f"{compiled}/{total}" if total else str(compiled)
-                say(f"  [{now - started:4.0f}s] {downloaded} modules downloaded, {share} packages compiled")
-        if process.wait() != 0:
-            tail = "; ".join(e for e in errors[-5:] if e)
-            raise LabError(f"go build failed: {tail or 'see output above'}")
+                say(f"  [{now - started:4.0f}s] resolving: {downloaded} modules downloaded")
+        elif line.strip():
+            errors.append(line.strip())
+    listed = process.stdout.read().split()
+    if process.wait() != 0:
+        raise LabError(f"go list failed: {'; '.join(errors[-3:]) or 'no output'}")
+    return len(listed), downloaded
+
+
+def go_build(module_dir: Path, packages: list[str], target: Path, *, ldflags: str,
+             say: Callable[[str], None], env: dict[str, str] | None = None) -> dict[str, float]:
+    """``go build`` ``packages`` of ``module_dir`` into ``target``, reporting progress every 5 s.
+
+    Modules are downloaded while resolving (``go list -deps``), so that phase reports them;
+    the compile phase reports packages compiled out of the total.
+    """
+    env = env or go_env()
+    started = time.monotonic()
+    total, downloaded = _resolve_modules(module_dir, packages, env, say, started)
+    say(f"  [{time.monotonic() - started:4.0f}s] {downloaded} modules downloaded, {total} packages to build")
+    argv = ["go", "build", "-v", "-trimpath", "-ldflags", ldflags, "-o", str(target) + os.sep, *packages]
+    process = subprocess.Popen(argv, cwd=module_dir, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    compiled, last_report, errors = 0, 0.0, []
+    assert process.stderr is not None
+    for line in process.stderr:
+        line = line.rstrip()
+        if line.startswith("go: downloading"):
+            downloaded += 1
+        elif not line or line.startswith(("#", " ")) or ":" in line:
+            errors.append(line)
+            continue
+        else:
+            compiled += 1
+        now = time.monotonic()
+        if now - last_report >= 5:
+            last_report = now
+            say(f"  [{now - started:4.0f}s] {downloaded} modules downloaded, {compiled}/{total} packages compiled")
+    if process.wait() != 0:
+        tail = "; ".join(e for e in errors[-5:] if e)
+        raise LabError(f"go build failed: {tail or 'see output above'}")
+    return {"seconds": round(time.monotonic() - started, 1), "modules_downloaded": downloaded}
+
+
+def build(kubernetes: str | None = None, *, progress: Callable[[str], None] | None = None) -> Binaries:
+    """Build kube-apiserver (of ``kubernetes``, default the newest) and etcd into the cache.
+
+    Takes minutes on two cores the first time; an older release reuses the newest one's
+    etcd when that is built already.
+    """
+    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+    versions = versions_for(kubernetes)
+    newest = pinned_versions()
+    target = build_dir(versions)
+    target.mkdir(parents=True, exist_ok=True)
+    env = go_env()
+    started = time.monotonic()
+    say(f"building kube-apiserver {versions.kubernetes} and etcd {versions.etcd} from Go modules into {target}")
+    say("(downloading modules and compiling takes several minutes on a small machine)")
+    with tempfile.TemporaryDirectory(dir=target) as staging:
+        built_at = time.time()
+        if versions == newest:
+            module_dir, packages = GO_MOD.parent, [APISERVER_PKG, ETCD_PKG]
+        else:
+            module_dir, packages = write_release_module(target / "module", versions.kubernetes, env), [APISERVER_PKG]
+        figures = go_build(module_dir, packages, Path(staging), ldflags=_ldflags(versions.kubernetes, built_at),
+                           say=say, env=env)
+        os.replace(Path(staging) / "kube-apiserver", target / "kube-apiserver")
         # A module path ending in /v3 names its binary after the element before it.
-        produced = {"kube-apiserver": "kube-apiserver", "etcd": "server"}
-        for name, built_name in produced.items():
-            os.replace(Path(staging) / built_name, target / name)
+        etcd_built = Path(staging) / "server"
+        if versions != newest:
+            etcd_built = _shared_etcd(newest, Path(staging), env, say)
+        if etcd_built.parent == Path(staging):
+            os.replace(etcd_built, target / "etcd")
+        else:
+            shutil.copy2(etcd_built, target / "etcd")
     seconds = time.monotonic() - started
-    (target / "build.json").write_text(
-        json.dumps({"kubernetes": versions.kubernetes, "etcd": versions.etcd, "seconds": round(seconds, 1),
-                    "built_at": time.time()})
-    )
+    (target / "build.json").write_text(json.dumps({
+        "kubernetes": versions.kubernetes, "etcd": versions.etcd, "seconds": round(seconds, 1),
+        "modules_downloaded": figures["modules_downloaded"], "go": _go_version(), "built_at": time.time()}))
     say(f"built kube-apiserver {versions.kubernetes} and etcd {versions.etcd} in {seconds:.0f}s")
     return Binaries(target / "kube-apiserver", target / "etcd", "built", versions.kubernetes)
+
+
+def _shared_etcd(newest: Versions, staging: Path, env: dict[str, str], say: Callable[[str], None]) -> Path:
+    """The newest version's etcd (one etcd serves every version): cached, or built alone."""
+    cached = build_dir(newest) / "etcd"
+    if _executable(cached):
+        return cached
+    say(f"building etcd {newest.etcd} (shared by every Kubernetes version)")
+    go_build(GO_MOD.parent, [ETCD_PKG], staging, ldflags="-s -w", say=say, env=env)
+    return staging / "server"
+
+
+def _go_version() -> str:
+    done = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True, check=False)
+    return done.stdout.strip()

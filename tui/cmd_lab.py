@@ -1,0 +1,172 @@
+"""``crdscope lab``: a local etcd + kube-apiserver of a chosen Kubernetes version, in the background.
+
+Registered lazily from ``tui/cli.py``; every heavy import happens inside a command.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import click
+
+from crdscope.tui.cli import Group
+
+
+def _say(line: str) -> None:
+    click.echo(line, err=True)
+
+
+def name_option(function: Callable) -> Callable:
+    """``--name``: which of several labs (default: the unnamed one)."""
+    return click.option("--name", "name", default="", metavar="NAME",
+                        help="a lab of its own (ports, directory, kubeconfig contexts) beside others")(function)
+
+
+def kubernetes_option(function: Callable) -> Callable:
+    """``--kubernetes MINOR``: which supported Kubernetes minor to build or run."""
+    return click.option("--kubernetes", "kubernetes", default=None, metavar="MINOR",
+                        help="Kubernetes minor, e.g. 1.26 or 1.37 (default: the newest supported)")(function)
+
+
+def binary_options(function: Callable) -> Callable:
+    """``--apiserver-bin`` and ``--etcd-bin``: binaries the user brings."""
+    function = click.option("--etcd-bin", default=None, help="etcd executable to use")(function)
+    function = click.option("--apiserver-bin", default=None, help="kube-apiserver executable to use")(function)
+    return function
+
+
+@click.group(cls=Group, invoke_without_command=True)
+@click.pass_context
+def lab(ctx: click.Context) -> None:
+    """A local etcd + kube-apiserver: with no command, start it and open the monitor."""
+    if ctx.invoked_subcommand is None:
+        from crdscope.tui.launch import open_lab_monitor
+
+        open_lab_monitor()
+
+
+@lab.command("build")
+@kubernetes_option
+@click.option("--all", "build_all", is_flag=True, help="build every supported version")
+def lab_build(kubernetes: str | None, build_all: bool) -> None:
+    """Build kube-apiserver and etcd from Go modules (skipped when cached)."""
+    from crdscope.lab.binaries import build, cached_binaries, supported_minors, versions_for
+
+    for minor in supported_minors() if build_all else [kubernetes]:
+        versions = versions_for(minor)
+        cached = cached_binaries(versions)
+        if cached:
+            click.echo(f"kube-apiserver {versions.kubernetes} already built in {cached.apiserver.parent}")
+            continue
+        build(minor, progress=_say)
+
+
+@lab.command("versions")
+def lab_versions() -> None:
+    """List the supported Kubernetes versions and which are built."""
+    from crdscope.lab.binaries import cached_binaries, supported_minors, versions_for
+
+    for minor in supported_minors():
+        versions = versions_for(minor)
+        built = cached_binaries(versions)
+        where = f"built in {built.apiserver.parent}" if built else f"not built (lab build --kubernetes {minor})"
+        click.echo(f"{minor}  {versions.kubernetes}  etcd {versions.etcd}  {where}")
+
+
+@lab.command("up", context_settings={"ignore_unknown_options": True})
+@binary_options
+@kubernetes_option
+@name_option
+@click.option("--feature-gates", default="", metavar="GATES",
+              help="kube-apiserver feature gates, e.g. AggregatedDiscoveryEndpoint=true")
+@click.option("--apiserver-arg", "apiserver_args", multiple=True, metavar="--FLAG=VALUE",
+              help="an extra kube-apiserver flag (repeatable; also accepted after `--`)")
+@click.option("--memory-limit", default=None, metavar="SIZE",
+              help="cgroup memory limit of the API server, e.g. 768Mi or 2Gi (OOM-killed past it)")
+@click.option("--restart/--no-restart", "restart", default=None,
+              help="restart a dead API server with a back-off, like a kubelet (default: on with --memory-limit)")
+@click.argument("extra_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- APISERVER_FLAGS...]")
+def lab_up(apiserver_bin: str | None, etcd_bin: str | None, kubernetes: str | None, name: str, feature_gates: str,
+           apiserver_args: tuple[str, ...], memory_limit: str | None, restart: bool | None,
+           extra_args: tuple[str, ...]) -> None:
+    """Start the lab in the background and return once it is ready."""
+    from crdscope.lab.binaries import LabError, ensure_binaries
+    from crdscope.lab.cgroups import parse_size
+    from crdscope.lab.controlplane import Lab, LabOptions
+
+    flags = (*apiserver_args, *extra_args)
+    for flag in flags:
+        if not flag.startswith("--"):
+            raise LabError(f"extra kube-apiserver flags look like --flag=value, not {flag!r}")
+    if name and not all(c.isalnum() or c in "-_" for c in name):
+        raise LabError(f"lab name {name!r}: letters, digits, '-' and '_' only")
+    options = LabOptions(name=name, feature_gates=feature_gates, apiserver_args=flags,
+                         memory_limit=parse_size(memory_limit) if memory_limit else 0, restart=restart)
+    binaries = ensure_binaries(apiserver_bin, etcd_bin, kubernetes=kubernetes, progress=_say)
+    state = Lab(name=name).up(binaries, say=_say, options=options)
+    click.echo(f"lab up: {state.server} (Kubernetes {state.kubernetes_version}, binaries from {binaries.origin})")
+    if options.memory_limit:
+        restarts = "restarted with a back-off when killed" if options.supervised else "not restarted"
+        click.echo(f"memory limit: {options.memory_limit / 2**20:.0f} MiB on the API server ({restarts})")
+    click.echo(f"kubeconfig: {state.kubeconfig} (context {state.admin_context})")
+    click.echo(f"  export KUBECONFIG={state.kubeconfig}")
+
+
+@lab.command("down")
+@name_option
+def lab_down(name: str) -> None:
+    """Stop the lab and remove its files."""
+    from crdscope.lab.controlplane import Lab
+
+    stopped = Lab(name=name).down()
+    click.echo(f"lab down ({len(stopped)} processes stopped)" if stopped else "no lab was up")
+
+
+@lab.command("status")
+@name_option
+@click.option("--json", "as_json", is_flag=True)
+def lab_status(name: str, as_json: bool) -> None:
+    """Say what runs where."""
+    from crdscope.lab.controlplane import Lab, tail
+
+    status = Lab(name=name).status()
+    if as_json:
+        click.echo(json.dumps(status))
+        return
+    click.echo(f"server: {status['server']}  ready: {status['ready']}  Kubernetes {status['kubernetes_version']}")
+    click.echo(f"kubeconfig: {status['kubeconfig']} (context {status['context']})")
+    if status["memory_limit"]:
+        click.echo(f"memory limit: {status['memory_limit'] / 2**20:.0f} MiB, supervisor "
+                   f"{'running' if status['supervisor'] else 'not running'}")
+    for component_name, component in status["components"].items():
+        restarts = f", {component['restarts']} restarts" if component["restarts"] else ""
+        click.echo(f"{component_name}: pid {component['pid']} port {component['port']} {component['state']}{restarts}")
+        if component["state"] == "dead":
+            click.echo(f"--- last lines of {component['log']}:")
+            click.echo(tail(component["log"]))
+
+
+@lab.command("kubeconfig")
+@name_option
+def lab_kubeconfig(name: str) -> None:
+    """Print the path of the lab's kubeconfig."""
+    from crdscope.lab.controlplane import Lab
+
+    click.echo(Lab(name=name).require().kubeconfig)
+
+
+def _fault_command(action: str, help_text: str) -> None:
+    @lab.command(action, help=help_text)
+    @click.argument("component", metavar="COMPONENT")
+    @name_option
+    def command(component: str, name: str) -> None:
+        from crdscope.lab.controlplane import Lab
+
+        pid = getattr(Lab(name=name), action)(component)
+        click.echo(f"{action} {component} (pid {pid})")
+
+
+_fault_command("kill", "SIGKILL a lab component (apiserver or etcd).")
+_fault_command("stop", "Freeze a lab component (SIGSTOP).")
+_fault_command("start", "Resume (SIGCONT) or restart a lab component with the same data and ports.")
