@@ -1,0 +1,153 @@
+"""An :class:`~.model.Estimate` as JSON (stable keys, units in names), a table or a Markdown card.
+
+Plain text only: the costmodel layer never imports rich or textual.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .crossplane import Activation
+from .model import Estimate, Interval
+
+MIB = float(1 << 20)
+GIB = float(1 << 30)
+
+
+def _interval(value: Interval, divisor: float = 1.0, digits: int = 1) -> dict[str, float]:
+    return {"value": round(value.value / divisor, digits), "low": round(value.low / divisor, digits),
+            "high": round(value.high / divisor, digits)}
+
+
+def _activation_json(found: Activation | None) -> dict[str, Any] | None:
+    if found is None:
+        return None
+    return {
+        "namespaced_only": {"crds_left_out": found.cluster_crds,
+                            "memory_saved_mib": round(found.cluster_memory_bytes / MIB, 1)},
+        "cluster_scoped_only": {"crds_left_out": found.namespaced_crds,
+                                "memory_saved_mib": round(found.namespaced_memory_bytes / MIB, 1)},
+        "services": found.service_count,
+        "costliest_services": [{"service": s.service, "crds": s.crds, "memory_mib": round(s.memory_bytes / MIB, 1)}
+                               for s in found.services],
+    }
+
+
+def to_json(estimate: Estimate, *, source: str, activation: Activation | None = None,
+            problems: int = 0) -> dict[str, Any]:
+    """The estimate as one JSON object; keys are stable and carry their unit."""
+    e = estimate
+    return {
+        "source": source,
+        "kubernetes_minor_requested": e.minor_requested,
+        "kubernetes_minor_model": e.minor_used,
+        "model": e.model_note,
+        "crds": e.crds,
+        "source_problems": problems,
+        "served_versions": e.served_versions,
+        "schema_bytes": e.schema_bytes,
+        "memory": {
+            "rss_added_mib": _interval(e.memory_bytes, MIB),
+            "heap_added_mib": _interval(e.heap_bytes, MIB),
+            "rss_before_mib": round(e.rss_before_bytes / MIB, 1) if e.rss_before_bytes is not None else None,
+            "rss_after_mib": _interval(e.rss_after_bytes, MIB) if e.rss_after_bytes else None,
+            "limit_mib": round(e.memory_limit_bytes / MIB, 1) if e.memory_limit_bytes else None,
+            "headroom_after_mib": round(e.headroom_bytes / MIB, 1) if e.headroom_bytes is not None else None,
+            "crds_until_limit": e.crds_until_limit,
+        },
+        "discovery": {
+            "groups_added": e.groups_added,
+            "group_versions_added": e.group_versions_added,
+            "resources_added": e.resources_added,
+            "aggregated_bytes_added": round(e.aggregated_bytes_added),
+            "aggregated_bytes_after": round(e.aggregated_bytes_after),
+            "legacy_requests_added": e.legacy_requests_added,
+            "legacy_requests_after": e.legacy_requests_after,
+            "legacy_walk_seconds": {walk.name: round(walk.seconds, 2) for walk in e.legacy_walks},
+            "kubectl_cache_bytes_after": round(e.kubectl_cache_bytes_after),
+        },
+        "openapi": {"v3_paths_added": e.openapi_v3_paths_added,
+                    "v2_bytes_added": _interval(e.openapi_v2_bytes_added, 1.0, 0)},
+        "install": {"seconds_at_loader_defaults": _interval(e.install_seconds),
+                    "establish_rate_crds_per_second": round(e.establish_rate_per_second, 2)
+                    if e.establish_rate_per_second else None,
+                    "seconds_at_establish_rate": round(e.crds / e.establish_rate_per_second, 1)
+                    if e.establish_rate_per_second else None},
+        "etcd": {"connections_added": _interval(e.etcd_connections_added)},
+        "top_crds": [{"name": c.name, "memory_mib": round(c.memory_bytes / MIB, 2),
+                      "served_versions": c.served_versions, "schema_bytes": c.schema_bytes} for c in e.top_crds],
+        "crossplane_activation": _activation_json(activation),
+        "notes": list(e.notes),
+    }
+
+
+def _size(value: float) -> str:
+    if abs(value) >= GIB:
+        return f"{value / GIB:.2f} GiB"
+    if abs(value) >= MIB:
+        return f"{value / MIB:.0f} MiB"
+    return f"{value / 1024:.0f} KiB"
+
+
+def _range(value: Interval, unit: str = "bytes") -> str:
+    if unit == "bytes":
+        return f"{_size(value.value)} ({_size(value.low)} to {_size(value.high)})"
+    return f"{value.value:.0f} {unit} ({value.low:.0f} to {value.high:.0f})"
+
+
+def lines(estimate: Estimate, *, source: str, activation: Activation | None = None) -> list[tuple[str, str]]:
+    """(label, value) rows shared by the table and the Markdown card."""
+    e = estimate
+    rows = [
+        ("source", f"{source}: {e.crds} CRDs, {e.served_versions} served versions, schemas {_size(e.schema_bytes)}"),
+        ("model", e.model_note),
+        ("API-server memory added", _range(e.memory_bytes)),
+        ("Go heap added", _range(e.heap_bytes)),
+    ]
+    if e.rss_after_bytes is not None and e.rss_before_bytes is not None:
+        rows.append(("RSS after", f"{_range(e.rss_after_bytes)} (before: {_size(e.rss_before_bytes)})"))
+    if e.memory_limit_bytes is not None and e.headroom_bytes is not None:
+        verdict = (f"headroom {_size(e.headroom_bytes)}" if e.headroom_bytes >= 0
+                   else f"OVER the limit by {_size(-e.headroom_bytes)}")
+        rows.append(("memory limit", f"{_size(e.memory_limit_bytes)}: {verdict}; the API server would be "
+                                     f"OOM-killed after about {e.crds_until_limit} CRDs like these"))
+    rows += [
+        ("discovery added", f"{e.groups_added} groups, {e.group_versions_added} group-versions, "
+                            f"{e.resources_added} resources"),
+        ("aggregated discovery", f"+{_size(e.aggregated_bytes_added)} ({_size(e.aggregated_bytes_after)} after)"),
+        ("legacy discovery walk", f"{e.legacy_requests_after} requests (+{e.legacy_requests_added}): "
+         + ", ".join(f"{w.name} ({w.qps:g}/{w.burst}) {w.seconds:.1f} s" for w in e.legacy_walks)),
+        ("kubectl cache", _size(e.kubectl_cache_bytes_after)),
+        ("OpenAPI", f"+{e.openapi_v3_paths_added} v3 paths, v2 document +{_range(e.openapi_v2_bytes_added)}"),
+        ("install time", f"{_range(e.install_seconds, 's')} at the loader's defaults"
+         + (f"; {e.crds / e.establish_rate_per_second:.0f} s at the server's establish rate "
+            f"({e.establish_rate_per_second:.1f} CRDs/s)" if e.establish_rate_per_second else "")),
+        ("etcd connections added", f"{e.etcd_connections_added.value:.0f}"),
+    ]
+    rows += [(f"top {index}", f"{c.name}: {_size(c.memory_bytes)} ({c.served_versions} versions, "
+                              f"schema {_size(c.schema_bytes)})") for index, c in enumerate(e.top_crds, 1)]
+    if activation is not None:
+        rows.append(("activate namespaced only", f"saves {_size(activation.cluster_memory_bytes)} "
+                                                 f"({activation.cluster_crds} cluster-scoped CRDs left out)"))
+        rows.append(("activate cluster-scoped only", f"saves {_size(activation.namespaced_memory_bytes)} "
+                                                     f"({activation.namespaced_crds} namespaced CRDs left out)"))
+        rows += [(f"without {s.service}", f"saves {_size(s.memory_bytes)} ({s.crds} CRDs)")
+                 for s in activation.services]
+    rows += [("note", note) for note in e.notes if note != e.model_note]
+    return rows
+
+
+def to_table(estimate: Estimate, *, source: str, activation: Activation | None = None) -> str:
+    """A readable two-column table."""
+    rows = lines(estimate, source=source, activation=activation)
+    width = max(len(label) for label, _ in rows)
+    return "\n".join(f"{label.ljust(width)}  {value}" for label, value in rows)
+
+
+def to_markdown(estimate: Estimate, *, source: str, activation: Activation | None = None) -> str:
+    """A footprint card a provider maintainer could publish with a release."""
+    rows = lines(estimate, source=source, activation=activation)
+    body = "\n".join(f"| {label} | {value.replace('|', '/')} |" for label, value in rows)
+    return (f"### API-server footprint of {source}\n\n| figure | predicted |\n|---|---|\n{body}\n\n"
+            f"Predicted by `crdscope estimate` ({estimate.model_note}); intervals are twice the calibration's "
+            f"relative RMS error, at least 10%.\n")

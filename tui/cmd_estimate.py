@@ -1,0 +1,87 @@
+"""``crdscope estimate SOURCE``: what installing SOURCE would cost an API server, predicted (or measured).
+
+Against an empty cluster of ``--kubernetes MINOR`` (no cluster needed: answers in
+seconds) or a real one (``--context``, read-only).  ``--measure`` does it for real
+on a fresh lab instead and prints predicted and measured side by side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import click
+
+from crdscope.tui.cli import cluster_options
+
+
+def _limit_bytes(text: str | None) -> float | None:
+    if not text:
+        return None
+    from crdscope.lab.cgroups import parse_size
+
+    return float(parse_size(text))
+
+
+@click.command()
+@click.argument("source", required=False)
+@click.option("--kubernetes", "kubernetes_minor", default=None, metavar="MINOR",
+              help="an empty cluster of this minor version, e.g. 1.37 [default: the newest calibrated]")
+@click.option("--memory-limit", default=None, metavar="SIZE",
+              help="the API server's memory limit (e.g. 8Gi): headroom and when it would be OOM-killed")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object (stable keys, units in names)")
+@click.option("--format", "output_format", type=click.Choice(["table", "md"]), default="table", show_default=True,
+              help="md: a footprint card to publish with a release")
+@click.option("--measure", is_flag=True, help="install SOURCE on a fresh lab, measure, print both, tear it down")
+@click.option("--schema-props", type=int, default=40, show_default=True, help="synthetic: properties per schema")
+@click.option("--seed", type=int, default=1, show_default=True, help="synthetic: the generator's seed")
+@click.option("--from-context", default=None, metavar="CTX", help="SOURCE is the CRDs of another context")
+@cluster_options
+def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str | None, as_json: bool,
+             output_format: str, measure: bool, schema_props: int, seed: int, from_context: str | None,
+             kubeconfig: str | None, context: str | None) -> None:
+    """Predict what installing SOURCE costs: memory, discovery, OpenAPI, install time.
+
+    SOURCE is anything `crdscope load` reads (a directory, an archive, YAML, `-`, synthetic:N,
+    --from-context) or a Crossplane package (.xpkg).
+    """
+    from crdscope.costmodel.coefficients import calibrated_minors
+    from crdscope.costmodel.crossplane import activation, is_crossplane_provider
+    from crdscope.costmodel.model import crd_memory, estimate as predict
+    from crdscope.costmodel.coefficients import for_minor
+    from crdscope.costmodel.report import to_json, to_markdown, to_table
+    from crdscope.costmodel.source import read_source
+    from crdscope.costmodel.target import read_target
+    from crdscope.probes.errors import ConfigError
+
+    if kubernetes_minor and context:
+        raise ConfigError("give either --kubernetes (an empty cluster) or --context (a real one), not both")
+    limit = _limit_bytes(memory_limit)
+    read = asyncio.run(read_source(source, schema_props=schema_props, seed=seed, from_context=from_context,
+                                   kubeconfig=kubeconfig))
+    if not read.crds:
+        reason = f": {read.problems[0].origin}: {read.problems[0].reason}" if read.problems else ""
+        raise ConfigError(f"{read.spec}: no CustomResourceDefinition found{reason}")
+    target = None
+    minor = kubernetes_minor or calibrated_minors()[-1]
+    if context:
+        minor, target = asyncio.run(read_target(context, kubeconfig))
+    predicted = predict(read.crds, minor, target=target, memory_limit_bytes=limit)
+    coefficients = for_minor(minor)
+    found = (activation(read.crds, lambda crd: crd_memory(coefficients, crd))
+             if is_crossplane_provider(read.crds) else None)
+    if measure:
+        from crdscope.tui.estimate_measure import measure_and_compare
+
+        measure_and_compare(read, predicted, minor, as_json=as_json)
+        return
+    if as_json:
+        click.echo(json.dumps(to_json(predicted, source=read.spec, activation=found, problems=len(read.problems)),
+                              indent=1))
+    elif output_format == "md":
+        click.echo(to_markdown(predicted, source=read.spec, activation=found))
+    else:
+        click.echo(to_table(predicted, source=read.spec, activation=found))
+    if read.problems:
+        click.echo(f"estimate: {len(read.problems)} entries of {read.spec} could not be read and are left out "
+                   f"(first: {read.problems[0].origin}: {read.problems[0].reason})", err=True)
