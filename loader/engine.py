@@ -31,13 +31,12 @@ import time
 from typing import Any
 from collections.abc import AsyncIterator, Callable
 
-import httpx
-
 from crdscope.probes.cluster import Cluster
 from crdscope.probes.crdwatch import CRDEvent, CRDWatch
 from crdscope.probes.errors import ClusterError, ConfigError, CrdscopeError
 from crdscope.probes.ratelimit import TokenBucket
 from crdscope.probes.settings import LoaderSettings
+from crdscope.probes.transport import TRANSPORT_ERRORS
 
 from .apply import Applier, ApplyFatal, ApplyResult
 from .progress import ItemProblem, LoaderSample
@@ -89,7 +88,7 @@ class LoadEngine:
         if limit is not None and limit < 1:
             raise ConfigError(f"--limit must be at least 1, not {limit}")
         #: crdscope's own client-side limiter (None for burst): the throttling probe reads it
-        #: from ``monitor.shared[probes.throttling.CLIENT_LIMITER]``.
+        #: from ``monitor.shared.client_limiter``.
         self.limiter = None if self.profile == "burst" else (limiter or TokenBucket(self.rate, 1, name="loader"))
         self.on_progress = on_progress
         self.established_timeout = established_timeout
@@ -355,6 +354,9 @@ class LoadEngine:
                 self.fatal = ClusterError(str(exc))
             self.stop()
             return
+        except Exception as exc:  # a bug, not the network (TRANSPORT_ERRORS are retried): fail this CRD only
+            log.exception("applying %s raised", item.name)
+            result = ApplyResult("failed", f"internal error: {type(exc).__name__}: {exc}")
         finally:
             self._slots.release()
         if result.outcome == "pending":
@@ -427,7 +429,7 @@ class LoadEngine:
             try:
                 await self.cluster.client.patch(crd_url(name), json=patch,
                                                 headers={"Content-Type": "application/merge-patch+json"})
-            except httpx.HTTPError:
+            except TRANSPORT_ERRORS:
                 pass  # the wait goes on; the timeout decides
 
     async def _report_not_established(self) -> None:
@@ -442,7 +444,7 @@ class LoadEngine:
                          for c in conditions if c.get("status") != "True"]
                 if false:
                     reason += f" ({'; '.join(false)})"
-            except (httpx.HTTPError, ValueError):
+            except (*TRANSPORT_ERRORS, ValueError):
                 pass
             self._awaiting.pop(name, None)
             self._failed(name, reason)

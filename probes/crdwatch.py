@@ -40,6 +40,7 @@ import httpx
 
 from .cluster import Cluster, explain, status_message
 from .credentials import parse_rfc3339
+from .transport import TRANSPORT_ERRORS
 
 log = logging.getLogger("crdscope.crdwatch")
 
@@ -421,7 +422,7 @@ class CRDWatch:
         """One list (for one-shot probes): None on success, else a one-line reason."""
         try:
             await self.list_once()
-        except httpx.HTTPError as exc:
+        except TRANSPORT_ERRORS as exc:
             return explain(exc, self.cluster.server)
         except (WatchError, ValueError) as exc:
             return str(exc) or "invalid CRD list answer"
@@ -495,8 +496,8 @@ class CRDWatch:
             except _Gone:
                 self.status.relists_after_gone += 1
                 resource_version = None
-            except (httpx.HTTPError, WatchError, ValueError) as exc:
-                message = explain(exc, self.cluster.server) if isinstance(exc, httpx.HTTPError) else str(exc)
+            except (*TRANSPORT_ERRORS, WatchError, ValueError) as exc:
+                message = explain(exc, self.cluster.server) if isinstance(exc, TRANSPORT_ERRORS) else str(exc)
                 if self.status.connected or self.status.last_error is None:
                     log.warning("CRD watch interrupted: %s", message)  # a transition, logged once
                 if self.status.connected:
@@ -520,10 +521,6 @@ class CRDWatch:
         for record in self.crds.values():
             counts[record.state] += 1
         return counts
-
-    def established_names(self) -> set[str]:
-        """Names of the CRDs that are Established."""
-        return {name for name, record in self.crds.items() if record.established is not None}
 
 
 class _Gone(Exception):

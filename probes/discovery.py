@@ -13,7 +13,7 @@ rate limits of :mod:`probes.ratelimit` (the time kubectl users see).
 Documents are parsed in :mod:`probes.discovery_docs` (big ones in pieces, so that
 the event loop keeps running); kubectl's disk cache and its own timing are in
 :mod:`probes.discovery_kubectl`.  What the OpenAPI probe reads is published as
-``monitor.shared["discovery"]`` (:class:`DiscoveryView`).
+``monitor.shared.discovery`` (:class:`DiscoveryView`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-import httpx
 
 from . import discovery_kubectl as kubectl_side
 from .cluster import Cluster, explain, raise_for_status
@@ -45,6 +44,8 @@ from .errors import ClusterError, ConfigError
 from .ratelimit import ClientLimits, ClientModel, client_models, user_limits
 from .samples import Sample, percentile
 from .settings import Cadences
+from .shared import SharedState
+from .transport import TRANSPORT_ERRORS
 
 log = logging.getLogger("crdscope.discovery")
 
@@ -110,7 +111,7 @@ class DiscoverySample(Sample):
 
 @dataclass(frozen=True)
 class DiscoveryView:
-    """What the probe publishes as ``monitor.shared["discovery"]`` after every successful run.
+    """What the probe publishes as ``monitor.shared.discovery`` after every successful run.
 
     - ``timestamp``: when the view was taken (``time.time()``)
     - ``mode``: ``"aggregated"`` or ``"legacy"``
@@ -170,7 +171,7 @@ class DiscoveryProbe:
     name = "discovery"
 
     def __init__(self, cluster: Cluster, cadences: Cadences | None = None, *,
-                 shared: dict[str, object] | None = None, extra_limits: ClientLimits | None = None) -> None:
+                 shared: SharedState | None = None, extra_limits: ClientLimits | None = None) -> None:
         cadences = cadences or Cadences()
         self.cluster = cluster
         self.cadence = cadences.discovery
@@ -210,7 +211,7 @@ class DiscoveryProbe:
                 return _Fetched(response.status_code, response.headers.get("Content-Type"),
                                 response.headers.get("ETag"), bytes(body), response.num_bytes_downloaded,
                                 time.perf_counter() - started)
-        except httpx.HTTPError as exc:
+        except TRANSPORT_ERRORS as exc:
             raise _Failed(explain(exc, self.cluster.server)) from None
         except ClusterError as exc:
             raise _Failed(str(exc)) from None
@@ -380,7 +381,7 @@ class DiscoveryProbe:
         _, served, resources = self._counted
         self.view = DiscoveryView(received, mode, dict(self._first_seen), frozenset(found.stale), served, resources)
         if self.shared is not None:
-            self.shared["discovery"] = self.view
+            self.shared.discovery = self.view
         last = self._walk
         unobservable: dict[str, str] = {}
         latencies: list[float] = []
@@ -441,5 +442,5 @@ async def once(cluster: Cluster, legacy: bool = False, qps: float | None = None,
 
 
 def make_probe(monitor) -> DiscoveryProbe:
-    """The discovery probe on the monitor's cluster and cadences; it publishes ``monitor.shared["discovery"]``."""
+    """The discovery probe on the monitor's cluster and cadences; it publishes ``monitor.shared.discovery``."""
     return DiscoveryProbe(monitor.cluster, monitor.settings.cadences, shared=monitor.shared)

@@ -10,9 +10,12 @@ from, and every figure left empty has its reason in ``unobservable``.
 
 Across runs the probe keeps:
 
-* restarts: a later ``process_start_time_seconds`` than any seen before counts
-  one restart, once, whether or not the probe saw the server go away (a
-  load balancer flipping back to an older instance is not a restart);
+* replicas (:mod:`probes.replicas`): behind a load balancer each scrape reads
+  one of several API servers, told apart by ``process_start_time_seconds``;
+  figures and fits are kept per replica, a switch between known replicas is
+  not a restart, a replica back with a new start time is one restart of it.
+  How many replicas exist comes from their identity Leases
+  (:mod:`probes.leases`), read at most every :data:`LEASE_INTERVAL_SECONDS`;
 * outage windows: from the first run that finds the server unreachable or not
   ready to the first that finds it ready again (resolution: the cadence);
 * least-squares fits (:mod:`probes.fit`) of resident memory, heap and open
@@ -21,7 +24,7 @@ Across runs the probe keeps:
 On a lab, the API server's established TCP connections to etcd are counted
 from ``/proc``: the wiring that knows it watches a lab puts
 ``lab.sockets.etcd_connection_counter(server)`` into
-``monitor.shared["lab_etcd_connections"]`` (:data:`LAB_ETCD_CONNECTIONS`);
+``monitor.shared.lab_etcd_connections``;
 probes never import ``lab``.
 """
 
@@ -39,19 +42,20 @@ import httpx
 from .cluster import Cluster, explain, status_message
 from .crdwatch import CRD_PATH
 from .fit import ProcessFits
+from .leases import LeaseReading, LeaseWatcher, read_leases
 from .metrics import SHARED_SCRAPE_AGE, MetricsSource, Scrape
 from .prometheus import PrometheusReading, PrometheusSource
+from .replicas import REPLICA_GAUGES, ReplicaFigures, ReplicaTracker
 from .samples import Sample
+from .transport import TRANSPORT_ERRORS
 
 log = logging.getLogger("crdscope.health")
 
-#: Key of ``monitor.shared`` holding a zero-argument callable -> int | None (lab only).
-LAB_ETCD_CONNECTIONS = "lab_etcd_connections"
 MIB = float(1 << 20)
 KEEP_OUTAGES = 20
 TOP_RESOURCES = 10
-#: Restart detection ignores start-time jitter below this (the gauge is a float of seconds).
-START_TIME_TOLERANCE_SECONDS = 0.5
+#: Identity Leases are renewed every 10 s: reading them more often tells nothing new.
+LEASE_INTERVAL_SECONDS = 10.0
 CHECK_TIMEOUT = httpx.Timeout(connect=5.0, read=10.0, write=10.0, pool=10.0)
 
 #: sample field -> /metrics family
@@ -103,6 +107,12 @@ class HealthSample(Sample):
     storage_objects_top: dict[str, int] = field(default_factory=dict)
     storage_size_bytes: int | None = None
     restarts: int | None = None
+    #: The replica that answered this run's scrape ("r1", "r2"...) and every replica seen so far.
+    replica: str | None = None
+    replicas: tuple[ReplicaFigures, ...] = ()
+    #: API servers renewing their identity Lease now, and Lease holders replaced since the start.
+    apiservers: int | None = None
+    lease_replacements: int | None = None
     ready: bool | None = None
     live: bool | None = None
     #: Checks /readyz names as failing (what makes ``ready`` False), and those /livez names.
@@ -160,7 +170,7 @@ async def health_check(cluster: Cluster, endpoint: str) -> CheckResult:
     """GET ``/<endpoint>?verbose``; failures are results, never exceptions."""
     try:
         response = await cluster.client.get(f"/{endpoint}?verbose", timeout=CHECK_TIMEOUT)
-    except httpx.HTTPError as exc:
+    except TRANSPORT_ERRORS as exc:
         return CheckResult(ok=False, unreachable=True, error=explain(exc, cluster.server))
     if response.status_code == 200:
         return CheckResult(ok=True)
@@ -178,7 +188,7 @@ async def count_crds(cluster: Cluster) -> tuple[int | None, str | None]:
     """
     try:
         response = await cluster.client.get(CRD_PATH, params={"limit": 1})
-    except httpx.HTTPError as exc:
+    except TRANSPORT_ERRORS as exc:
         return None, explain(exc, cluster.server)
     if response.status_code != 200:
         return None, f"listing CRDs answered {response.status_code}: {status_message(response)}"
@@ -201,20 +211,30 @@ class HealthTracker:
 
     def __init__(self) -> None:
         self.start_time: float | None = None
-        self.restarts = 0
+        self.replicas = ReplicaTracker()
+        self.leases = LeaseWatcher()
+        self.lease_reading: LeaseReading | None = None
+        self.lease_read_at = 0.0
         self.outages: deque[Outage] = deque(maxlen=KEEP_OUTAGES)
         self.open_outage: Outage | None = None
         self.fits = {name: ProcessFits() for name in FITS}
         self.pod_restarts_baseline: int | None = None
 
-    def observe_start(self, start_time: float) -> None:
-        """Count one restart when a process started later than any seen before."""
-        if self.start_time is None:
-            self.start_time = start_time
-        elif start_time > self.start_time + START_TIME_TOLERANCE_SECONDS:
-            self.restarts += 1
-            log.warning("API server restarted (process start time moved by %.0f s)", start_time - self.start_time)
-            self.start_time = start_time
+    @property
+    def restarts(self) -> int:
+        """Restarts over every replica (see :class:`~probes.replicas.ReplicaTracker`)."""
+        return self.replicas.restarts
+
+    @property
+    def apiservers(self) -> int | None:
+        """API servers renewing their identity Lease (None: not read, or not allowed)."""
+        return self.lease_reading.live if self.lease_reading is not None else None
+
+    def observe_start(self, start_time: float, now: float, figures: dict[str, float],
+                      crds: int | None = None) -> str:
+        """Attribute a scrape to its replica; returns the replica's name."""
+        self.start_time = start_time
+        return self.replicas.observe(start_time, now, figures, replicas=self.apiservers, crds=crds)
 
     def observe_availability(self, now: float, down: bool, reason: str) -> None:
         """Open an outage window on the first bad run, close it on the first good one."""
@@ -262,12 +282,13 @@ class HealthProbe:
     async def run(self) -> HealthSample:
         """One observation; an unreachable server is a sample with ``error`` and an open outage."""
         unobservable: dict[str, str] = {}
-        ready, scrape, (crds, crds_reason), reading, etcd_connections = await asyncio.gather(
+        ready, scrape, (crds, crds_reason), reading, etcd_connections, leases = await asyncio.gather(
             health_check(self.cluster, "readyz"),
             self.metrics.scrape(max_age=self.cadence * SHARED_SCRAPE_AGE),
             self._crd_count(),
             self._prometheus(),
             self._etcd_connections(unobservable),  # beside the scrape: open_fds and this compare
+            self._leases(),
         )
         # /readyz runs every /livez check and more: a ready server is live, and only a server that
         # is not ready (or will not say) costs the second request that tells "not ready" from "dead".
@@ -283,7 +304,10 @@ class HealthProbe:
         if crds is None:
             unobservable["crds"] = crds_reason or "CRD count unknown"
 
-        restarts = self._restarts(values, reading, unobservable)
+        restarts, replica = self._restarts(values, reading, unobservable, now, crds)
+        if leases.error:
+            unobservable["apiservers"] = unobservable["lease_replacements"] = leases.error
+        self._spread_scrapes()
         down, reason = _availability(ready, live)
         self.tracker.observe_availability(now, down, reason)
         if ready.ok is None:
@@ -291,10 +315,10 @@ class HealthProbe:
         if live.ok is None:
             unobservable["live"] = live.error or "liveness not observable"
 
-        fitted = self._fit(values, crds, unobservable)
+        fitted = self._fit(values, crds, unobservable, replica)
         objects, size = _storage(scrape, unobservable)
         top = dict(sorted(objects.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_RESOURCES])
-        rss_fit = self.tracker.fits["rss"].current()
+        rss_fit = self._fits(replica)["rss"].current()
         return HealthSample(
             timestamp=now,
             error=ready.error if ready.unreachable else None,
@@ -310,6 +334,10 @@ class HealthProbe:
             storage_objects_top=top,
             storage_size_bytes=size,
             restarts=restarts,
+            replica=replica,
+            replicas=self.tracker.replicas.figures(),
+            apiservers=self.tracker.apiservers,
+            lease_replacements=None if leases.error else self.tracker.leases.replacements,
             ready=ready.ok,
             live=live.ok,
             failing_checks=ready.failing,
@@ -329,11 +357,35 @@ class HealthProbe:
     async def _prometheus(self) -> PrometheusReading | None:
         return await self.prometheus.read() if self.prometheus else None
 
+    async def _leases(self) -> LeaseReading:
+        """The identity Leases, read again once :data:`LEASE_INTERVAL_SECONDS` have passed."""
+        tracker = self.tracker
+        if tracker.lease_reading is None or time.time() - tracker.lease_read_at >= LEASE_INTERVAL_SECONDS:
+            tracker.lease_read_at = time.time()
+            tracker.lease_reading = await read_leases(self.cluster, tracker.lease_read_at)
+            tracker.leases.observe(tracker.lease_reading)
+        return tracker.lease_reading
+
+    def _spread_scrapes(self) -> None:
+        """With several replicas, scrape over a new connection each time so every replica is read."""
+        several = (self.tracker.apiservers or 0) > 1 or self.tracker.replicas.known > 1
+        if several and not self.metrics.spread:
+            log.info("several API servers: each /metrics scrape opens its own connection")
+            self.metrics.spread_over_replicas()
+
+    def _fits(self, replica: str | None) -> dict[str, ProcessFits]:
+        """The answering replica's fits; the tracker's when no start time names the process."""
+        return self.tracker.replicas.slot_fits(replica) if replica else self.tracker.fits
+
     def _restarts(self, values: dict[str, float], reading: PrometheusReading | None,
-                  unobservable: dict[str, str]) -> int | None:
+                  unobservable: dict[str, str], now: float, crds: int | None) -> tuple[int | None, str | None]:
         if "start_time" in values:
-            self.tracker.observe_start(values["start_time"])
-            return self.tracker.restarts
+            figures = {name: values[name] for name in REPLICA_GAUGES if name in values}
+            replica = self.tracker.observe_start(values["start_time"], now, figures, crds)
+            return self.tracker.restarts, replica
+        return self._restarts_without_start(reading, unobservable), None
+
+    def _restarts_without_start(self, reading: PrometheusReading | None, unobservable: dict[str, str]) -> int | None:
         if self.tracker.start_time is not None:
             return self.tracker.restarts  # seen before: the server is away, the count stands
         if reading is not None and reading.pod_restarts:
@@ -349,37 +401,38 @@ class HealthProbe:
         counter = self._etcd_counter()
         if counter is None:
             unobservable["etcd_connections"] = ("counted from /proc on a lab only "
-                                                f"(monitor.shared[{LAB_ETCD_CONNECTIONS!r}] not set)")
+                                                "(this session did not wire the lab's counter)")
             return None
         count = await asyncio.to_thread(counter)
         if count is None:
             unobservable["etcd_connections"] = "the lab's API server process is not running"
         return count
 
-    def _fit(self, values: dict[str, float], crds: int | None, unobservable: dict[str, str]) -> dict:
+    def _fit(self, values: dict[str, float], crds: int | None, unobservable: dict[str, str],
+             replica: str | None) -> dict[str, float | None]:
         start = values.get("start_time", self.tracker.start_time or 0.0)
         fitted: dict[str, float | None] = {}
         for name, (figure, slope_field, r2_field, unit) in FITS.items():
-            fits = self.tracker.fits[name]
-            if crds is not None and figure in values:
+            fits = self._fits(replica)[name]
+            if replica is None and crds is not None and figure in values:  # a replica's fits: filled by it
                 fits.add(start, crds, values[figure])
             result = fits.result()
             fitted[slope_field] = result.slope / unit if result else None
             fitted[r2_field] = result.r2 if result else None
             if result is None:
                 unobservable[slope_field] = unobservable[r2_field] = self._no_fit_reason(
-                    name, figure, values, crds, unobservable)
+                    name, figure, values, crds, replica)
             elif result.r2 is None:
                 unobservable[r2_field] = f"{figure} did not vary"
         return fitted
 
     def _no_fit_reason(self, name: str, figure: str, values: dict[str, float], crds: int | None,
-                       unobservable: dict[str, str]) -> str:
+                       replica: str | None) -> str:
         if crds is None:
             return "no CRD count (see crds)"
         if figure not in values:
             return f"no {figure} (see {figure})"
-        current = self.tracker.fits[name].current()
+        current = self._fits(replica)[name].current()
         seen = current.distinct_x if current else 0
         return f"needs samples at two or more CRD counts from one API server process (seen {seen})"
 
@@ -475,16 +528,31 @@ def make_probe(monitor) -> HealthProbe:
 
     return HealthProbe(monitor.cluster, monitor.metrics, crd_count=crd_count,
                        cadence=monitor.settings.cadences.health, prometheus=prometheus,
-                       etcd_counter=lambda: monitor.shared.get(LAB_ETCD_CONNECTIONS))
+                       etcd_counter=lambda: monitor.shared.lab_etcd_connections)
+
+
+#: ``probe health`` scrapes again, up to this many times per replica, until it has read each one.
+SCRAPES_PER_REPLICA = 3
 
 
 async def once(cluster: Cluster, prometheus_url: str | None = None) -> HealthSample:
-    """One health sample (``crdscope probe health``): fits need a running monitor."""
+    """One health sample (``crdscope probe health``): fits need a running monitor.
+
+    Behind a load balancer it scrapes again (each time on a new connection) until every API
+    server the Leases count has answered once, so the sample lists each replica's figures.
+    """
     prometheus = PrometheusSource(prometheus_url) if prometheus_url else None
     probe = HealthProbe(cluster, MetricsSource(cluster), crd_count=lambda: count_crds(cluster),
-                        prometheus=prometheus)
+                        prometheus=prometheus, cadence=0.0)
     try:
-        return await probe.run()
+        sample = await probe.run()
+        for _ in range(SCRAPES_PER_REPLICA * (sample.apiservers or 1)):
+            if sample.start_time is None or len(sample.replicas) >= (sample.apiservers or 1):
+                break
+            sample = await probe.run()
+        return sample
     finally:
         if prometheus is not None:
             prometheus.close()
+        if probe.metrics.spread is not None:
+            await probe.metrics.spread.client.aclose()

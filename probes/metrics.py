@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import overload
 from collections.abc import Iterable, Iterator, Sequence
 
-import httpx
 
 from .cluster import Cluster, explain, status_message
+from .transport import TRANSPORT_ERRORS
 
 Labels = dict[str, str]
 LabelKey = tuple[tuple[str, str], ...]
@@ -46,11 +46,6 @@ def _float(text: str) -> float:
         if lowered == "-inf":
             return -math.inf
         return math.nan
-
-
-def label_key(labels: Labels) -> LabelKey:
-    """A hashable, order-independent key for a label set."""
-    return tuple(sorted(labels.items()))
 
 
 class Series(Sequence[tuple[Labels, float]]):
@@ -381,6 +376,21 @@ class MetricsSource:
         self.last: Scrape | None = None
         self.scrapes = 0
         self._inflight: asyncio.Task[Scrape] | None = None
+        #: Set by :meth:`spread_over_replicas`: the client that opens a connection per scrape.
+        self.spread: Cluster | None = None
+
+    def spread_over_replicas(self) -> None:
+        """Scrape over a new connection each time from now on.
+
+        A load balancer in front of several API servers pins a connection to one of them, and
+        the shared client keeps its connection: every scrape would read the same replica.  A
+        client that keeps no connection alive lets the balancer hand each scrape to the next.
+        """
+        if self.spread is None:
+            import httpx
+
+            self.spread = Cluster(self.cluster.config, http2=False,
+                                  limits=httpx.Limits(max_connections=2, max_keepalive_connections=0))
 
     def want(self, *families: str) -> None:
         """Add families to keep (a later :meth:`scrape` will not reuse a scrape without them)."""
@@ -416,7 +426,7 @@ class MetricsSource:
         try:
             async with asyncio.timeout(self.deadline_seconds):
                 error = await self._stream(parser, answered)
-        except httpx.HTTPError as exc:
+        except TRANSPORT_ERRORS as exc:
             error = explain(exc, self.cluster.server)
         except TimeoutError:
             error = f"{self.cluster.server}/metrics did not finish within {self.deadline_seconds:g}s"
@@ -431,7 +441,8 @@ class MetricsSource:
 
     async def _stream(self, parser: MetricsParser, answered: list[int]) -> str | None:
         """Feed the answer to ``parser`` chunk by chunk; a one-line error for a non-200 answer."""
-        async with self.cluster.client.stream("GET", "/metrics", headers={"Accept": "text/plain"}) as response:
+        client = (self.spread or self.cluster).client
+        async with client.stream("GET", "/metrics", headers={"Accept": "text/plain"}) as response:
             answered.append(response.status_code)
             if response.status_code != 200:
                 await response.aread()

@@ -3,50 +3,25 @@
 The TUI, the headless watcher and the benchmarks all build a :class:`Monitor`
 and add their sinks; nothing else wires probes together.
 
-Probe factories are registered by name as ``module:function`` (imported when
-the monitor is built) and called as ``factory(monitor) -> Probe``.
+Probes are built from the table in :mod:`probes.registry` as
+``factory(monitor) -> Probe`` (their modules are imported when the monitor is built).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
-from dataclasses import dataclass
-from collections.abc import Awaitable, Callable
 
 from .cluster import Cluster
 from .crdwatch import CRDWatch
 from .metrics import MetricsSource
-from .samples import Sample
+from .registry import factory, monitor_probes
 from .scheduler import Probe, Scheduler, Sink
 from .settings import Settings
+from .shared import SharedState
 
 log = logging.getLogger("crdscope.monitor")
-
-#: name -> "module:factory"; order is the order panels and reports list them in.
-PROBE_FACTORIES: dict[str, str] = {
-    "version": "crdscope.probes.version:make_probe",
-    "inventory": "crdscope.probes.inventory:make_probe",
-    "discovery": "crdscope.probes.discovery:make_probe",
-    "throttling": "crdscope.probes.throttling:make_probe",
-    "openapi": "crdscope.probes.openapi:make_probe",
-    "health": "crdscope.probes.health:make_probe",
-    "latency": "crdscope.probes.latency:make_probe",
-}
-
-
-@dataclass
-class FunctionProbe:
-    """Adapts ``async def f() -> Sample`` to the scheduler's Probe protocol."""
-
-    name: str
-    cadence: float
-    function: Callable[[], Awaitable[Sample]]
-
-    async def run(self) -> Sample:
-        return await self.function()
 
 
 class Monitor:
@@ -59,15 +34,11 @@ class Monitor:
         self.metrics = MetricsSource(cluster)
         self.crds = CRDWatch(cluster)
         self.scheduler = Scheduler()
-        self._tasks: list[asyncio.Task] = []
-        #: Objects probes share beyond metrics and CRDs (e.g. the discovery result for OpenAPI stages).
-        self.shared: dict[str, object] = {}
-        for name in probes if probes is not None else list(PROBE_FACTORIES):
-            self.scheduler.add(self._build(name))
-
-    def _build(self, name: str) -> Probe:
-        module, _, factory = PROBE_FACTORIES[name].partition(":")
-        return getattr(importlib.import_module(module), factory)(self)
+        self._tasks: list[asyncio.Task[None]] = []
+        #: What probes share beyond metrics and CRDs (e.g. the discovery view for OpenAPI's stages).
+        self.shared = SharedState()
+        for name in probes if probes is not None else monitor_probes():
+            self.scheduler.add(factory(name)(self))
 
     def probe(self, name: str) -> Probe:
         """A registered probe by name."""
@@ -100,5 +71,6 @@ class Monitor:
             task.cancel()
 
     async def aclose(self) -> None:
+        """Stop and close the cluster's shared client."""
         self.stop()
         await self.cluster.aclose()

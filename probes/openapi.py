@@ -3,7 +3,7 @@
 Every run fetches the ``/openapi/v3`` index (If-None-Match when the server
 gave an ETag: kube-apiserver 1.37 gives none for the index, so a change is
 told by comparing the path hashes) and reads aggregated discovery (the
-discovery probe's ``monitor.shared["discovery"]`` when it is fresh, else its
+discovery probe's ``monitor.shared.discovery`` when it is fresh, else its
 own fetch of ``/apis`` with an ETag), and feeds
 the shared CRD watch's records to a :class:`~probes.publication.PublicationTracker`,
 which keeps each CRD's stage times.  Nothing is fetched per CRD.
@@ -28,6 +28,7 @@ from .cluster import Cluster, explain, status_message
 from .crdwatch import CRDRecord, CRDWatch
 from .publication import LagStats, PublicationTracker
 from .samples import Sample
+from .transport import TRANSPORT_ERRORS
 
 DISCOVERY_ACCEPT = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
                     "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,"
@@ -199,7 +200,7 @@ class V2Fetcher:
                 result = V2Result(stamp, response.status_code, self.document_bytes,
                                   time.perf_counter() - started, first_byte,
                                   response.headers.get("Content-Type", ""), response.num_bytes_downloaded)
-        except httpx.HTTPError as exc:
+        except TRANSPORT_ERRORS as exc:
             result = V2Result(stamp, None, self.document_bytes, time.perf_counter() - started, first_byte,
                               error=explain(exc, self.cluster.server))
         self.last = result
@@ -224,7 +225,7 @@ class OpenAPIObserver:
         """One round: v3 index and discovery, stage bookkeeping, and a sample (v2 fields left empty).
 
         ``discovery_view`` is the discovery probe's published view
-        (``monitor.shared["discovery"]``, with ``timestamp`` and ``served``); when
+        (``monitor.shared.discovery``, with ``timestamp`` and ``served``); when
         given, it replaces this probe's own fetch of ``/apis``.
         """
         self.tracker.update_crds(crds)
@@ -232,7 +233,7 @@ class OpenAPIObserver:
         clock = time.perf_counter()
         try:
             index, changed = await self.v3.fetch()
-        except httpx.HTTPError as exc:
+        except TRANSPORT_ERRORS as exc:
             return OpenAPISample(error=explain(exc, self.cluster.server))
         except ValueError as exc:
             return OpenAPISample(error=str(exc) or "/openapi/v3 did not answer JSON")
@@ -253,7 +254,7 @@ class OpenAPIObserver:
     async def _observe_discovery(self, crds: dict[str, CRDRecord]) -> str | None:
         try:
             document, _ = await self.discovery.fetch()
-        except httpx.HTTPError as exc:
+        except TRANSPORT_ERRORS as exc:
             return explain(exc, self.cluster.server)
         except ValueError as exc:
             return str(exc) or "/apis did not answer JSON"
@@ -350,7 +351,7 @@ class OpenAPIProbe:
 
     def _discovery_view(self) -> Any:
         """The discovery probe's view when it is fresh (then /apis is not fetched twice), else None."""
-        view = self.monitor.shared.get("discovery")
+        view = self.monitor.shared.discovery
         max_age = max(30.0, 3 * self.monitor.settings.cadences.discovery)
         if view is None or time.time() - getattr(view, "timestamp", 0.0) > max_age or not hasattr(view, "served"):
             return None

@@ -1,46 +1,98 @@
-"""Probes that ``crdscope probe <name>`` can run once, by name.
+"""Every kind of sample, named once: its module, its sample type, its monitor factory, its one-shot form.
 
-Each entry names an ``async def once(cluster, **options) -> Sample`` lazily
-(importing a probe module is deferred until it is asked for, so the CLI
-starts fast).
+The monitor builds its probes from :data:`PROBES` (in this order, which is the
+order panels and reports list them in), ``crdscope probe <name>`` runs the
+one-shot form, and replay and ``--fail-if`` find a probe's sample type here.
+Modules are named, not imported: a probe's module is imported when it is first
+asked for, so the CLI starts fast and this table depends on no probe.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from .cluster import Cluster
 from .errors import ConfigError
-from .samples import Sample
+from .samples import SAMPLE_TYPES, Sample
 
-ONESHOTS: dict[str, str] = {
-    "version": "crdscope.probes.version:probe_version",
-    "discovery": "crdscope.probes.discovery:once",
-    "throttling": "crdscope.probes.throttling:once",
-    "inventory": "crdscope.probes.inventory:once",
-    "openapi": "crdscope.probes.openapi:once",
-    "health": "crdscope.probes.health:once",
-    "latency": "crdscope.probes.latency:once",
-}
+if TYPE_CHECKING:
+    from .monitor import Monitor
+    from .scheduler import Probe
 
 
-def register(name: str, target: str) -> None:
-    """Add a one-shot probe (``module:function``)."""
-    ONESHOTS[name] = target
+@dataclass(frozen=True)
+class ProbeKind:
+    """One row of the table: where a probe lives and what it offers."""
+
+    name: str
+    module: str
+    #: Name of the :class:`Sample` subclass in ``module``.
+    sample: str
+    #: ``factory(monitor) -> Probe`` in ``module``; None: the monitor does not run it.
+    factory: str | None = "make_probe"
+    #: ``async def f(cluster, **options) -> Sample`` in ``module``; None: no ``crdscope probe`` form.
+    oneshot: str | None = "once"
+
+
+PROBES: tuple[ProbeKind, ...] = (
+    ProbeKind("version", "crdscope.probes.version", "VersionSample", oneshot="probe_version"),
+    ProbeKind("inventory", "crdscope.probes.inventory", "InventorySample"),
+    ProbeKind("discovery", "crdscope.probes.discovery", "DiscoverySample"),
+    ProbeKind("throttling", "crdscope.probes.throttling", "ThrottlingSample"),
+    ProbeKind("openapi", "crdscope.probes.openapi", "OpenAPISample"),
+    ProbeKind("health", "crdscope.probes.health", "HealthSample"),
+    ProbeKind("latency", "crdscope.probes.latency", "LatencySample"),
+    ProbeKind("responsiveness", "crdscope.probes.responsiveness", "ResponsivenessSample"),
+    # Not a probe: the loader's progress, recorded and replayed like a probe's samples.  Named by
+    # module (never imported from here), so probes/ still depends on nothing above it.
+    ProbeKind("loader", "crdscope.loader.progress", "LoaderSample", factory=None, oneshot=None),
+)
+
+_BY_NAME = {kind.name: kind for kind in PROBES}
+
+
+def monitor_probes() -> list[str]:
+    """Names of the probes a monitor runs by default, in display order."""
+    return [kind.name for kind in PROBES if kind.factory]
+
+
+def oneshot_probes() -> list[str]:
+    """Names ``crdscope probe <name>`` accepts."""
+    return [kind.name for kind in PROBES if kind.oneshot]
+
+
+def _attribute(module: str, name: str) -> Any:
+    return getattr(importlib.import_module(module), name)
+
+
+def factory(name: str) -> Callable[[Monitor], Probe]:
+    """The monitor factory of probe ``name`` (:class:`KeyError` when the monitor cannot run it)."""
+    kind = _BY_NAME.get(name)
+    if kind is None or kind.factory is None:
+        raise KeyError(name)
+    built: Callable[[Monitor], Probe] = _attribute(kind.module, kind.factory)
+    return built
 
 
 def oneshot(name: str) -> Callable[..., Awaitable[Sample]]:
-    """The one-shot function of probe ``name``."""
-    try:
-        target = ONESHOTS[name]
-    except KeyError:
-        raise ConfigError(f"unknown probe '{name}' (one of: {', '.join(sorted(ONESHOTS))})") from None
-    module, _, function = target.partition(":")
-    return getattr(importlib.import_module(module), function)
+    """The one-shot function of probe ``name``; :class:`ConfigError` for an unknown name."""
+    kind = _BY_NAME.get(name)
+    if kind is None or kind.oneshot is None:
+        raise ConfigError(f"unknown probe '{name}' (one of: {', '.join(sorted(oneshot_probes()))})")
+    function: Callable[..., Awaitable[Sample]] = _attribute(kind.module, kind.oneshot)
+    return function
 
 
-async def run_once(name: str, cluster: Cluster, **options: Any) -> Sample:
-    """Run probe ``name`` once against ``cluster``."""
-    return await oneshot(name)(cluster, **options)
+def sample_type(name: str) -> type[Sample]:
+    """The Sample subclass recorded under ``name``; the base class when unknown to this build."""
+    kind = _BY_NAME.get(name)
+    if kind is not None:
+        try:
+            found = _attribute(kind.module, kind.sample)
+        except (ImportError, AttributeError):  # a build without that module (e.g. no loader)
+            found = None
+        if isinstance(found, type) and issubclass(found, Sample):
+            return found
+    return SAMPLE_TYPES.get(name, Sample)

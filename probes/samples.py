@@ -15,7 +15,8 @@ import types
 import typing
 from typing import Any, ClassVar
 
-#: probe name -> Sample subclass (filled as probe modules are imported).
+#: probe name -> Sample subclass, filled as sample classes are defined (``probes.registry.sample_type``
+#: finds a probe's class by the table there and falls back to this for classes defined elsewhere).
 SAMPLE_TYPES: dict[str, type[Sample]] = {}
 
 
@@ -109,19 +110,6 @@ def _hints(cls: type) -> dict[str, Any]:
     if cls not in _HINTS:
         _HINTS[cls] = typing.get_type_hints(cls)  # each class's own module resolves its names
     return _HINTS[cls]
-
-
-def sample_type(probe: str) -> type[Sample]:
-    """The Sample subclass of a probe name, importing the probe's module if needed."""
-    if probe not in SAMPLE_TYPES:
-        import importlib
-
-        from .monitor import PROBE_FACTORIES
-
-        target = PROBE_FACTORIES.get(probe)
-        if target:
-            importlib.import_module(target.partition(":")[0])
-    return SAMPLE_TYPES.get(probe, Sample)
 
 
 def percentile(values: list[float] | tuple[float, ...], q: float) -> float | None:

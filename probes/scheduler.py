@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 from collections.abc import Awaitable, Callable
 
-from .samples import SAMPLE_TYPES, Sample
+from .registry import sample_type
+from .samples import Sample
 
 log = logging.getLogger("crdscope.scheduler")
 
@@ -76,6 +77,35 @@ class ProbeHealth:
     def down(self) -> bool:
         return self.consecutive_failures > 0
 
+    def record(self, error: str | None, when: float) -> None:
+        """Count one run that ended at ``when``: failed with ``error``, or succeeded (None).
+
+        The one place runs are counted: the scheduler counts what it runs, and the TUI's store
+        counts the samples a feed without a scheduler (replay) delivers.
+        """
+        self.runs += 1
+        self.last_run = when
+        if error:
+            self.failures += 1
+            self.consecutive_failures += 1
+            self.last_error = error
+        else:
+            self.consecutive_failures = 0
+            self.last_ok = when
+            self.last_error = None
+
+
+@dataclass
+class FunctionProbe:
+    """Adapts ``async def f() -> Sample`` to the :class:`Probe` protocol."""
+
+    name: str
+    cadence: float
+    function: Callable[[], Awaitable[Sample]]
+
+    async def run(self) -> Sample:
+        return await self.function()
+
 
 @dataclass
 class _Entry:
@@ -88,7 +118,7 @@ class _Entry:
 def error_sample(probe: str, error: str) -> Sample:
     """A failed sample of ``probe``'s own type, so its panel and events name the right probe."""
     try:
-        return SAMPLE_TYPES.get(probe, Sample)(error=error)
+        return sample_type(probe)(error=error)
     except TypeError:  # a sample type with a required field: the base class still carries the error
         return Sample(error=error)
 
@@ -188,21 +218,13 @@ class Scheduler:
         except Exception as exc:
             log.exception("probe %s raised instead of returning an error sample", probe.name)
             sample = error_sample(probe.name, f"internal error in probe {probe.name}: {type(exc).__name__}: {exc}")
-        health.runs += 1
-        health.last_run = time.time()
+        was_failing = health.consecutive_failures
+        health.record(sample.error, time.time())
         health.last_seconds = time.monotonic() - started
-        if sample.error:
-            health.failures += 1
-            health.consecutive_failures += 1
-            if health.consecutive_failures == 1:
-                log.warning("probe %s down: %s", probe.name, sample.error)
-            health.last_error = sample.error
-        else:
-            if health.consecutive_failures:
-                log.info("probe %s recovered after %d failed runs", probe.name, health.consecutive_failures)
-            health.consecutive_failures = 0
-            health.last_ok = health.last_run
-            health.last_error = None
+        if sample.error and not was_failing:
+            log.warning("probe %s down: %s", probe.name, sample.error)
+        elif not sample.error and was_failing:
+            log.info("probe %s recovered after %d failed runs", probe.name, was_failing)
         self.latest[probe.name] = sample
         await self._deliver(sample)
         return sample

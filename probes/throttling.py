@@ -12,7 +12,7 @@ names through the flowcontrol API (:class:`FlowcontrolNames`, listed rarely).
 
 Client side, two hooks a monitor fills (the probe never imports the loader):
 
-* ``monitor.shared["client_limiter"]`` (:data:`CLIENT_LIMITER`): the token
+* ``monitor.shared.client_limiter`` (:class:`probes.shared.SharedState`): the token
   bucket crdscope itself runs; whoever starts the loader on a monitor puts the
   loader's :class:`probes.ratelimit.TokenBucket` there.  Any object with
   ``qps``, ``burst`` and the running totals ``acquired`` (requests that passed),
@@ -37,11 +37,10 @@ from .cluster import Cluster, RequestLog
 from .metrics import SHARED_SCRAPE_AGE, MetricsSource, Scrape
 from .ratelimit import ClientModel
 from .samples import Sample
+from .shared import SharedState
 
 #: Seconds between the two scrapes of :func:`once`: long enough for a rate, short for a CLI.
 ONCE_INTERVAL_SECONDS = 2.0
-#: Key of ``monitor.shared`` holding crdscope's own client-side limiter (see the module docstring).
-CLIENT_LIMITER = "client_limiter"
 #: How many of the latest 429s a sample lists.
 RECENT_429 = 20
 
@@ -183,11 +182,11 @@ class ThrottlingProbe:
     name = "throttling"
 
     def __init__(self, cluster: Cluster, metrics: MetricsSource, *, cadence: float = 5.0,
-                 shared: dict[str, object] | None = None, latest: dict[str, Sample] | None = None) -> None:
+                 shared: SharedState | None = None, latest: dict[str, Sample] | None = None) -> None:
         self.cluster = cluster
         self.metrics = metrics
         self.cadence = cadence
-        self.shared = shared if shared is not None else {}
+        self.shared = shared if shared is not None else SharedState()
         self.latest = latest if latest is not None else {}
         self.names = FlowcontrolNames(cluster)
         metrics.want(*APF_FAMILIES)
@@ -233,7 +232,7 @@ class ThrottlingProbe:
         log = self.cluster.requests
         answered = responses_429(log, self.names, self._previous_429)
         self._previous_429 = log.throttled_total
-        limiter = client_limiter(self.shared.get(CLIENT_LIMITER), self._previous_waited)
+        limiter = client_limiter(self.shared.client_limiter, self._previous_waited)
         if limiter is None:
             unobservable["client_limiter"] = "no client-side limiter runs here (the loader's, while it loads)"
         else:

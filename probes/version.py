@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import time
-
-import httpx
+from typing import TYPE_CHECKING
 
 from .cluster import Cluster, explain, raise_for_status
 from .errors import ClusterError
 from .samples import Sample
+from .scheduler import FunctionProbe
+from .transport import TRANSPORT_ERRORS
+
+if TYPE_CHECKING:
+    from .monitor import Monitor
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -34,7 +38,7 @@ async def probe_version(cluster: Cluster) -> VersionSample:
         response = await cluster.client.get("/version")
         raise_for_status(response)
         body = response.json()
-    except httpx.HTTPError as exc:
+    except TRANSPORT_ERRORS as exc:
         return VersionSample(server=cluster.server, error=explain(exc, cluster.server))
     except (ClusterError, ValueError) as exc:
         return VersionSample(server=cluster.server, error=str(exc) or "invalid /version answer")
@@ -49,8 +53,6 @@ async def probe_version(cluster: Cluster) -> VersionSample:
     )
 
 
-def make_probe(monitor):
+def make_probe(monitor: Monitor) -> FunctionProbe:
     """The version probe on the monitor's cluster and cadence."""
-    from .monitor import FunctionProbe
-
     return FunctionProbe("version", monitor.settings.cadences.version, lambda: probe_version(monitor.cluster))

@@ -5,7 +5,9 @@ anything runs (an unknown probe or field is a :class:`ConfigError`, exit 2), so 
 typo in a CI pipeline fails at once instead of silently never firing.  Field
 names are the ``--json`` keys of ``crdscope probe <name>``; a nested figure is
 reached with more dots (``latency.p99_by_verb.GET``), and a collection compares
-by its size (``health.failing_checks>0``).
+by its size (``health.failing_checks>0``).  ``findings.critical`` (``warning``, ``info``,
+``any``) counts open findings.  ``... for 2m`` requires the condition to hold that long
+(every sample of the probe in between crossing it), so one noisy sample does not fail a job.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from typing import Any
 from collections.abc import Callable, Iterable
 
 from crdscope.probes.errors import ConfigError
-from crdscope.probes.samples import Sample, sample_type
+from crdscope.probes.registry import monitor_probes, sample_type
+from crdscope.probes.samples import Sample
 
 from .values import count, get_path
 
@@ -33,15 +36,26 @@ _EXPRESSION = re.compile(
 )
 
 
+_HOLDING = re.compile(r"^(?P<expression>.*\S)\s+for\s+(?P<duration>\S+)\s*$")
+#: ``findings.<severity>``: open findings of that severity (or worse, for ``findings.any``).
+FINDINGS = "findings"
+FINDING_FIELDS = ("critical", "warning", "info", "any")
+
+
 @dataclasses.dataclass(frozen=True)
 class Threshold:
-    """One parsed ``--fail-if`` expression."""
+    """One parsed ``--fail-if`` expression; ``for_seconds`` > 0: it must hold that long."""
 
     text: str
     probe: str
     path: tuple[str, ...]
     op: str
     limit: float
+    for_seconds: float = 0.0
+
+    def holds(self, value: float | None) -> bool:
+        """True when an observed value is over the limit (None: not observed, never)."""
+        return value is not None and OPERATORS[self.op](value, self.limit)
 
     @property
     def name(self) -> str:
@@ -63,23 +77,55 @@ class Threshold:
 
 def parse_threshold(text: str, probes: Iterable[str] | None = None) -> Threshold:
     """Parse and validate one expression; :class:`ConfigError` names what is wrong."""
-    from crdscope.probes.monitor import PROBE_FACTORIES
+    for_seconds = 0.0
+    holding = _HOLDING.match(text)
+    if holding:
+        from .durations import parse_duration
 
-    match = _EXPRESSION.match(text)
+        for_seconds = parse_duration(holding["duration"], flag=f"--fail-if '{text}': duration")
+    match = _EXPRESSION.match(holding["expression"] if holding else text)
     if not match:
         raise ConfigError(
             f"--fail-if '{text}' is not <probe>.<field><op><number> "
             f"(ops: {' '.join(OPERATORS)}; e.g. 'discovery.seconds>5')"
         )
-    known = list(probes if probes is not None else PROBE_FACTORIES)
+    known = list(probes if probes is not None else monitor_probes())
     probe = match["probe"]
+    if probe == FINDINGS:
+        if match["path"] not in FINDING_FIELDS:
+            raise ConfigError(f"--fail-if '{text}': findings has no field '{match['path']}' "
+                              f"(fields: {', '.join(FINDING_FIELDS)})")
+        return Threshold(text=text.strip(), probe=FINDINGS, path=(match["path"],), op=match["op"],
+                         limit=float(match["number"]), for_seconds=for_seconds)
     if probe not in known:
         raise ConfigError(f"--fail-if '{text}': unknown probe '{probe}' (probes: {', '.join(known)})")
     cls = sample_type(probe)
     if cls is Sample:
         raise ConfigError(f"--fail-if '{text}': probe '{probe}' is not available in this build")
     path = _check_path(text, probe, cls, tuple(match["path"].split(".")))
-    return Threshold(text=text.strip(), probe=probe, path=path, op=match["op"], limit=float(match["number"]))
+    return Threshold(text=text.strip(), probe=probe, path=path, op=match["op"], limit=float(match["number"]),
+                     for_seconds=for_seconds)
+
+
+class Holding:
+    """Thresholds with ``for DURATION``: crossed once the condition held, sample after sample, that long.
+
+    A sample of the threshold's probe that does not cross it starts the wait over; a sample
+    of another probe (or a failed one) neither starts nor breaks it.
+    """
+
+    def __init__(self) -> None:
+        self._since: dict[Threshold, float] = {}
+
+    def crossed(self, threshold: Threshold, value: float | None, timestamp: float) -> float | None:
+        """The value when the threshold has now held for its duration, else None."""
+        if value is None:
+            return None
+        if not threshold.holds(value):
+            self._since.pop(threshold, None)
+            return None
+        since = self._since.setdefault(threshold, timestamp)
+        return value if timestamp - since >= threshold.for_seconds else None
 
 
 def parse_thresholds(texts: Iterable[str], probes: Iterable[str] | None = None) -> list[Threshold]:

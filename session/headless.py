@@ -306,7 +306,7 @@ def configure_logging() -> Path | None:
 def wire_lab(monitor: Any) -> None:
     """When the monitor watches crdscope's lab, give the health probe the lab's etcd connection count.
 
-    The health probe reads ``monitor.shared["lab_etcd_connections"]`` (a callable) if present;
+    The health probe reads ``monitor.shared.lab_etcd_connections`` (a callable) if set;
     only lab-aware callers (this watcher, the TUI) set it, since probes never import ``lab``.
     """
     try:
@@ -315,7 +315,7 @@ def wire_lab(monitor: Any) -> None:
         return
     counter: Callable[[], Any] | None = etcd_connection_counter(monitor.cluster.server)
     if counter is not None:
-        monitor.shared["lab_etcd_connections"] = counter
+        monitor.shared.lab_etcd_connections = counter
 
 
 def _install_signals(callback: Callable[[], None]) -> None:

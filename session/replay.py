@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import importlib
 import inspect
 import json
 import math
@@ -27,27 +26,13 @@ from collections.abc import Callable, Iterator
 
 from crdscope.probes import __version__
 from crdscope.probes.errors import ConfigError
-from crdscope.probes.samples import SAMPLE_TYPES, Sample, sample_type
+from crdscope.probes.registry import sample_type
+from crdscope.probes.samples import Sample
 from crdscope.probes.scheduler import deliver
 
+from .durations import parse_duration
 from .events import Event
 from .recorder import FORMAT, FORMAT_VERSION, ClusterInfo, part_path
-
-#: Sample classes that no monitor probe registers (imported on demand when replaying).
-EXTRA_SAMPLE_MODULES = {"loader": "crdscope.loader.progress"}
-
-
-def sample_class(probe: str) -> type[Sample]:
-    """The Sample subclass recorded under ``probe`` (the base class when unknown to this build)."""
-    cls = sample_type(probe)
-    if cls is Sample and probe in EXTRA_SAMPLE_MODULES:
-        try:
-            importlib.import_module(EXTRA_SAMPLE_MODULES[probe])
-        except ImportError:
-            pass
-        cls = SAMPLE_TYPES.get(probe, Sample)
-    return cls
-
 
 @dataclasses.dataclass(frozen=True)
 class Damage:
@@ -193,7 +178,7 @@ class RecordingReader:
         try:
             if record["type"] == "event":
                 return Event.from_json(data)
-            sample = sample_class(str(record.get("probe", ""))).from_json(data)
+            sample = sample_type(str(record.get("probe", ""))).from_json(data)
         except (TypeError, ValueError, AttributeError) as exc:
             raise _Damaged(f"{record.get('probe', 'event')} record does not rebuild: {exc}") from None
         # Replay orders and seeks by it: a sample without a numeric time cannot be placed.
@@ -422,9 +407,7 @@ def seek_target(text: str, start: float, end: float, clock: float) -> float:
             raise ConfigError(f"cannot seek to '{text}': not a percentage") from None
         return start + min(1.0, max(0.0, fraction)) * (end - start)
     if value[:1] in "+-" and len(value) > 1:
-        from .headless import parse_duration
-
-        seconds = parse_duration(value[1:])
+        seconds = parse_duration(value[1:], flag="seek")
         return clock + seconds if value[0] == "+" else clock - seconds
     parts = value.split(":")
     if 2 <= len(parts) <= 3 and all(p.isdigit() for p in parts):

@@ -26,7 +26,7 @@ from crdscope.themes import DEFAULT_THEME, THEME_NAMES, THEMES, role_defaults
 
 from .commands import CrdscopeCommands
 from .frozen_heap import SETTLE_EVERY_SECONDS, FrozenHeap
-from .messages import EventArrived, SampleArrived
+from .messages import SampleArrived
 from .screens.help import HelpScreen
 from .screens.monitor import MonitorScreen
 from .store import SampleStore
@@ -114,9 +114,6 @@ class CrdscopeApp(App[None]):
 
     def on_sample_arrived(self, message: SampleArrived) -> None:
         self.take(message.sample)
-
-    def on_event_arrived(self, message: EventArrived) -> None:
-        self.take_event(message.event)
 
     def take(self, sample: Sample) -> None:
         """Keep a sample, detect transitions, record both, and tell the panels."""

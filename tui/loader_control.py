@@ -19,7 +19,6 @@ from crdscope.loader.sources import open_source
 from crdscope.probes.errors import CrdscopeError
 from crdscope.probes.monitor import Monitor
 from crdscope.probes.settings import LoaderSettings
-from crdscope.probes.throttling import CLIENT_LIMITER
 
 from .format import duration
 
@@ -75,7 +74,7 @@ class LoaderControl:
             self._refuse(str(exc))
             return None
         if self.engine.limiter is not None:
-            self.monitor.shared[CLIENT_LIMITER] = self.engine.limiter
+            self.monitor.shared.client_limiter = self.engine.limiter
         final = await self.engine.run()  # its error, if any, says why the run ended early
         self._emit(final)
         return final

@@ -13,11 +13,3 @@ class SampleArrived(Message):
     def __init__(self, sample: Sample) -> None:
         super().__init__()
         self.sample = sample
-
-
-class EventArrived(Message):
-    """A transition worth a person's attention (an ``session.events.Event``-like object)."""
-
-    def __init__(self, event: object) -> None:
-        super().__init__()
-        self.event = event

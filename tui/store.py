@@ -7,9 +7,7 @@ widgets without losing history, and replay's seek can start over with
 
 from __future__ import annotations
 
-import time
 from collections import deque
-from collections.abc import Iterable
 
 from crdscope.probes.samples import Sample
 from crdscope.probes.scheduler import ProbeHealth
@@ -37,28 +35,15 @@ class SampleStore:
         """Keep a sample (the oldest one of its probe falls out past the history size)."""
         name = sample.probe
         self._history.setdefault(name, deque(maxlen=self._size)).append(sample)
-        health = self._health.setdefault(name, ProbeHealth(name))
-        health.runs += 1
-        health.last_run = sample.timestamp
-        if sample.error:
-            health.failures += 1
-            health.consecutive_failures += 1
-            health.last_error = sample.error
-        else:
+        self._health.setdefault(name, ProbeHealth(name)).record(sample.error, sample.timestamp)
+        if not sample.error:
             self._last_good[name] = sample
-            health.consecutive_failures = 0
-            health.last_ok = sample.timestamp
-            health.last_error = None
         self.version += 1
 
     def add_event(self, event: object) -> None:
         """Keep an event for the events log."""
         self.events.append(event)
         self.version += 1
-
-    def extend(self, samples: Iterable[Sample]) -> None:
-        for sample in samples:
-            self.add(sample)
 
     def clear(self) -> None:
         """Forget everything (replay seeks back)."""
@@ -88,10 +73,3 @@ class SampleStore:
     def health(self) -> dict[str, ProbeHealth]:
         """Per-probe health derived from the samples seen (for feeds without a scheduler)."""
         return dict(self._health)
-
-
-def since(timestamp: float | None, now: float | None = None) -> float | None:
-    """Seconds from ``timestamp`` to ``now`` (None when there is no timestamp)."""
-    if timestamp is None:
-        return None
-    return max(0.0, (time.time() if now is None else now) - timestamp)

@@ -45,7 +45,6 @@ async def running_monitor(lab, probes: list[str], *, kubeconfig: str | None = No
     """A Monitor on the lab running in the background; yields (monitor, collected)."""
     from crdscope.lab.sockets import etcd_connection_counter
     from crdscope.probes.cluster import Cluster
-    from crdscope.probes.health import LAB_ETCD_CONNECTIONS
     from crdscope.probes.monitor import Monitor
     from crdscope.probes.settings import Settings
 
@@ -55,7 +54,7 @@ async def running_monitor(lab, probes: list[str], *, kubeconfig: str | None = No
         # What the TUI/headless wiring does when the server is the lab's.
         counter = etcd_connection_counter(lab.server, Path(lab.lab.home))
         assert counter is not None, "the lab was not recognised from its state file"
-        monitor.shared[LAB_ETCD_CONNECTIONS] = counter
+        monitor.shared.lab_etcd_connections = counter
     collected = Collected()
     monitor.add_sink(collected)
     task = asyncio.create_task(monitor.run())

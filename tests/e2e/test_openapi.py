@@ -169,7 +169,7 @@ async def test_discovery_stage_from_the_discovery_probe(lab, tmp_path: Path):
             running(Monitor(cluster, settings, probes=["discovery", "openapi"]), "openapi") as (monitor, samples):
         openapi = monitor.probe("openapi")
         try:
-            await async_wait_for(lambda: "discovery" in monitor.shared and len(samples) >= 2, timeout=60,
+            await async_wait_for(lambda: monitor.shared.discovery is not None and len(samples) >= 2, timeout=60,
                                  message="a first round of both probes")
             own_fetches = openapi.observer.discovery.fetches  # before the discovery probe's first view
             await asyncio.to_thread(lab.kubectl, "apply", "-f", str(tiny))
@@ -179,7 +179,7 @@ async def test_discovery_stage_from_the_discovery_probe(lab, tmp_path: Path):
                 return all(by_name.get(n) and by_name[n].discovery and by_name[n].openapi_v3 for n in names)
 
             await async_wait_for(timed, timeout=120, interval=0.3, message="discovery and v3 times for the batch")
-            assert "discovery" in monitor.shared
+            assert monitor.shared.discovery is not None
             # Once the discovery probe published its view, the OpenAPI probe stopped fetching /apis
             # (one run may have been under way when the view appeared).
             own = openapi.observer.discovery.fetches

@@ -31,8 +31,7 @@ from crdscope.probes.cluster import Cluster, ClusterConfig
 from crdscope.probes.discovery import DiscoveryProbe, DiscoverySample
 from crdscope.probes.errors import CrdscopeError
 from crdscope.probes.metrics import MetricsParser, MetricsSource, parse_text
-from crdscope.probes.monitor import PROBE_FACTORIES
-from crdscope.probes.samples import sample_type
+from crdscope.probes.registry import monitor_probes, sample_type
 from crdscope.session.recorder import ClusterInfo, header_record
 from crdscope.session.replay import read_recording
 
@@ -181,14 +180,14 @@ def test_parsed_documents_become_items_or_reported_problems(document):
 
 # --------------------------------------------------------------------------- recordings
 
-probe_names = st.sampled_from([*PROBE_FACTORIES, "loader", "no-such-probe"])
+probe_names = st.sampled_from([*monitor_probes(), "loader", "no-such-probe"])
 
 
 def sample_data(probe: str) -> st.SearchStrategy:
     """A sample's JSON with its real field names and fuzzed values."""
     import dataclasses
 
-    fields = [f.name for f in dataclasses.fields(sample_type(probe))] if probe in PROBE_FACTORIES else ["x"]
+    fields = [f.name for f in dataclasses.fields(sample_type(probe))] if probe in monitor_probes() else ["x"]
     return st.dictionaries(st.sampled_from(fields), json_values, max_size=6)
 
 

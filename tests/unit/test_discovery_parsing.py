@@ -20,7 +20,8 @@ from crdscope.probes.discovery import DiscoveryProbe, DiscoverySample, make_prob
 from crdscope.probes.discovery_docs import ACCEPT_AGGREGATED, content_format, decode_in_pieces
 from crdscope.probes.discovery_kubectl import cache_dir_for, inspect_cache
 from crdscope.probes.errors import ConfigError
-from crdscope.probes.samples import sample_type
+from crdscope.probes.registry import sample_type
+from crdscope.probes.shared import SharedState
 from crdscope.probes.settings import Cadences, Settings
 
 SERVER = "https://discovery.test:6443"
@@ -268,7 +269,7 @@ async def test_failed_answers_become_error_samples(status, message):
 
 async def test_changes_and_first_seen_between_runs():
     server = Server()
-    shared: dict[str, object] = {}
+    shared = SharedState()
     async with await mock_cluster(server) as cluster:
         monitor = SimpleNamespace(cluster=cluster, shared=shared,
                                   settings=Settings(cadences=Cadences(discovery=7.0, discovery_legacy=3600.0)))
@@ -284,7 +285,8 @@ async def test_changes_and_first_seen_between_runs():
     assert (third.changed, third.appeared, third.vanished) == (True, (), ("new.test/v1",))
     # The walk is not repeated within the floor after a change (3600 s x 0.1).
     assert second.walk_timestamp == first.walk_timestamp and second.requests == 2
-    view = shared["discovery"]
+    view = shared.discovery
+    assert view is not None
     assert "new.test/v1" not in view.visible_since and view.visible_since["v1"] <= view.timestamp
     assert ("example.test", "v1", "gadgets") in view.served and view.stale == {"stale.test/v1"}
 

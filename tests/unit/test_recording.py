@@ -277,7 +277,7 @@ def test_recording_is_refused_where_it_cannot_be_written(tmp_path):
 
 
 def test_replay_json_prints_the_recorded_samples(tmp_path):
-    from crdscope.session.replay import sample_class
+    from crdscope.probes.registry import sample_type
 
     samples = make_samples()
     path = tmp_path / "session.jsonl"
@@ -285,6 +285,6 @@ def test_replay_json_prints_the_recorded_samples(tmp_path):
     result = CliRunner().invoke(cli, ["replay", "--json", str(path)])
     assert result.exit_code == 0, result.output
     records = [json.loads(line) for line in result.output.splitlines()]
-    replayed = [sample_class(r["probe"]).from_json(r["data"]) for r in records if r["type"] == "sample"]
+    replayed = [sample_type(r["probe"]).from_json(r["data"]) for r in records if r["type"] == "sample"]
     assert replayed == samples
     assert [r["data"]["kind"] for r in records if r["type"] == "event"] == ["probe-down", "probe-recovered"]

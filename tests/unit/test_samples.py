@@ -6,7 +6,8 @@ import dataclasses
 import json
 import math
 
-from crdscope.probes.samples import SAMPLE_TYPES, Sample, percentile, sample_type
+from crdscope.probes.registry import sample_type
+from crdscope.probes.samples import SAMPLE_TYPES, Sample, percentile
 
 
 @dataclasses.dataclass(frozen=True)

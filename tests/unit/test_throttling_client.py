@@ -9,7 +9,8 @@ from crdscope.probes.cluster import RequestLog
 from crdscope.probes.errors import ClusterError
 from crdscope.probes.metrics import MetricsSource, parse_text
 from crdscope.probes.ratelimit import ClientModel, TokenBucket
-from crdscope.probes.throttling import CLIENT_LIMITER, ThrottlingProbe, ThrottlingSample
+from crdscope.probes.shared import SharedState
+from crdscope.probes.throttling import ThrottlingProbe, ThrottlingSample
 
 EXPOSITION = 'apiserver_flowcontrol_nominal_limit_seats{priority_level="global-default"} 49\n'
 
@@ -27,7 +28,7 @@ async def test_limiter_waits_and_client_models_reach_the_sample():
     cluster = offline_cluster()
     bucket = TokenBucket(200.0, 1)
     models = (ClientModel("kubectl >=1.24", 50.0, 300, 1.5, 0.25),)
-    shared = {CLIENT_LIMITER: bucket}
+    shared = SharedState(client_limiter=bucket)
     latest = {"discovery": SimpleNamespace(client_models=models)}
     probe = ThrottlingProbe(cluster, MetricsSource(cluster), shared=shared, latest=latest)
     for _ in range(3):  # the burst of 1 is spent at once: the next two wait about 5 ms each

@@ -1,0 +1,30 @@
+"""What probes of one monitor share beyond the ``/metrics`` scrape and the CRD watch.
+
+One :class:`SharedState` per :class:`probes.monitor.Monitor` (``monitor.shared``):
+the discovery probe publishes its view there, and callers that know more than
+probes may (the loader, the lab) fill the hooks.  Probes never import the
+loader or the lab: they read these fields, None meaning "not here".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .discovery import DiscoveryView
+    from .ratelimit import TokenBucket
+
+
+@dataclass
+class SharedState:
+    """Typed slots; each is None until its producer fills it."""
+
+    #: The discovery probe's latest view (the OpenAPI probe reads it instead of fetching /apis again).
+    discovery: DiscoveryView | None = None
+    #: crdscope's own client-side token bucket: whoever starts the loader on a monitor puts the
+    #: loader's bucket here, and the throttling probe reports it.
+    client_limiter: TokenBucket | None = None
+    #: On crdscope's lab only: counts the API server's etcd connections (the health probe reports it).
+    lab_etcd_connections: Callable[[], int | None] | None = None
