@@ -386,21 +386,71 @@ def _plain(node: Any) -> Any:
 
 def _check_client_certificate(path: str, user: str) -> None:
     """Fail early and clearly on an expired client certificate (servers say only 401)."""
-    from cryptography import x509
-
     try:
-        pem = Path(path).read_bytes()
-        certificate = x509.load_pem_x509_certificate(pem)
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"client certificate of user '{user}' is unreadable: {_first_line(exc)}") from None
+        not_before, not_after = certificate_validity(Path(path).read_bytes())
+    except (OSError, ValueError, IndexError) as exc:
+        reason = _first_line(exc) if not isinstance(exc, IndexError) else "truncated certificate"
+        raise ConfigError(f"client certificate of user '{user}' is unreadable: {reason}") from None
     now = dt.datetime.now(dt.UTC)
-    if certificate.not_valid_after_utc < now:
-        raise ConfigError(
-            f"client certificate of user '{user}' expired on "
-            f"{certificate.not_valid_after_utc:%Y-%m-%d %H:%M}Z"
-        )
-    if certificate.not_valid_before_utc > now:
+    if not_after < now:
+        raise ConfigError(f"client certificate of user '{user}' expired on {not_after:%Y-%m-%d %H:%M}Z")
+    if not_before > now:
         raise ConfigError(f"client certificate of user '{user}' is not valid yet")
+
+
+_PEM_BEGIN = "-----BEGIN CERTIFICATE-----"
+_PEM_END = "-----END CERTIFICATE-----"
+
+
+def certificate_validity(pem: bytes) -> tuple[dt.datetime, dt.datetime]:
+    """notBefore and notAfter of the first certificate of a PEM file.
+
+    Read from the DER by hand (RFC 5280: Certificate > tbsCertificate > validity):
+    importing ``cryptography`` for two dates cost a one-shot command tens of milliseconds.
+    """
+    text = pem.decode("ascii", "replace")
+    begin = text.find(_PEM_BEGIN)
+    end = text.find(_PEM_END, begin + 1)
+    if begin < 0 or end < 0:
+        raise ValueError("no PEM certificate in the file")
+    der = base64.b64decode("".join(text[begin + len(_PEM_BEGIN):end].split()), validate=True)
+    _, start, _ = _der_item(der, 0)  # Certificate
+    _, start, _ = _der_item(der, start)  # tbsCertificate
+    tag, first, after = _der_item(der, start)
+    fields = 3 if tag == 0xA0 else 2  # [0] version, then serial, signature, issuer
+    for _ in range(fields):
+        tag, first, after = _der_item(der, after)
+    tag, first, after = _der_item(der, after)  # validity
+    if tag != 0x30:
+        raise ValueError("not an X.509 certificate")
+    before_tag, before_start, before_end = _der_item(der, first)
+    after_tag, after_start, after_end = _der_item(der, before_end)
+    return (_der_time(before_tag, der[before_start:before_end]),
+            _der_time(after_tag, der[after_start:after_end]))
+
+
+def _der_item(der: bytes, offset: int) -> tuple[int, int, int]:
+    """(tag, where the content starts, where it ends) of the DER item at ``offset``."""
+    tag, length = der[offset], der[offset + 1]
+    offset += 2
+    if length & 0x80:
+        count = length & 0x7F
+        length = int.from_bytes(der[offset:offset + count], "big")
+        offset += count
+    if offset + length > len(der):
+        raise ValueError("truncated certificate")
+    return tag, offset, offset + length
+
+
+def _der_time(tag: int, content: bytes) -> dt.datetime:
+    """A UTCTime (two-digit year: 50-99 are 19xx) or GeneralizedTime, in UTC."""
+    text = content.decode("ascii")
+    if tag == 0x17:
+        year = int(text[:2])
+        text = f"{1900 + year if year >= 50 else 2000 + year}{text[2:]}"
+    elif tag != 0x18:
+        raise ValueError("not an X.509 certificate")
+    return dt.datetime.strptime(text[:14], "%Y%m%d%H%M%S").replace(tzinfo=dt.UTC)
 
 
 def load_in_cluster_config(directory: str = IN_CLUSTER_DIR) -> ClusterConfig:
