@@ -1,0 +1,96 @@
+"""The lab's build from Go modules: staging replaces per release, and honest download counts.
+
+The download count is checked with the real ``go`` command against a module proxy made of
+files in a temporary directory (GOPROXY=file://...), with an empty module cache: no network.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from crdscope.lab.binaries import go_build, go_env, staging_replaces, versions_for, LabError
+
+RELEASE_GO_MOD = """module k8s.io/kubernetes
+
+go 1.19
+
+require (
+\tk8s.io/api v0.0.0
+)
+
+replace (
+\tk8s.io/api => ./staging/src/k8s.io/api
+\tk8s.io/legacy-cloud-providers => ./staging/src/k8s.io/legacy-cloud-providers
+\tgithub.com/example/fork => github.com/example/fork v1.2.3
+)
+"""
+
+
+def test_staging_replaces_come_from_the_release():
+    replaces = staging_replaces(RELEASE_GO_MOD, "v1.26.15")
+    assert replaces == [("k8s.io/api", "v0.26.15"), ("k8s.io/legacy-cloud-providers", "v0.26.15")]
+
+
+def test_real_release_go_mod_when_cached():
+    cached = Path.home() / "go/pkg/mod/cache/download/k8s.io/kubernetes/@v/v1.26.15.mod"
+    if not cached.exists():
+        pytest.skip("k8s.io/kubernetes v1.26.15 is not in the Go module cache")
+    names = [name for name, _ in staging_replaces(cached.read_text(), "v1.26.15")]
+    assert len(names) == cached.read_text().count("=> ./staging/")
+    assert "k8s.io/legacy-cloud-providers" in names and "k8s.io/kubernetes" not in names
+
+
+def test_unsupported_minor_is_one_line():
+    with pytest.raises(LabError, match="supported: .*1.26"):
+        versions_for("1.2")
+    assert versions_for("1.26").kubernetes.startswith("v1.26.")
+    assert versions_for("v1.30").etcd == versions_for(None).etcd  # one etcd for every version
+
+
+def _module_zip(path: str, version: str, files: dict[str, str]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(f"{path}@{version}/{name}", text)
+    return buffer.getvalue()
+
+
+def _publish(proxy: Path, path: str, version: str, files: dict[str, str]) -> None:
+    where = proxy / path / "@v"
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "list").write_text(version + "\n")
+    (where / f"{version}.info").write_text(f'{{"Version":"{version}","Time":"2026-01-01T00:00:00Z"}}')
+    (where / f"{version}.mod").write_text(files["go.mod"])
+    (where / f"{version}.zip").write_bytes(_module_zip(path, version, files))
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="needs the Go toolchain")
+def test_downloads_on_a_cold_cache_are_counted(tmp_path: Path):
+    proxy = tmp_path / "proxy"
+    _publish(proxy, "example.test/greeting", "v1.0.0", {
+        "go.mod": "module example.test/greeting\n\ngo 1.21\n",
+        "greeting.go": 'package greeting\n\nfunc Hello() string { return "hello" }\n',
+    })
+    _publish(proxy, "example.test/hello", "v1.0.0", {
+        "go.mod": "module example.test/hello\n\ngo 1.21\n\nrequire example.test/greeting v1.0.0\n",
+        "main.go": 'package main\n\nimport "example.test/greeting"\n\nfunc main() { println(greeting.Hello()) }\n',
+    })
+    module = tmp_path / "module"
+    module.mkdir()
+    (module / "go.mod").write_text("module example.test/consumer\n\ngo 1.21\n\nrequire example.test/hello v1.0.0\n")
+    env = {**go_env(), "GOPROXY": f"file://{proxy}", "GOSUMDB": "off", "GOMODCACHE": str(tmp_path / "modcache"),
+           "GOFLAGS": "-mod=mod -modcacherw -buildvcs=false"}
+    lines: list[str] = []
+    cold = go_build(module, ["example.test/hello"], tmp_path / "out", ldflags="-s -w", say=lines.append, env=env)
+    assert cold["modules_downloaded"] == 2
+    assert any("2 modules downloaded" in line for line in lines), lines
+    assert (tmp_path / "out" / "hello").exists()
+    lines.clear()
+    warm = go_build(module, ["example.test/hello"], tmp_path / "out", ldflags="-s -w", say=lines.append, env=env)
+    assert warm["modules_downloaded"] == 0
+    assert any("0 modules downloaded" in line for line in lines), lines
