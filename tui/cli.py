@@ -7,13 +7,17 @@ one line too and leaves the traceback in the log file, never on screen.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from typing import Any
 from collections.abc import Callable
 
 import click
+
+# httpx's package import pulls in its own optional command line (rich, pygments: tens of
+# milliseconds) whenever rich is installed; crdscope never runs it, so a one-shot command
+# skips it (httpx then defines a stub ``main``).  The monitor imports rich for itself anyway.
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # a None entry blocks the import
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -95,6 +99,8 @@ def cluster_options(function: Callable) -> Callable:
 
 def run_async(coroutine: Any) -> Any:
     """Run a coroutine to completion from a synchronous click command."""
+    import asyncio  # only the commands that talk to a cluster pay for it
+
     return asyncio.run(coroutine)
 
 
