@@ -51,19 +51,30 @@ def _aggregated_resource(crd: CRDFeatures, version: str) -> dict[str, object]:
 
 def aggregated_bytes(crds: Iterable[CRDFeatures], known_groups: Iterable[str] = (),
                      known_group_versions: Iterable[str] = ()) -> int:
-    """Bytes ``crds`` add to the aggregated ``/apis`` document (each entry and its comma)."""
+    """Bytes ``crds`` add to the aggregated ``/apis`` document.
+
+    Each new entry counts with the comma before it, except the first entry of a list
+    that starts empty (a new group's first version, a new version's first resource).
+    """
     groups, gvs = set(known_groups), set(known_group_versions)
     total = 0
     for crd in crds:
         if crd.group not in groups:
             groups.add(crd.group)
             total += _compact({"metadata": {"name": crd.group}, "versions": []}) + 1
+            first_version = True
+        else:
+            first_version = False
         for version in crd.served_versions:
             gv = f"{crd.group}/{version}"
             if gv not in gvs:
                 gvs.add(gv)
-                total += _compact({"version": version, "resources": [], "freshness": "Current"}) + 1
-            total += _compact(_aggregated_resource(crd, version)) + 1
+                total += _compact({"version": version, "resources": [], "freshness": "Current"})
+                total += 0 if first_version else 1
+                first_version = False
+                total += _compact(_aggregated_resource(crd, version))
+            else:
+                total += _compact(_aggregated_resource(crd, version)) + 1
     return total
 
 
