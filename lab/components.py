@@ -26,6 +26,8 @@ class LabOptions:
     memory_limit: int = 0
     #: Restart a dead kube-apiserver like a kubelet (None: on when there is a memory limit).
     restart: bool | None = None
+    #: kube-apiservers on the one etcd (more than one: behind haproxy, lab/balancer.py).
+    apiservers: int = 1
 
     @property
     def supervised(self) -> bool:
@@ -86,8 +88,13 @@ def etcd_component(etcd_bin: Path, run_dir: Path, port: int, peer_port: int) -> 
 
 
 def apiserver_component(apiserver_bin: Path, pki: Pki, *, etcd_port: int, port: int, name: str = "apiserver",
-                        options: LabOptions = LabOptions()) -> Component:
-    """One kube-apiserver named ``name`` on ``port``, its log under the run directory."""
+                        options: LabOptions = LabOptions(), issuer_port: int | None = None,
+                        hostname: str = "") -> Component:
+    """One kube-apiserver named ``name`` on ``port``, its log under the run directory.
+
+    Replicas share ``issuer_port`` (tokens one mints, the others accept) and each gets its own
+    ``hostname``: the API server names its identity Lease after it.
+    """
     argv = [
         str(apiserver_bin),
         f"--etcd-servers=http://127.0.0.1:{etcd_port}",
@@ -105,7 +112,7 @@ def apiserver_component(apiserver_bin: Path, pki: Pki, *, etcd_port: int, port: 
         "--service-cluster-ip-range=10.0.0.0/24",
         "--allow-privileged=true",
         "--disable-admission-plugins=ServiceAccount",
-        f"--service-account-issuer=https://127.0.0.1:{port}",
+        f"--service-account-issuer=https://127.0.0.1:{issuer_port or port}",
         f"--service-account-key-file={pki.directory / 'sa.pub'}",
         f"--service-account-signing-key-file={pki.directory / 'sa.key'}",
         "--v=1",
@@ -115,4 +122,4 @@ def apiserver_component(apiserver_bin: Path, pki: Pki, *, etcd_port: int, port: 
     argv.extend(options.apiserver_args)  # last, so a user's flag wins over a default
     log_name = "kube-apiserver.log" if name == "apiserver" else f"kube-{name}.log"
     return Component(name=name, role="apiserver", argv=argv, log=str(pki.directory.parent / "logs" / log_name),
-                     port=port)
+                     port=port, hostname=hostname)

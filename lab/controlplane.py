@@ -33,7 +33,7 @@ import httpx
 
 from crdscope.probes.paths import state_dir
 
-from . import cgroups, rbac
+from . import balancer, cgroups, rbac
 from .binaries import Binaries, LabError
 from .kubeconfig import context_names, write_kubeconfig
 from .components import LabOptions, Pki, apiserver_component, etcd_component, write_pki
@@ -202,13 +202,50 @@ class Lab:
             if not self._start_etcd(state, etcd, retry=not last, say=say):
                 continue
             apiserver = apiserver_component(binaries.apiserver, pki, etcd_port=etcd.port, port=free_port(),
-                                            options=options)
+                                            options=options, hostname=replica_hostname(1, options.apiservers))
             if self._start_apiserver(state, apiserver, retry=not last, say=say):
                 break
             terminate(etcd, 2)
             shutil.rmtree(run_dir / "etcd-data", ignore_errors=True)
+        if options.apiservers > 1:
+            self._start_replicas(state, binaries, pki, options, say)
+            self._start_balancer(state, say)
         self._finish(state, pki)
         return state
+
+    def _start_replicas(self, state: LabState, binaries: Binaries, pki: Pki, options: LabOptions,
+                        say: Callable[[str], None]) -> None:
+        """kube-apiservers 2..N on the same etcd, each on its own port (issue 17)."""
+        first, etcd = state.components["apiserver"], state.components["etcd"]
+        for index in range(2, options.apiservers + 1):
+            for attempt in range(1, PORT_ATTEMPTS + 1):
+                replica = apiserver_component(
+                    binaries.apiserver, pki, etcd_port=etcd.port, port=free_port(), name=replica_name(index),
+                    options=options, issuer_port=first.port, hostname=replica_hostname(index, options.apiservers))
+                if self._start_apiserver(state, replica, retry=attempt < PORT_ATTEMPTS, say=say):
+                    break
+
+    def _start_balancer(self, state: LabState, say: Callable[[str], None]) -> None:
+        """haproxy in front of every kube-apiserver; the kubeconfig will name it (lab/balancer.py)."""
+        run_dir = Path(state.run_dir)
+        backends = [balancer.Backend(c.name, c.port) for c in state.apiservers()]
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            port = free_port()
+            config = balancer.write_config(run_dir, port, backends)
+            component = Component("balancer", balancer.haproxy_argv(config), str(run_dir / "logs" / "haproxy.log"),
+                                  port, role="balancer")
+            state.components["balancer"] = component
+            state.server = f"https://127.0.0.1:{port}"
+            spawn(component)
+            self.save(state)
+            outcome = self._wait_ready(state, component)
+            if outcome == "ready":
+                say(f"haproxy ready at {state.server} in front of {len(backends)} kube-apiservers")
+                return
+            terminate(component, 2)
+            if outcome != "port" or attempt == PORT_ATTEMPTS:
+                raise LabError(f"haproxy did not start ({outcome}); last lines of {component.log}:",
+                               detail=tail(component.log))
 
     def _start_etcd(self, state: LabState, etcd: Component, *, retry: bool, say: Callable[[str], None]) -> bool:
         """Start etcd and wait for its health; False when its port was taken and ``retry`` allows."""
@@ -358,6 +395,7 @@ class Lab:
             alive = pid_is(component)
             stopped = alive and proc_state(component.pid) == "T"
             components[name] = {
+                "role": component.role,
                 "pid": component.pid,
                 "port": component.port,
                 "state": "stopped" if stopped else ("running" if alive else "dead"),
@@ -376,7 +414,20 @@ class Lab:
             "supervisor": bool(state.supervisor_pid and pid_alive(state.supervisor_pid)),
             "components": components,
             "ready": self._ready(state),
+            **self._balancer_status(state),
         }
+
+    @staticmethod
+    def _balancer_status(state: LabState) -> dict:
+        """Replica index -> component name, and haproxy's view of each (labs of several API servers)."""
+        if "balancer" not in state.components:
+            return {}
+        replicas = {str(index): replica_name(index) for index in range(1, len(state.apiservers()) + 1)}
+        try:
+            backends: dict[str, str] | str = balancer.backend_states(Path(state.run_dir))
+        except balancer.BalancerError as exc:
+            backends = str(exc)
+        return {"replicas": replicas, "balancer": backends}
 
     def _ready(self, state: LabState) -> bool:
         try:
@@ -458,6 +509,16 @@ class Lab:
         write_kubeconfig(target, server=state.server, ca_pem=ca.pair().cert_pem, users={user: pair}, current=user,
                          cluster=state.admin_context)
         return target
+
+
+def replica_name(index: int) -> str:
+    """The component name of kube-apiserver replica ``index`` (1-based: ``apiserver``, ``apiserver-2``...)."""
+    return "apiserver" if index == 1 else f"apiserver-{index}"
+
+
+def replica_hostname(index: int, replicas: int) -> str:
+    """The host name replica ``index`` sees (its identity Lease's name); none for a single server."""
+    return f"lab-apiserver-{index}" if replicas > 1 else ""
 
 
 def _cmdline0(pid: int) -> str:

@@ -40,6 +40,8 @@ class Component:
     cgroup: str = ""
     #: Restarts by the lab's supervisor since ``lab up``.
     restarts: int = 0
+    #: Host name seen by this process alone (its own UTS namespace; empty: the machine's).
+    hostname: str = ""
 
     def __post_init__(self) -> None:
         if not self.role:
@@ -158,6 +160,7 @@ def spawn(component: Component, *, join: Callable[[int], None] | None = None) ->
             stderr=subprocess.STDOUT,
             start_new_session=True,  # outlives `crdscope lab up`, not killed by its ^C
             close_fds=True,
+            preexec_fn=_own_hostname(component.hostname) if component.hostname else None,
         )
     finally:
         log.close()
@@ -167,6 +170,29 @@ def spawn(component: Component, *, join: Callable[[int], None] | None = None) ->
         join(process.pid)
     component.pid = process.pid
     component.started_at = time.time()
+
+
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWUSER = 0x10000000
+
+
+def _own_hostname(hostname: str) -> Callable[[], None]:
+    """A pre-exec step giving the child its own host name (as several machines would have).
+
+    kube-apiservers name their identity Lease after the host name: replicas on one machine
+    would share one Lease.  Root can unshare the UTS namespace alone; others need a user
+    namespace too.  Where neither is allowed the child keeps the machine's name (the lab
+    still runs, with one Lease for all replicas).
+    """
+    def preexec() -> None:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        flags = CLONE_NEWUTS if os.geteuid() == 0 else CLONE_NEWUTS | CLONE_NEWUSER
+        if libc.unshare(flags) == 0:
+            name = hostname.encode()
+            libc.sethostname(name, len(name))
+    return preexec
 
 
 def send_signal(component: Component, signum: int) -> bool:

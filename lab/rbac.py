@@ -61,12 +61,38 @@ MONITOR_BINDING = {
 }
 
 
+#: The kube-apiserver identity Leases (issue 17: how many API servers run, and when one is replaced).
+#: RBAC cannot grant by label, and their names are hashes of host names: the Role covers the Leases
+#: of kube-system, read only, and no other namespace (leader-election Leases there become readable).
+LEASE_ROLE = {
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "Role",
+    "metadata": {"name": ROLE_NAME, "namespace": "kube-system",
+                 "labels": {"app.kubernetes.io/managed-by": "crdscope"}},
+    "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list"]}],
+}
+
+LEASE_BINDING = {
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "RoleBinding",
+    "metadata": {"name": ROLE_NAME, "namespace": "kube-system",
+                 "labels": {"app.kubernetes.io/managed-by": "crdscope"}},
+    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ROLE_NAME},
+    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": RESTRICTED_USER}],
+}
+
+RBAC_PATH = "/apis/rbac.authorization.k8s.io/v1"
+
+
 def apply_restricted_role(server: str, admin_tls: ssl.SSLContext) -> None:
-    """Server-side apply the monitor ClusterRole and bind the restricted user to it."""
+    """Server-side apply the monitor roles and bind the restricted user to them."""
     with httpx.Client(base_url=server, verify=admin_tls, timeout=30) as client:
-        for kind, body in (("clusterroles", MONITOR_ROLE), ("clusterrolebindings", MONITOR_BINDING)):
+        for path, body in ((f"{RBAC_PATH}/clusterroles", MONITOR_ROLE),
+                           (f"{RBAC_PATH}/clusterrolebindings", MONITOR_BINDING),
+                           (f"{RBAC_PATH}/namespaces/kube-system/roles", LEASE_ROLE),
+                           (f"{RBAC_PATH}/namespaces/kube-system/rolebindings", LEASE_BINDING)):
             response = client.patch(
-                f"/apis/rbac.authorization.k8s.io/v1/{kind}/{ROLE_NAME}",
+                f"{path}/{ROLE_NAME}",
                 params={"fieldManager": "crdscope-lab", "force": "true"},
                 headers={"Content-Type": "application/apply-patch+yaml"},
                 json=body,

@@ -234,7 +234,8 @@ class HealthTracker:
                       crds: int | None = None) -> str:
         """Attribute a scrape to its replica; returns the replica's name."""
         self.start_time = start_time
-        return self.replicas.observe(start_time, now, figures, replicas=self.apiservers, crds=crds)
+        # No live Lease at all (clock skew, or Leases not renewed): as good as not knowing.
+        return self.replicas.observe(start_time, now, figures, replicas=self.apiservers or None, crds=crds)
 
     def observe_availability(self, now: float, down: bool, reason: str) -> None:
         """Open an outage window on the first bad run, close it on the first good one."""

@@ -1,0 +1,174 @@
+"""Several API servers behind one address: scrapes recorded from a two-replica lab (tests/data/ha).
+
+The files are the process families of each replica's own /metrics (read on its own port):
+``first-*`` and ``later-*`` from the two replicas a minute apart, ``restarted-apiserver-2`` after
+``lab kill``/``lab start`` of replica 2; ``leases-before/after.json`` the identity Leases before and
+after replica 1 was killed and started.  Expected figures are read from the files with a regular
+expression, not through the parser under test.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, UTC
+from pathlib import Path
+
+import httpx
+import pytest
+
+from crdscope.probes.cluster import Cluster, ClusterConfig
+from crdscope.probes.health import HealthProbe
+from crdscope.probes.leases import LeaseReading, LeaseWatcher, parse_leases, parse_time
+from crdscope.probes.metrics import MetricsSource, parse_text
+from crdscope.probes.replicas import REPLICA_GAUGES, ReplicaTracker
+
+DATA = Path(__file__).parent.parent / "data" / "ha"
+SERVER = "https://lab.test"
+
+
+def recorded(name: str) -> str:
+    return (DATA / f"{name}.txt").read_text()
+
+
+def figure(name: str, family: str) -> float:
+    """A gauge's value as written in the recorded file."""
+    match = re.search(rf"^{family} (\S+)$", recorded(name), re.MULTILINE)
+    assert match, (name, family)
+    return float(match.group(1))
+
+
+def observe(tracker: ReplicaTracker, name: str, now: float, *, replicas: int | None = 2, crds: int | None = None) -> str:
+    scrape = parse_text(recorded(name))
+    figures = {field: value for field, family in REPLICA_GAUGES.items()
+               if (value := scrape.value(family)) is not None}
+    start = scrape.value("process_start_time_seconds")
+    assert start is not None
+    return tracker.observe(start, now, figures, replicas=replicas, crds=crds)
+
+
+def test_the_recorded_replicas_are_two_processes():
+    one = figure("first-apiserver", "process_start_time_seconds")
+    two = figure("first-apiserver-2", "process_start_time_seconds")
+    assert abs(one - two) > 1  # the premise of every test below
+    assert figure("later-apiserver", "process_start_time_seconds") == one
+    assert figure("restarted-apiserver-2", "process_start_time_seconds") > two
+
+
+@pytest.mark.parametrize("replicas", [2, None], ids=["leases-say-two", "leases-unreadable"])
+def test_alternating_scrapes_are_two_replicas_and_no_restart(replicas):
+    tracker = ReplicaTracker()
+    names = []
+    for step, name in enumerate(["first-apiserver", "first-apiserver-2", "later-apiserver", "later-apiserver-2",
+                                 "first-apiserver", "later-apiserver-2"]):
+        names.append(observe(tracker, name, 100.0 + step, replicas=replicas))
+    assert tracker.restarts == 0
+    # (Without Leases the second process is named only once the first answers again.)
+    assert names[2] == names[4] and names[3] == names[5] and names[2] != names[3]
+    figures = {replica.name: replica for replica in tracker.figures()}
+    assert len(figures) == 2
+    # Each replica keeps its own memory: the one of its newest scrape.
+    assert figures[names[4]].rss_bytes == int(figure("first-apiserver", "process_resident_memory_bytes"))
+    assert figures[names[5]].rss_bytes == int(figure("later-apiserver-2", "process_resident_memory_bytes"))
+    assert figures[names[5]].open_fds == int(figure("later-apiserver-2", "process_open_fds"))
+    assert [r.answering for r in tracker.figures()].count(True) == 1
+
+
+def test_a_replica_back_with_a_new_start_time_is_one_restart_of_that_replica():
+    tracker = ReplicaTracker()
+    one = observe(tracker, "first-apiserver", 100.0)
+    two = observe(tracker, "first-apiserver-2", 101.0)
+    for step in range(5):  # replica 2 is down: only replica 1 answers
+        assert observe(tracker, "later-apiserver", 102.0 + step) == one
+    assert observe(tracker, "restarted-apiserver-2", 110.0) == two
+    for step in range(4):  # both answer again, in turns
+        observe(tracker, "later-apiserver" if step % 2 else "restarted-apiserver-2", 111.0 + step)
+    restarts = {replica.name: replica.restarts for replica in tracker.figures()}
+    assert restarts == {one: 0, two: 1}
+    assert tracker.restarts == 1
+    restarted = next(r for r in tracker.figures() if r.name == two)
+    assert restarted.start_time == figure("restarted-apiserver-2", "process_start_time_seconds")
+
+
+def test_without_leases_a_flip_back_takes_the_restart_back():
+    tracker = ReplicaTracker()
+    observe(tracker, "first-apiserver", 100.0, replicas=None)
+    observe(tracker, "first-apiserver-2", 101.0, replicas=None)
+    assert tracker.restarts == 1  # a single server as far as anyone knows: it looks like a restart
+    observe(tracker, "later-apiserver", 102.0, replicas=None)
+    assert tracker.restarts == 0 and tracker.known == 2
+
+
+def test_fits_never_mix_replicas():
+    tracker = ReplicaTracker()
+    mib = float(1 << 20)
+    # Replica a grows 2 MiB per CRD, replica b 5 MiB per CRD; their scrapes interleave.
+    for crds in (100, 200, 300):
+        tracker.observe(1000.0, crds, {"rss_bytes": 500 * mib + 2 * mib * crds}, replicas=2, crds=crds)
+        tracker.observe(2000.0, crds + 1, {"rss_bytes": 900 * mib + 5 * mib * crds}, replicas=2, crds=crds)
+    slopes = {round(r.start_time): r.mib_per_crd for r in tracker.figures()}
+    assert slopes[1000] == pytest.approx(2.0)
+    assert slopes[2000] == pytest.approx(5.0)
+
+
+def test_leases_count_live_replicas_and_a_changed_holder_is_a_replacement():
+    before = json.loads((DATA / "leases-before.json").read_text())
+    after = json.loads((DATA / "leases-after.json").read_text())
+    newest = max(parse_time(item["spec"]["renewTime"]) for item in after["items"])
+    reading_before = LeaseReading(parse_leases(before, newest))
+    reading_after = LeaseReading(parse_leases(after, newest))
+    assert reading_before.live == reading_after.live == 2
+    watcher = LeaseWatcher()
+    watcher.observe(reading_before)
+    watcher.observe(reading_after)
+    assert (watcher.replacements, watcher.appeared) == (1, 0)
+    # An hour without renewal: the replica is gone (its Lease is not yet collected).
+    assert LeaseReading(parse_leases(after, newest + 3600)).live == 0
+    assert LeaseReading(error="forbidden").live is None
+
+
+class Server:
+    """/metrics answers the recorded replicas in turns, as haproxy's round robin does."""
+
+    def __init__(self, scrapes: list[str]) -> None:
+        self.scrapes = scrapes
+        self.served = 0
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if path == "/metrics":
+            text = recorded(self.scrapes[self.served % len(self.scrapes)])
+            self.served += 1
+            return httpx.Response(200, text=text)
+        if path.endswith("/leases"):
+            leases = json.loads((DATA / "leases-after.json").read_text())
+            for item in leases["items"]:  # renewed just now, as by live API servers
+                item["spec"]["renewTime"] = datetime.now(UTC).isoformat()
+            return httpx.Response(200, json=leases)
+        return httpx.Response(200, text="ok")
+
+
+async def test_the_health_sample_lists_each_replica_and_keeps_its_keys():
+    server = Server(["first-apiserver", "first-apiserver-2"])
+    cluster = Cluster(ClusterConfig(server=SERVER, context="mock", user="mock", kubeconfig=()))
+    await cluster.client.aclose()
+    cluster.client = httpx.AsyncClient(base_url=SERVER, transport=httpx.MockTransport(server))
+    metrics = MetricsSource(cluster)
+    metrics.spread = cluster  # no second client in a unit test: the mock answers in turns anyway
+
+    async def crds() -> tuple[int | None, str | None]:
+        return 10, None
+
+    probe = HealthProbe(cluster, metrics, crd_count=crds, cadence=0.0)
+    samples = [await probe.run() for _ in range(4)]
+    await cluster.client.aclose()
+    last = samples[-1].to_json()
+    for key in ("rss_bytes", "heap_bytes", "start_time", "restarts", "mib_per_crd", "fit_points", "unobservable"):
+        assert key in last
+    assert last["restarts"] == 0
+    assert [len(s.replicas) for s in samples] == [1, 2, 2, 2]
+    assert {r["rss_bytes"] for r in last["replicas"]} == {
+        int(figure("first-apiserver", "process_resident_memory_bytes")),
+        int(figure("first-apiserver-2", "process_resident_memory_bytes"))}
+    assert last["rss_bytes"] == int(figure("first-apiserver-2", "process_resident_memory_bytes"))
+    assert last["replica"] == next(r["name"] for r in last["replicas"] if r["answering"])
