@@ -23,10 +23,9 @@ import asyncio
 import random
 from dataclasses import dataclass
 
-import httpx
-
 from crdscope.probes.cluster import Cluster, explain, parse_retry_after, status_message
 from crdscope.probes.crdwatch import MANAGED_BY_LABEL, MANAGED_BY_VALUE, RUN_ANNOTATION
+from crdscope.probes.transport import TRANSPORT_ERRORS
 
 from .safety import CREATE_ONLY, FOREIGN_REASON, crd_url
 from .sources import CRDDocument
@@ -74,7 +73,7 @@ class Applier:
                 response = await self.cluster.client.patch(
                     crd_url(item.name), params={"fieldManager": FIELD_MANAGER, "force": "true"},
                     content=body, headers={"Content-Type": APPLY_CONTENT_TYPE})
-            except httpx.HTTPError as exc:
+            except TRANSPORT_ERRORS as exc:
                 maybe_applied = True
                 transient += 1
                 self.retries_transport += 1
@@ -119,7 +118,7 @@ class Applier:
         """After a 409: (a final result, -) or (None, the precondition to retry with)."""
         try:
             response = await self.cluster.client.get(crd_url(item.name))
-        except httpx.HTTPError as exc:
+        except TRANSPORT_ERRORS as exc:
             return ApplyResult("failed", f"conflict (409), then {explain(exc, self.cluster.server)}"), precondition
         if response.status_code == 404:
             return None, CREATE_ONLY  # deleted meanwhile: create it

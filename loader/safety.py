@@ -43,6 +43,7 @@ import httpx
 from crdscope.probes.cluster import Cluster, ClusterConfig, explain, parse_retry_after, raise_for_status, status_message
 from crdscope.probes.crdwatch import CRD_PATH, CRDRecord, CRDWatch, MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from crdscope.probes.errors import ClusterError, ConfigError
+from crdscope.probes.transport import TRANSPORT_ERRORS
 
 log = logging.getLogger("crdscope.loader")
 
@@ -138,7 +139,7 @@ async def check_permissions(cluster: Cluster, verbs: tuple[str, ...], command: s
                                                   "resource": "customresourcedefinitions", "verb": verb}}}
         try:
             response = await cluster.client.post(ACCESS_REVIEW_PATH, json=review)
-        except httpx.HTTPError as exc:
+        except TRANSPORT_ERRORS as exc:
             raise ClusterError(explain(exc, cluster.server)) from None
         if response.status_code == 401:
             raise_for_status(response)
@@ -284,7 +285,7 @@ async def count_objects(cluster: Cluster, record: CRDRecord) -> tuple[int | None
             remaining = meta.get("remainingItemCount")
             if remaining is not None:
                 return total + int(remaining), None
-    except httpx.HTTPError as exc:
+    except TRANSPORT_ERRORS as exc:
         return None, explain(exc, cluster.server)
 
 
@@ -359,7 +360,7 @@ async def _wait_gone(cluster: Cluster, watch: CRDWatch, names: set[str], deadlin
             try:
                 await cluster.client.patch(crd_url(name), json=patch,
                                            headers={"Content-Type": "application/merge-patch+json"})
-            except httpx.HTTPError:
+            except TRANSPORT_ERRORS:
                 pass  # the wait goes on; the deadline decides
 
 
@@ -371,7 +372,7 @@ async def delete_if_ours(cluster: Cluster, item: CleanItem, attempts: int = 4) -
                 "preconditions": {"uid": uid, "resourceVersion": resource_version}}
         try:
             response = await cluster.client.request("DELETE", crd_url(item.name), json=body)
-        except httpx.HTTPError as exc:
+        except TRANSPORT_ERRORS as exc:
             return explain(exc, cluster.server)
         if response.status_code in (200, 202, 404):
             return None
@@ -380,7 +381,7 @@ async def delete_if_ours(cluster: Cluster, item: CleanItem, attempts: int = 4) -
         # Changed since the list (a status update, most often): look again before retrying.
         try:
             current = await cluster.client.get(crd_url(item.name))
-        except httpx.HTTPError as exc:
+        except TRANSPORT_ERRORS as exc:
             return explain(exc, cluster.server)
         if current.status_code == 404:
             return None

@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any, BinaryIO
 from collections.abc import AsyncIterator, Iterable, Iterator
 
-import httpx
 import yaml
 
 from crdscope.probes.cluster import Cluster, explain, load_config, raise_for_status
 from crdscope.probes.crdwatch import CRD_PATH, MANAGED_BY_LABEL, RUN_ANNOTATION
 from crdscope.probes.errors import ClusterError, ConfigError
+from crdscope.probes.transport import TRANSPORT_ERRORS
 
 CRD_GROUP = "apiextensions.k8s.io"
 CRD_API_VERSION = f"{CRD_GROUP}/v1"
@@ -472,8 +472,9 @@ class ContextSource(Source):
                 try:
                     response = await cluster.client.get(CRD_PATH, params=params)
                     raise_for_status(response)
-                except httpx.HTTPError as exc:
-                    raise ClusterError(f"export from context '{self.context}': {explain(exc, cluster.server)}") from None
+                except TRANSPORT_ERRORS as exc:
+                    reason = explain(exc, cluster.server)
+                    raise ClusterError(f"export from context '{self.context}': {reason}") from None
                 except ClusterError as exc:
                     raise ClusterError(f"export from context '{self.context}': {exc}") from None
                 page_items, token, remaining = await asyncio.to_thread(_export_page, response.content, self.context)

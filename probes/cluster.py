@@ -22,6 +22,7 @@ from .errors import ClusterError, ConfigError
 from .kubeconfig import (  # noqa: F401 - re-exported: callers know the cluster module
     ClusterConfig, _first_line, kubeconfig_paths, list_contexts, load_config, load_in_cluster_config,
 )
+from .transport import TRANSPORT_ERRORS
 
 #: Explicit timeouts for every request: a frozen API server must not hang a probe.
 DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=30.0, write=30.0, pool=10.0)
@@ -325,7 +326,7 @@ class Cluster:
         """GET ``path`` and decode JSON, raising :class:`ClusterError` with one line."""
         try:
             response = await self.client.get(path, **kwargs)
-        except httpx.HTTPError as exc:
+        except TRANSPORT_ERRORS as exc:
             raise ClusterError(explain(exc, self.server)) from None
         raise_for_status(response)
         try:
@@ -363,8 +364,10 @@ def explain(exc: BaseException, server: str) -> str:
             reason = cause.verify_message or _first_line(cause)
             return f"{TLS_VERIFICATION_FAILED} for {server}: {reason}"
         # A handshake cut off by a deadline (SSLWantRead/WriteError) is a timeout, explained below.
+        if isinstance(cause, (ssl.SSLEOFError, ssl.SSLZeroReturnError)):
+            return f"{server} closed the TLS connection ({_first_line(cause)})"
         if isinstance(cause, ssl.SSLError) and not isinstance(exc, httpx.TimeoutException):
-            return f"TLS handshake with {server} failed: {cause.reason or _first_line(cause)}"
+            return f"TLS handshake with {server} failed: {getattr(cause, 'reason', None) or _first_line(cause)}"
         if isinstance(cause, ConnectionRefusedError):
             return f"cannot reach {server}: connection refused"
         cause = cause.__cause__ or cause.__context__
@@ -385,6 +388,8 @@ def explain(exc: BaseException, server: str) -> str:
         return f"cannot reach {server}: {text}"
     if isinstance(exc, httpx.RemoteProtocolError):
         return f"{server} closed the connection ({_first_line(exc)})"
+    if not isinstance(exc, httpx.HTTPError):  # one httpx did not wrap (see probes.transport)
+        return f"connection to {server} failed ({_first_line(exc)})"
     return f"request to {server} failed: {_first_line(exc)}"
 
 
@@ -436,7 +441,7 @@ async def first_contact(cluster: Cluster, timeout: float = 10.0) -> None:
     """
     try:
         response = await cluster.client.get("/version", timeout=timeout)
-    except httpx.HTTPError as exc:
+    except TRANSPORT_ERRORS as exc:
         message = explain(exc, cluster.server)
         if message.startswith(TLS_VERIFICATION_FAILED):
             raise ConfigError(message) from None

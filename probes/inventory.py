@@ -29,11 +29,10 @@ import dataclasses
 import time
 from collections.abc import Iterable
 
-import httpx
-
 from .cluster import Cluster, explain, status_message
 from .crdwatch import CRDRecord, CRDWatch
 from .samples import Sample
+from .transport import TRANSPORT_ERRORS
 
 #: Sliding window of the creation and Established rates.
 WINDOW_SECONDS = 60.0
@@ -205,7 +204,7 @@ async def read_mrds(cluster: Cluster, crds: dict[str, CRDRecord]) -> MRDCounts:
             token = (table.get("metadata") or {}).get("continue") or None
             if not token:
                 break
-    except httpx.HTTPError as exc:
+    except TRANSPORT_ERRORS as exc:
         return MRDCounts(present=True, version=version, unobservable=explain(exc, cluster.server))
     except ValueError:
         return MRDCounts(present=True, version=version, unobservable=f"list {record.plural}: not a Table answer")
@@ -227,7 +226,7 @@ async def read_expected(cluster: Cluster, crds: dict[str, CRDRecord], owners: It
             if response.status_code != 200:
                 continue  # a revision we cannot read: no expected count, the backlog ETA remains
             refs = (response.json().get("status") or {}).get("objectRefs") or []
-        except (httpx.HTTPError, ValueError):
+        except (*TRANSPORT_ERRORS, ValueError):
             continue
         count = sum(1 for ref in refs if ref.get("kind") == "CustomResourceDefinition")
         if count:

@@ -33,6 +33,7 @@ from .cluster import Cluster, explain, status_message
 from .crdwatch import CRD_PATH, MANAGED_BY_LABEL, MANAGED_BY_VALUE, THREAD_DECODE_BYTES, CRDRecord
 from .metrics import SHARED_SCRAPE_AGE, MetricsSource, Scrape, buckets, delta_buckets, histogram_quantile, merge_buckets
 from .samples import Sample, percentile
+from .transport import TRANSPORT_ERRORS
 
 #: The SLOs are defined over 5 minutes; rolling canary percentiles use the same window.
 WINDOW_SECONDS = 300.0
@@ -243,7 +244,7 @@ class LatencyProbe:
         except httpx.TimeoutException as exc:
             error = explain(exc, self.cluster.server)
             status = None
-        except httpx.HTTPError as exc:
+        except TRANSPORT_ERRORS as exc:
             return Canary(path=path, error=explain(exc, self.cluster.server), slo_seconds=slo,
                           **self._rolling(name, None))
         seconds = time.perf_counter() - started
@@ -312,7 +313,7 @@ async def first_custom_resource(cluster: Cluster) -> tuple[CRDRecord | None, str
             else:
                 body = response.json()
             items = body.get("items") or []
-        except httpx.HTTPError as exc:
+        except TRANSPORT_ERRORS as exc:
             return None, explain(exc, cluster.server)
         except ValueError:
             return None, "listing CRDs did not answer JSON"
