@@ -13,6 +13,10 @@ import click
 from crdscope.tui.cli import Group
 
 
+#: ``lab up --apiservers`` and ``--replica``: what issue 17 asks for (2-3 replicas behind one address).
+MAX_APISERVERS = 3
+
+
 def _say(line: str) -> None:
     click.echo(line, err=True)
 
@@ -86,9 +90,11 @@ def lab_versions() -> None:
               help="cgroup memory limit of the API server, e.g. 768Mi or 2Gi (OOM-killed past it)")
 @click.option("--restart/--no-restart", "restart", default=None,
               help="restart a dead API server with a back-off, like a kubelet (default: on with --memory-limit)")
+@click.option("--apiservers", type=click.IntRange(1, MAX_APISERVERS), default=1, show_default=True,
+              help="kube-apiservers on the one etcd; more than one run behind haproxy (round robin)")
 @click.argument("extra_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- APISERVER_FLAGS...]")
 def lab_up(apiserver_bin: str | None, etcd_bin: str | None, kubernetes: str | None, name: str, feature_gates: str,
-           apiserver_args: tuple[str, ...], memory_limit: str | None, restart: bool | None,
+           apiserver_args: tuple[str, ...], memory_limit: str | None, restart: bool | None, apiservers: int,
            extra_args: tuple[str, ...]) -> None:
     """Start the lab in the background and return once it is ready."""
     from crdscope.lab.binaries import LabError, ensure_binaries
@@ -102,10 +108,18 @@ def lab_up(apiserver_bin: str | None, etcd_bin: str | None, kubernetes: str | No
     if name and not all(c.isalnum() or c in "-_" for c in name):
         raise LabError(f"lab name {name!r}: letters, digits, '-' and '_' only")
     options = LabOptions(name=name, feature_gates=feature_gates, apiserver_args=flags,
-                         memory_limit=parse_size(memory_limit) if memory_limit else 0, restart=restart)
+                         memory_limit=parse_size(memory_limit) if memory_limit else 0, restart=restart,
+                         apiservers=apiservers)
+    if apiservers > 1:
+        from crdscope.lab.balancer import haproxy_binary
+
+        haproxy_binary()  # a one-line error before anything starts
     binaries = ensure_binaries(apiserver_bin, etcd_bin, kubernetes=kubernetes, progress=_say)
     state = Lab(name=name).up(binaries, say=_say, options=options)
     click.echo(f"lab up: {state.server} (Kubernetes {state.kubernetes_version}, binaries from {binaries.origin})")
+    if apiservers > 1:
+        click.echo(f"{apiservers} kube-apiservers behind haproxy: " + ", ".join(
+            f"replica {i} on port {c.port}" for i, c in enumerate(state.apiservers(), start=1)))
     if options.memory_limit:
         restarts = "restarted with a back-off when killed" if options.supervised else "not restarted"
         click.echo(f"memory limit: {options.memory_limit / 2**20:.0f} MiB on the API server ({restarts})")
@@ -136,12 +150,20 @@ def lab_status(name: str, as_json: bool) -> None:
         return
     click.echo(f"server: {status['server']}  ready: {status['ready']}  Kubernetes {status['kubernetes_version']}")
     click.echo(f"kubeconfig: {status['kubeconfig']} (context {status['context']})")
+    if isinstance(status.get("balancer"), str):
+        click.echo(f"haproxy: {status['balancer']}")
     if status["memory_limit"]:
         click.echo(f"memory limit: {status['memory_limit'] / 2**20:.0f} MiB, supervisor "
                    f"{'running' if status['supervisor'] else 'not running'}")
+    replica_of = {component: index for index, component in status.get("replicas", {}).items()}
+    balancer = status.get("balancer", {})
     for component_name, component in status["components"].items():
         restarts = f", {component['restarts']} restarts" if component["restarts"] else ""
-        click.echo(f"{component_name}: pid {component['pid']} port {component['port']} {component['state']}{restarts}")
+        label = f"{component_name} (replica {replica_of[component_name]})" if component_name in replica_of \
+            else component_name
+        seen = f", haproxy: {balancer[component_name]}" if isinstance(balancer, dict) and component_name in balancer \
+            else ""
+        click.echo(f"{label}: pid {component['pid']} port {component['port']} {component['state']}{restarts}{seen}")
         if component["state"] == "dead":
             click.echo(f"--- last lines of {component['log']}:")
             click.echo(tail(component["log"]))
@@ -159,10 +181,17 @@ def lab_kubeconfig(name: str) -> None:
 def _fault_command(action: str, help_text: str) -> None:
     @lab.command(action, help=help_text)
     @click.argument("component", metavar="COMPONENT")
+    @click.option("--replica", type=click.IntRange(1, MAX_APISERVERS), default=None, metavar="I",
+                  help="which kube-apiserver of a lab of several (1-based; see `lab status`)")
     @name_option
-    def command(component: str, name: str) -> None:
-        from crdscope.lab.controlplane import Lab
+    def command(component: str, replica: int | None, name: str) -> None:
+        from crdscope.lab.binaries import LabError
+        from crdscope.lab.controlplane import Lab, replica_name
 
+        if replica is not None:
+            if component != "apiserver":
+                raise LabError("--replica names a kube-apiserver: use it with the component `apiserver`")
+            component = replica_name(replica)
         pid = getattr(Lab(name=name), action)(component)
         click.echo(f"{action} {component} (pid {pid})")
 
