@@ -49,6 +49,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from collections.abc import Set as AbstractSet
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -254,7 +255,9 @@ class Recorder:
         # Room for the end record, so that a part stays under the cap once closed.
         self._end_reserve = len(encode(self._end_record("rotated", part_path(self.first_path, number + 1))))
         if self.keep_bytes is not None:
-            prune(path.parent, self.keep_bytes, keep={path})
+            # Every part of this session stays: pruning is for older sessions, and a replay
+            # follows the parts from the first.
+            prune(path.parent, self.keep_bytes, keep=set(self.paths))
 
     @staticmethod
     def _end_record(reason: str, next_path: Path | None = None) -> dict[str, Any]:
@@ -295,7 +298,7 @@ class Recorder:
                 os.close(fd)
 
 
-def prune(directory: Path, keep_bytes: int, keep: set[Path] = frozenset()) -> list[Path]:
+def prune(directory: Path, keep_bytes: int, keep: AbstractSet[Path] = frozenset()) -> list[Path]:
     """Delete the oldest recordings in ``directory`` while it holds more than ``keep_bytes``.
 
     Only crdscope recordings (``*.jsonl`` files) are considered; ``keep`` is never deleted.
