@@ -44,8 +44,8 @@ from .crdwatch import CRD_PATH
 from .fit import ProcessFits
 from .leases import LeaseReading, LeaseWatcher, read_leases
 from .metrics import SHARED_SCRAPE_AGE, MetricsSource, Scrape
-from .prometheus import PrometheusReading, PrometheusSource
-from .replicas import REPLICA_GAUGES, ReplicaFigures, ReplicaTracker
+from .prometheus import PrometheusFigures, PrometheusReading, PrometheusSource
+from .replicas import REPLICA_GAUGES, ReplicaFigures, ReplicaTracker, from_instances
 from .samples import Sample
 from .transport import TRANSPORT_ERRORS
 
@@ -133,6 +133,8 @@ class HealthSample(Sample):
     #: Prometheus only: the pod's working set and kube-state-metrics' restart counts per pod.
     working_set_bytes: int | None = None
     pod_restarts: dict[str, int] = field(default_factory=dict)
+    #: Prometheus only: per-instance figures, APF and latency p99 by verb over every instance.
+    prometheus: PrometheusFigures | None = None
     #: field -> where a figure came from when not from this server's /metrics.
     sources: dict[str, str] = field(default_factory=dict)
     #: field -> why it has no value.
@@ -336,7 +338,8 @@ class HealthProbe:
             storage_size_bytes=size,
             restarts=restarts,
             replica=replica,
-            replicas=self.tracker.replicas.figures(),
+            replicas=self.tracker.replicas.figures() or from_instances(reading, sources),
+            prometheus=reading.figures if reading is not None else None,
             apiservers=self.tracker.apiservers,
             lease_replacements=None if leases.error else self.tracker.leases.replacements,
             ready=ready.ok,
@@ -395,6 +398,10 @@ class HealthProbe:
             if self.tracker.pod_restarts_baseline is None or total < self.tracker.pod_restarts_baseline:
                 self.tracker.pod_restarts_baseline = total
             return total - self.tracker.pod_restarts_baseline
+        instance_restarts = [i.restarts for i in reading.figures.instances if i.restarts is not None] \
+            if reading is not None and reading.figures is not None else []
+        if instance_restarts:  # start-time changes per instance, within Prometheus' window
+            return sum(instance_restarts)
         unobservable["restarts"] = "needs process_start_time_seconds (see start_time)"
         return None
 

@@ -22,11 +22,34 @@ Several API server instances (HA) give several series: a figure is the
 largest of them (memory) or their sum (restarts), and :attr:`PrometheusReading.sources`
 says which query and how many series each figure came from.  What returns no
 series is reported in :attr:`PrometheusReading.unobservable` with the reason.
+
+What a managed control plane offers only through Prometheus (issue 17) is read
+too, into :class:`PrometheusFigures` (``figures``), as PromQL over the series
+the API server exports (``J`` = ``job=~"apiserver|kube-apiserver"``):
+
+=========================  ==================================================================
+per-instance figures       the process metrics above, one set per ``instance`` label
+per-instance restarts      ``changes(process_start_time_seconds{J}[RESTART_WINDOW])``
+                           (an instance whose address changes with a new pod is a new instance)
+APF rejections             ``sum by (priority_level) (apiserver_flowcontrol_rejected_requests_total{J})``
+                           and its ``rate(...[5m])``
+APF queueing               ``sum by (priority_level) (apiserver_flowcontrol_current_inqueue_requests{J})``
+latency p99 by verb        ``histogram_quantile(0.99, sum by (verb, le)
+                           (increase(apiserver_request_duration_seconds_bucket{J}[5m])))``,
+                           WATCH and CONNECT left out (they last as long as the client wants);
+                           with no window, the buckets since each process started
+=========================  ==================================================================
+
+Sums and quantiles are over every instance (the whole control plane).  Where
+``/metrics`` is readable the throttling and latency probes show its figures (the
+replica that answered each scrape); these stay in the health sample's
+``prometheus`` field, which says so in ``shown``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -52,6 +75,13 @@ PROCESS_METRICS = {
     "open_fds": "process_open_fds",
 }
 QUERY_TIMEOUT_SECONDS = 10
+RATE_WINDOW = "5m"
+RESTART_WINDOW = "1h"
+APF_REJECTED = "apiserver_flowcontrol_rejected_requests_total"
+APF_INQUEUE = "apiserver_flowcontrol_current_inqueue_requests"
+REQUEST_DURATION = "apiserver_request_duration_seconds_bucket"
+SHOWN = ("APF and latency panels show /metrics (the replica that answered each scrape) when it is "
+         "readable; these Prometheus figures cover every instance")
 
 
 def process_query(jobs: str = APISERVER_JOBS) -> str:
@@ -71,6 +101,51 @@ def redacted(url: str) -> str:
 
 
 @dataclass(frozen=True)
+class InstanceFigures:
+    """One API server instance as Prometheus scrapes it."""
+
+    instance: str
+    rss_bytes: int | None = None
+    heap_bytes: int | None = None
+    goroutines: int | None = None
+    open_fds: int | None = None
+    start_time: float | None = None
+    #: Changes of its start time within :data:`RESTART_WINDOW`.
+    restarts: int | None = None
+
+
+@dataclass(frozen=True)
+class PrometheusFigures:
+    """Figures a managed control plane offers only through Prometheus (see the module doc)."""
+
+    instances: tuple[InstanceFigures, ...] = ()
+    apf_rejected_total: dict[str, float] = field(default_factory=dict)
+    apf_rejected_per_s: dict[str, float] = field(default_factory=dict)
+    apf_inqueue: dict[str, float] = field(default_factory=dict)
+    latency_p99_seconds: dict[str, float] = field(default_factory=dict)
+    #: The range of the rates and quantiles ("" when the quantiles cover each process's life).
+    window: str = RATE_WINDOW
+    #: figure -> the PromQL it came from.
+    queries: dict[str, str] = field(default_factory=dict)
+    #: Which figures the monitor shows where /metrics offers them too.
+    shown: str = SHOWN
+
+
+def figure_queries(jobs: str = APISERVER_JOBS, window: str | None = RATE_WINDOW) -> dict[str, str]:
+    """figure -> PromQL over the API server's own series (``window`` None: since each process started)."""
+    selector = f'job=~"{jobs}"'
+    buckets = f'{REQUEST_DURATION}{{{selector},verb!~"WATCH|CONNECT"}}'
+    latency_input = f"increase({buckets}[{window}])" if window else buckets
+    return {
+        "restarts": f"changes(process_start_time_seconds{{{selector}}}[{RESTART_WINDOW}])",
+        "apf_rejected_total": f"sum by (priority_level) ({APF_REJECTED}{{{selector}}})",
+        "apf_rejected_per_s": f"sum by (priority_level) (rate({APF_REJECTED}{{{selector}}}[{window or RATE_WINDOW}]))",
+        "apf_inqueue": f"sum by (priority_level) ({APF_INQUEUE}{{{selector}}})",
+        "latency_p99_seconds": f"histogram_quantile(0.99, sum by (verb, le) ({latency_input}))",
+    }
+
+
+@dataclass(frozen=True)
 class PrometheusReading:
     """What one round of queries found: figures, where each came from, what is missing."""
 
@@ -80,13 +155,14 @@ class PrometheusReading:
     sources: dict[str, str] = field(default_factory=dict)
     unobservable: dict[str, str] = field(default_factory=dict)
     error: str | None = None
+    figures: PrometheusFigures | None = None
 
 
 class PrometheusSource:
     """Reads the API server's health figures from a Prometheus server (see the module doc)."""
 
     def __init__(self, url: str, *, jobs: str = APISERVER_JOBS, timeout: float = QUERY_TIMEOUT_SECONDS,
-                 min_interval: float = 15.0) -> None:
+                 min_interval: float = 15.0, window: str | None = RATE_WINDOW) -> None:
         from urllib3.util.retry import Retry
         from prometheus_api_client import PrometheusConnect
 
@@ -94,6 +170,7 @@ class PrometheusSource:
             raise ConfigError(f"--prometheus wants an http:// or https:// URL, not {url.split('@')[-1]!r}")
         self.url = url.rstrip("/")
         self.jobs = jobs
+        self.window = window
         self.min_interval = min_interval
         self.last: PrometheusReading | None = None
         # One quick retry: the health probe asks again on its own cadence.
@@ -116,16 +193,18 @@ class PrometheusSource:
 
     # -- blocking part (runs in a thread) -------------------------------------------------
     def _query(self, query: str) -> list[dict[str, Any]]:
-        return self._client.custom_query(query)
+        answer: list[dict[str, Any]] = self._client.custom_query(query)
+        return answer
 
     def _read_blocking(self) -> PrometheusReading:
         import requests
-        from prometheus_api_client import PrometheusApiClientException
+        from prometheus_api_client.exceptions import PrometheusApiClientException
 
         stamp = time.time()
         try:
             container = self._query(CONTAINER_QUERY)
             process = self._query(process_query(self.jobs))
+            answers = {name: self._query(query) for name, query in figure_queries(self.jobs, self.window).items()}
         except requests.RequestException as exc:
             return self._failed(stamp, f"cannot query Prometheus at {redacted(self.url)}: {_reason(exc)}")
         except PrometheusApiClientException as exc:
@@ -134,7 +213,38 @@ class PrometheusSource:
         except (ValueError, KeyError) as exc:
             return self._failed(stamp, f"Prometheus at {redacted(self.url)} answered something else "
                                        f"than a query result ({type(exc).__name__})")
-        return self._interpret(stamp, container, process)
+        reading = self._interpret(stamp, container, process)
+        return dataclasses.replace(reading, figures=self._figures(process, answers))
+
+    def _figures(self, process: list[dict[str, Any]], answers: dict[str, list[dict[str, Any]]]) -> PrometheusFigures:
+        """Per-instance figures, APF and latency from the query answers."""
+        per_instance: dict[str, dict[str, float]] = {}
+        names = {metric: name for name, metric in PROCESS_METRICS.items()}
+        for series in process:
+            labels = series["metric"]
+            value = _value(series)
+            name = names.get(labels.get("__name__", ""))
+            if value is not None and name:
+                per_instance.setdefault(labels.get("instance", "?"), {})[name] = value
+        for series in answers["restarts"]:
+            value = _value(series)
+            if value is not None:
+                per_instance.setdefault(series["metric"].get("instance", "?"), {})["restarts"] = value
+        instances = tuple(
+            InstanceFigures(instance, rss_bytes=_whole(values.get("rss_bytes")),
+                            heap_bytes=_whole(values.get("heap_bytes")), goroutines=_whole(values.get("goroutines")),
+                            open_fds=_whole(values.get("open_fds")), start_time=values.get("start_time"),
+                            restarts=_whole(values.get("restarts")))
+            for instance, values in sorted(per_instance.items()))
+        return PrometheusFigures(
+            instances=instances,
+            apf_rejected_total=_by(answers["apf_rejected_total"], "priority_level"),
+            apf_rejected_per_s=_by(answers["apf_rejected_per_s"], "priority_level"),
+            apf_inqueue=_by(answers["apf_inqueue"], "priority_level"),
+            latency_p99_seconds=_by(answers["latency_p99_seconds"], "verb"),
+            window=self.window or "",
+            queries=figure_queries(self.jobs, self.window),
+        )
 
     def _failed(self, stamp: float, message: str) -> PrometheusReading:
         reasons = dict.fromkeys(("working_set_bytes", "pod_restarts", *PROCESS_METRICS), message)
@@ -147,9 +257,9 @@ class PrometheusSource:
         unobservable: dict[str, str] = {}
         pod_restarts: dict[str, int] = {}
 
-        working_sets = [_value(s) for s in container
-                        if s["metric"].get("__name__") == "container_memory_working_set_bytes"]
-        working_sets = [v for v in working_sets if v is not None]
+        working_sets = [value for s in container
+                        if s["metric"].get("__name__") == "container_memory_working_set_bytes"
+                        and (value := _value(s)) is not None]
         if working_sets:
             values["working_set_bytes"] = max(working_sets)
             sources["working_set_bytes"] = (f'prometheus: container_memory_working_set_bytes{{container="{CONTAINER}"}}'
@@ -192,6 +302,16 @@ class PrometheusSource:
                 unobservable[field_name] = (f'Prometheus has no {metric}{{job=~"{self.jobs}"}} '
                                             "(it does not scrape the API server's /metrics under that job)")
         return PrometheusReading(stamp, values, pod_restarts, sources, unobservable)
+
+
+def _whole(value: float | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def _by(answer: list[dict[str, Any]], label: str) -> dict[str, float]:
+    """label value -> value of a ``sum by (label)`` answer (NaN, e.g. a quantile of nothing, left out)."""
+    return {series["metric"].get(label, ""): value for series in answer
+            if (value := _value(series)) is not None}
 
 
 def _value(series: dict[str, Any]) -> float | None:

@@ -28,6 +28,7 @@ import logging
 from dataclasses import dataclass, field
 
 from .fit import ProcessFits
+from .prometheus import RESTART_WINDOW, PrometheusReading
 
 log = logging.getLogger("crdscope.replicas")
 
@@ -206,3 +207,20 @@ class ReplicaTracker:
             fit_points=current.n if current else 0, fit_crd_counts=current.distinct_x if current else 0,
             **values,
         )
+
+
+def from_instances(reading: PrometheusReading | None, sources: dict[str, str]) -> tuple[ReplicaFigures, ...]:
+    """Replicas as Prometheus' instances, where ``/metrics`` named none (a managed control plane).
+
+    Restarts are the start-time changes Prometheus saw within :data:`RESTART_WINDOW`; ``sources``
+    gains where the list came from.
+    """
+    if reading is None or reading.figures is None or not reading.figures.instances:
+        return ()
+    sources["replicas"] = ("prometheus: process metrics per instance; restarts = "
+                           f"changes(process_start_time_seconds[{RESTART_WINDOW}])")
+    return tuple(
+        ReplicaFigures(name=i.instance, start_time=i.start_time or 0.0, restarts=i.restarts or 0,
+                       last_seen=reading.timestamp, rss_bytes=i.rss_bytes, heap_bytes=i.heap_bytes,
+                       goroutines=i.goroutines, open_fds=i.open_fds)
+        for i in reading.figures.instances)
