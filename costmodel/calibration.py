@@ -22,16 +22,16 @@ from .coefficients import COEFFICIENTS_FILE, FORMAT, parse_minor
 from .documents import aggregated_bytes, legacy_bytes
 from .features import CRDFeatures, features_of
 from .fitting import fit_terms
-from .model import crd_terms
+from .model import sum_terms
 
-MEMORY_TERMS = ("crds", "served_versions", "schema_bytes")
+MEMORY_TERMS = ("fixed", "crds", "served_versions", "schema_bytes")
 LINEAR_FIGURES = {
     "rss_bytes": MEMORY_TERMS,
     "heap_bytes": MEMORY_TERMS,
     "openapi_v2_bytes": MEMORY_TERMS,
-    "etcd_connections": ("crds", "served_versions"),
+    "etcd_connections": ("fixed", "crds", "served_versions"),
 }
-INSTALL_TERMS = ("crds", "schema_bytes")
+INSTALL_TERMS = ("fixed", "crds", "schema_bytes")
 
 
 def read_features(paths: list[str]) -> list[CRDFeatures]:
@@ -43,14 +43,6 @@ def read_features(paths: list[str]) -> list[CRDFeatures]:
     return found
 
 
-def _totals(crds: list[CRDFeatures]) -> dict[str, float]:
-    totals: dict[str, float] = {}
-    for crd in crds:
-        for name, value in crd_terms(crd).items():
-            totals[name] = totals.get(name, 0.0) + value
-    return totals
-
-
 def _rows(raw: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per measured point after the empty one: its set, features and growth."""
     rows = []
@@ -60,8 +52,8 @@ def _rows(raw: dict[str, Any]) -> list[dict[str, Any]]:
         previous = 0
         for point in measured["points"][1:]:
             loaded, half = crds[:point["files"]], crds[previous:point["files"]]
-            rows.append({"set": measured["set"]["name"], "point": point, "empty": empty, "x": _totals(loaded),
-                         "x_half": _totals(half), "crds": loaded, "half": half, "previous": crds[:previous]})
+            rows.append({"set": measured["set"]["name"], "point": point, "empty": empty, "x": sum_terms(loaded),
+                         "x_half": sum_terms(half), "crds": loaded, "half": half, "previous": crds[:previous]})
             previous = point["files"]
     return rows
 

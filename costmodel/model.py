@@ -136,8 +136,10 @@ def _as_features(crds: Iterable[CRDFeatures | CRDDocument]) -> list[CRDFeatures]
     return [crd if isinstance(crd, CRDFeatures) else features_of(crd) for crd in crds]
 
 
-def _sum_terms(crds: list[CRDFeatures]) -> dict[str, float]:
-    totals: dict[str, float] = {}
+def sum_terms(crds: list[CRDFeatures], *, first_crds: bool = True) -> dict[str, float]:
+    """The regressors of a set: per-CRD terms summed, and ``fixed`` (1 when these are the
+    cluster's first CRDs: the API server pays a one-time cost for its first CRDs)."""
+    totals: dict[str, float] = {"fixed": 1.0 if crds and first_crds else 0.0}
     for crd in crds:
         for name, value in crd_terms(crd).items():
             totals[name] = totals.get(name, 0.0) + value
@@ -175,16 +177,20 @@ def _walks(coefficients: Coefficients, requests: int) -> tuple[ClientWalk, ...]:
     return tuple(walks)
 
 
-def _limit(memory: Interval, crds: int, rss_after: Interval | None,
+def _limit(memory: Interval, per_crd: float, fixed: float, rss_after: Interval | None,
            limit: float | None) -> tuple[float | None, int | None]:
-    """(headroom bytes after the install, CRDs like these that fit before the limit)."""
+    """(headroom bytes after the install, CRDs like these that fit before the limit).
+
+    Counted from the RSS before the install; the first CRDs' one-time cost (``fixed``)
+    is paid once, not per CRD.
+    """
     if limit is None or rss_after is None:
         return None, None
     headroom = limit - rss_after.value
-    per_crd = memory.value / crds if crds else 0.0
     if per_crd <= 0:
         return headroom, None
-    return headroom, int((limit - (rss_after.value - memory.value)) // per_crd)
+    before = rss_after.value - memory.value
+    return headroom, max(0, int((limit - before - fixed) // per_crd))
 
 
 def estimate(crds: Iterable[CRDFeatures | CRDDocument], kubernetes_minor: str, *, target: Target | None = None,
@@ -193,17 +199,20 @@ def estimate(crds: Iterable[CRDFeatures | CRDDocument], kubernetes_minor: str, *
     coefficients = for_minor(kubernetes_minor)
     target = target or Target()
     listed = _as_features(crds)
-    totals = _sum_terms(listed)
+    totals = sum_terms(listed, first_crds=target.crds == 0)
+    loads = sum_terms(listed)
     memory = Interval.around(_linear(coefficients, "rss_bytes", totals), _relative(coefficients, "rss_bytes"))
     heap = Interval.around(_linear(coefficients, "heap_bytes", totals), _relative(coefficients, "heap_bytes"))
     before = target.rss_bytes if target.rss_bytes is not None else coefficients.baseline.get("rss_bytes")
     rss_after = memory.plus(float(before)) if before is not None else None
     discovery = _discovery(coefficients, listed, target)
-    seconds = Interval.around(_linear(coefficients, "install_seconds", totals),
+    seconds = Interval.around(_linear(coefficients, "install_seconds", loads),
                               _relative(coefficients, "install_seconds"))
     costs = sorted((CRDCost(crd.name, crd_memory(coefficients, crd), crd.served, crd.schema_bytes)
                     for crd in listed), key=lambda cost: (-cost.memory_bytes, cost.name))
-    headroom, until_limit = _limit(memory, len(listed), rss_after, memory_limit_bytes)
+    fixed = _linear(coefficients, "rss_bytes", {"fixed": totals["fixed"]})
+    per_crd = (memory.value - fixed) / len(listed) if listed else 0.0
+    headroom, until_limit = _limit(memory, per_crd, fixed, rss_after, memory_limit_bytes)
     rate = coefficients.figure("establish_rate").get("per_second")
     notes = [] if coefficients.requested == coefficients.minor else [coefficients.note]
     return Estimate(

@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import TYPE_CHECKING
 
 import click
 
 from crdscope.tui.cli import cluster_options
+
+if TYPE_CHECKING:
+    from crdscope.costmodel.model import Estimate
+    from crdscope.lab.controlplane import LabState
 
 
 def _limit_bytes(text: str | None) -> float | None:
@@ -71,9 +76,9 @@ def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str
     found = (activation(read.crds, lambda crd: crd_memory(coefficients, crd))
              if is_crossplane_provider(read.crds) else None)
     if measure:
-        from crdscope.tui.estimate_measure import measure_and_compare
-
-        measure_and_compare(read, predicted, minor, as_json=as_json)
+        synthetic = read.spec.startswith("synthetic")
+        arguments = ("--schema-props", str(schema_props), "--seed", str(seed)) if synthetic else ()
+        _measure(source or "", arguments, predicted, minor, as_json)
         return
     if as_json:
         click.echo(json.dumps(to_json(predicted, source=read.spec, activation=found, problems=len(read.problems)),
@@ -85,3 +90,62 @@ def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str
     if read.problems:
         click.echo(f"estimate: {len(read.problems)} entries of {read.spec} could not be read and are left out "
                    f"(first: {read.problems[0].origin}: {read.problems[0].reason})", err=True)
+
+
+def _load_into(state: LabState, source: str, arguments: tuple[str, ...]) -> float:
+    """``crdscope load SOURCE`` at its defaults into the lab; its wall seconds."""
+    import subprocess
+    import sys
+    import time
+
+    from crdscope.probes.errors import CrdscopeError
+
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "crdscope.tui.cli", "load", source, *arguments, "--kubeconfig",
+                           state.kubeconfig, "--context", "crdscope-lab", "--json", "--new-run"],
+                          capture_output=True, text=True, timeout=7200)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise CrdscopeError(f"--measure: crdscope load exited {done.returncode}: {last}")
+    return seconds
+
+
+def _measure(source: str, arguments: tuple[str, ...], predicted: Estimate, minor: str, as_json: bool) -> None:
+    """A fresh lab of ``minor``: figures empty, load SOURCE, figures again; print both columns."""
+    import tempfile
+    from pathlib import Path
+
+    from crdscope.costmodel.measure import compare, comparison_json, comparison_table, snapshot, wait_until_idle
+    from crdscope.lab.binaries import ensure_binaries
+    from crdscope.lab.controlplane import Lab, admin_tls
+    from crdscope.lab.sockets import established_to_port
+
+    binaries = ensure_binaries(kubernetes=minor, progress=lambda line: click.echo(line, err=True))
+    with tempfile.TemporaryDirectory(prefix="crdscope-estimate-") as home:
+        lab = Lab(Path(home))
+        state = lab.up(binaries, say=lambda line: click.echo(line, err=True))
+        try:
+            apiserver, etcd = state.components["apiserver"], state.components["etcd"]
+            tls = admin_tls(state.pki_dir)
+
+            def etcd_connections() -> int:
+                return established_to_port(apiserver.pid, etcd.port)
+
+            wait_until_idle(apiserver.pid)
+            before = snapshot(state.server, tls, etcd_connections)
+            click.echo(f"--measure: lab {state.kubernetes_version} up; loading {source}", err=True)
+            seconds = _load_into(state, source, arguments)
+            wait_until_idle(apiserver.pid)
+            after = snapshot(state.server, tls, etcd_connections)
+        finally:
+            lab.down()
+    rows = compare(predicted, before, after, seconds)
+    if as_json:
+        click.echo(json.dumps({"source": source, "kubernetes": state.kubernetes_version,
+                               "model": predicted.model_note,
+                               "before": before, "after": after, "comparison": comparison_json(rows)}, indent=1))
+    else:
+        click.echo(f"{source} on a fresh lab of Kubernetes {state.kubernetes_version} "
+                   f"({predicted.model_note}):")
+        click.echo(comparison_table(rows))
