@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from . import discovery_kubectl as kubectl_side
 from .cluster import Cluster, explain, raise_for_status
+from .discovery_decode import decode_aggregated
 from .discovery_docs import (
     ACCEPT_AGGREGATED,
     ACCEPT_LEGACY,
@@ -34,7 +35,6 @@ from .discovery_docs import (
     content_format,
     decode_in_pieces,
     group_version_path,
-    parse_aggregated,
     parse_api_group_list,
     parse_api_versions,
     parse_resource_list,
@@ -239,7 +239,7 @@ class DiscoveryProbe:
                     parts.append(DiscoveredAPIs())
                     formats.append(fmt)
                     continue
-                parsed = parse_aggregated(await decode_in_pieces(fetched.body), path)
+                parsed = await decode_aggregated(fetched.body, path)
                 if fetched.etag:
                     self._etags[path] = fetched.etag
                 self._aggregated[path] = (fmt, parsed)
