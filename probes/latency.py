@@ -32,6 +32,7 @@ import httpx
 from .cluster import Cluster, explain, status_message
 from .crdwatch import CRD_PATH, MANAGED_BY_LABEL, MANAGED_BY_VALUE, THREAD_DECODE_BYTES, CRDRecord
 from .metrics import SHARED_SCRAPE_AGE, MetricsSource, Scrape, buckets, delta_buckets, histogram_quantile, merge_buckets
+from .replicas import KEEP_SLOTS, PROCESS_FAMILY, process_of
 from .samples import Sample, percentile
 from .transport import TRANSPORT_ERRORS
 
@@ -189,9 +190,10 @@ class LatencyProbe:
         self.window = window
         self._pick_cr = pick_cr  # -> (a CRD to list, or None and why)
         self._times: dict[str, deque[tuple[float, float]]] = {name: deque() for name in CANARIES}
-        self._history: deque[tuple[float, Reduced]] = deque()
+        #: Scrapes kept per API server process: behind a balancer, windows never mix two replicas.
+        self._histories: dict[int | None, deque[tuple[float, Reduced]]] = {}
         self.cr_name = ""
-        metrics.want(*LATENCY_FAMILIES)
+        metrics.want(*LATENCY_FAMILIES, PROCESS_FAMILY)
 
     async def run(self) -> LatencySample:
         """Send the canaries, then read the server's histograms; failures become fields."""
@@ -211,7 +213,7 @@ class LatencyProbe:
         family, window, by_verb, by_scope, counts = "", None, {}, {}, {}
         if scrape.ok:
             family, reduced = reduce_scrape(scrape)
-            baseline = self._remember(scrape.timestamp, reduced)
+            baseline = self._remember(scrape.timestamp, reduced, process_of(scrape))
             if baseline is None:
                 unobservable["p99_by_verb"] = "needs a second /metrics scrape (a window between two)"
             else:
@@ -266,11 +268,14 @@ class LatencyProbe:
         """Take the first scrape now, so that the next run has a window to compare."""
         scrape = await self.metrics.scrape()
         if scrape.ok:
-            self._remember(scrape.timestamp, reduce_scrape(scrape)[1])
+            self._remember(scrape.timestamp, reduce_scrape(scrape)[1], process_of(scrape))
 
-    def _remember(self, stamp: float, reduced: Reduced) -> tuple[float, Reduced] | None:
-        """Keep this scrape; return the oldest one kept within the window (None on the first)."""
-        history = self._history
+    def _remember(self, stamp: float, reduced: Reduced, process: int | None = None) -> tuple[float, Reduced] | None:
+        """Keep this scrape; return the oldest one of the same process kept within the window (None on the first)."""
+        history = self._histories.setdefault(process, deque())
+        while len(self._histories) > KEEP_SLOTS:
+            oldest = min(self._histories, key=lambda key: self._histories[key][-1][0] if self._histories[key] else 0.0)
+            del self._histories[oldest]
         if not history or stamp > history[-1][0]:  # the shared scrape may be one already seen
             history.append((stamp, reduced))
         # Drop scrapes older than needed: keep the newest one that is at least a window old.

@@ -28,6 +28,7 @@ import logging
 from dataclasses import dataclass, field
 
 from .fit import ProcessFits
+from .metrics import Scrape
 from .prometheus import RESTART_WINDOW, PrometheusReading
 
 log = logging.getLogger("crdscope.replicas")
@@ -89,6 +90,20 @@ class _Slot:
     replaced: list[float] = field(default_factory=list)
     figures: dict[str, float] = field(default_factory=dict)
     fits: dict[str, ProcessFits] = field(default_factory=lambda: {name: ProcessFits() for name in REPLICA_FITS})
+
+
+#: The family naming the process of a scrape: probes computing rates want it (:func:`process_of`).
+PROCESS_FAMILY = "process_start_time_seconds"
+
+
+def process_of(scrape: Scrape) -> int | None:
+    """Which process answered ``scrape`` (its start time, whole seconds), None when unknown.
+
+    Probes that compute rates from counters keep their previous scrape per process, so that
+    behind a load balancer two replicas' counters are never subtracted from each other.
+    """
+    start = scrape.value(PROCESS_FAMILY) if scrape.ok else None
+    return None if start is None else round(start)
 
 
 def same_process(a: float, b: float) -> bool:

@@ -36,6 +36,7 @@ from .apf import (
 from .cluster import Cluster, RequestLog
 from .metrics import SHARED_SCRAPE_AGE, MetricsSource, Scrape
 from .ratelimit import ClientModel
+from .replicas import KEEP_SLOTS, PROCESS_FAMILY, process_of
 from .samples import Sample
 from .shared import SharedState
 
@@ -189,8 +190,9 @@ class ThrottlingProbe:
         self.shared = shared if shared is not None else SharedState()
         self.latest = latest if latest is not None else {}
         self.names = FlowcontrolNames(cluster)
-        metrics.want(*APF_FAMILIES)
-        self._previous: Scrape | None = None
+        metrics.want(*APF_FAMILIES, PROCESS_FAMILY)
+        #: The previous scrape of each API server process (behind a balancer, rates stay per replica).
+        self._previous: dict[int | None, Scrape] = {}
         self._previous_429: int | None = None
         self._previous_waited: float | None = None
 
@@ -212,7 +214,8 @@ class ThrottlingProbe:
         interval = None
         error = None
         if scrape.ok:
-            older = self._previous if self._previous is not None and self._previous.ok else None
+            process = process_of(scrape)
+            older = self._previous.get(process)
             if not scrape.has(NOMINAL_LIMIT) and not scrape.has(CURRENT_LIMIT):
                 unobservable["priority_levels"] = ("the server exports no API Priority and Fairness "
                                                    "metrics (APF disabled?)")
@@ -222,7 +225,9 @@ class ThrottlingProbe:
                     interval = scrape.timestamp - older.timestamp
                 else:
                     unobservable["rates"] = "one scrape so far: rates need the next run"
-            self._previous = scrape
+            self._previous[process] = scrape
+            while len(self._previous) > KEEP_SLOTS:
+                self._previous.pop(min(self._previous, key=lambda key: self._previous[key].timestamp))
         elif scrape.status in (401, 403):
             reason = scrape.error or "/metrics forbidden"
             unobservable["priority_levels"] = unobservable["flow_schemas"] = reason
