@@ -24,19 +24,16 @@ import argparse
 import datetime as dt
 import json
 import shutil
-import statistics
 import tarfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from crdscope.costmodel.measure import snapshot as measure_snapshot
 from crdscope.lab.controlplane import LabState, admin_tls
 from crdscope.lab.sockets import established_to_port
 from crdscope.loader.synthetic import VERSION_NAMES, synthetic_documents
-from crdscope.probes.discovery_docs import ACCEPT_AGGREGATED, ACCEPT_LEGACY
 from crdscope.probes.paths import cache_dir
 
 from .common import BENCH_DIR, SHARED_CRDS, BenchError, isolate_environment, machine, run_timed, say
@@ -44,8 +41,6 @@ from .discovery import crdscope_command
 from .labs import ADMIN_CONTEXT, established_times, fresh_lab, wait_for_memory, wait_until_idle
 
 HELD_OUT = ("provider-gcp",)
-RSS_READS = 3
-RSS_READ_GAP_SECONDS = 2.0
 LOAD_TIMEOUT_SECONDS = 3600.0
 
 
@@ -122,77 +117,11 @@ def _halves(files: list[Path], chosen: CalibrationSet) -> list[Path]:
 # --------------------------------------------------------------------------- measuring a lab
 
 
-def _gauge(text: str, family: str) -> float | None:
-    for line in text.splitlines():
-        if line.startswith((family + " ", family + "{")):
-            return float(line.rsplit(" ", 1)[1])
-    return None
-
-
-def _memory(client: httpx.Client) -> dict[str, float]:
-    """Median resident memory and heap in use over a few reads (the heap moves with each GC)."""
-    rss, heap = [], []
-    for read in range(RSS_READS):
-        if read:
-            time.sleep(RSS_READ_GAP_SECONDS)
-        text = client.get("/metrics").text
-        rss.append(_gauge(text, "process_resident_memory_bytes") or 0.0)
-        heap.append(_gauge(text, "go_memstats_heap_inuse_bytes") or 0.0)
-    return {"rss_bytes": statistics.median(rss), "heap_bytes": statistics.median(heap)}
-
-
-def _aggregated(client: httpx.Client) -> dict[str, Any]:
-    total = 0
-    group_versions: list[str] = []
-    resources = 0
-    for path in ("/api", "/apis"):
-        response = client.get(path, headers={"Accept": ACCEPT_AGGREGATED})
-        response.raise_for_status()
-        total += len(response.content)
-        for group in response.json().get("items") or []:
-            name = (group.get("metadata") or {}).get("name") or ""
-            for version in group.get("versions") or []:
-                group_versions.append(f"{name}/{version['version']}" if name else version["version"])
-                resources += len(version.get("resources") or [])
-    return {"aggregated_bytes": total, "aggregated_group_versions": len(group_versions),
-            "aggregated_resources": resources}
-
-
-def _legacy(client: httpx.Client) -> dict[str, Any]:
-    """The legacy walk, one request at a time: how many, their bytes and their median latency."""
-    paths = ["/api", "/apis"]
-    api = client.get("/api", headers={"Accept": ACCEPT_LEGACY}).json()
-    apis = client.get("/apis", headers={"Accept": ACCEPT_LEGACY}).json()
-    paths += [f"/api/{version}" for version in api.get("versions") or []]
-    paths += [f"/apis/{v['groupVersion']}" for group in apis.get("groups") or [] for v in group.get("versions") or []]
-    seconds, total = [], 0
-    for path in paths:
-        started = time.perf_counter()
-        response = client.get(path, headers={"Accept": ACCEPT_LEGACY})
-        seconds.append(time.perf_counter() - started)
-        total += len(response.content)
-    return {"legacy_requests": len(paths), "legacy_bytes": total,
-            "legacy_request_seconds_median": statistics.median(seconds)}
-
-
-def _openapi(client: httpx.Client) -> dict[str, Any]:
-    index = client.get("/openapi/v3").json()
-    v2 = client.get("/openapi/v2", headers={"Accept": "application/json"}, timeout=600)
-    v2.raise_for_status()
-    return {"openapi_v3_paths": len(index.get("paths") or {}), "openapi_v2_bytes": len(v2.content)}
-
-
 def snapshot(state: LabState) -> dict[str, Any]:
     """Every figure the model predicts, read from the lab as it is now."""
     apiserver, etcd = state.components["apiserver"], state.components["etcd"]
-    with httpx.Client(base_url=state.server, verify=admin_tls(state.pki_dir), timeout=300) as client:
-        figures: dict[str, Any] = {"when": time.time()}
-        figures.update(_memory(client))
-        figures.update(_aggregated(client))
-        figures.update(_legacy(client))
-        figures.update(_openapi(client))
-    figures["etcd_connections"] = established_to_port(apiserver.pid, etcd.port)
-    return figures
+    return measure_snapshot(state.server, admin_tls(state.pki_dir),
+                            lambda: established_to_port(apiserver.pid, etcd.port))
 
 
 def _load(state: LabState, directory: Path) -> dict[str, Any]:

@@ -1,0 +1,173 @@
+"""``crdscope estimate`` and the cost model against the real lab and the real Crossplane CLI.
+
+Discovery sizes and request counts are predicted from names alone: here they are compared with
+what a fresh kube-apiserver serves after the same CRDs are installed.  Crossplane packages are
+built by the real ``crossplane xpkg build`` (``crank``, built from the Go module proxy once and
+cached under ``~/.cache/crdscope/crossplane/``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from crdscope.costmodel.measure import snapshot
+from crdscope.costmodel.model import estimate
+from crdscope.costmodel.source import read_source
+from crdscope.lab.controlplane import admin_tls
+from crdscope.loader.sources import CRDDocument, open_source
+from crdscope.loader.synthetic import synthetic_documents
+from crdscope.probes.paths import cache_dir
+from tests.helpers import wait_for
+
+CROSSPLANE_MODULE = "github.com/crossplane/crossplane/v2"
+CROSSPLANE_VERSION = "v2.0.0"
+
+
+def crdscope(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "crdscope.tui.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_estimate_needs_no_cluster():
+    # KUBECONFIG points nowhere in tests: an estimate for an empty cluster must not need one.
+    done = crdscope("estimate", "synthetic:40", "--kubernetes", "1.37", "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["crds"] == 40
+    assert data["kubernetes_minor_model"] == "1.37"
+    assert data["memory"]["rss_added_mib"]["low"] < data["memory"]["rss_added_mib"]["value"]
+    assert data["discovery"]["legacy_requests_after"] > data["discovery"]["legacy_requests_added"] > 0
+
+
+def test_bad_input_is_one_line():
+    done = crdscope("estimate", "/nonexistent/crds.yaml", "--kubernetes", "1.37")
+    assert done.returncode != 0
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    done = crdscope("estimate", "synthetic:5", "--kubernetes", "latest")
+    assert done.returncode != 0 and "1.37" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.lab
+def test_discovery_and_openapi_predictions_match_a_fresh_lab(fresh_lab):
+    state = fresh_lab.state
+    tls = admin_tls(state.pki_dir)
+    before = snapshot(state.server, tls, lambda: None)
+    spec = "synthetic:24"
+    done = crdscope("load", spec, "--schema-props", "8", "--seed", "7", "--kubeconfig", fresh_lab.kubeconfig,
+                    "--context", fresh_lab.admin_context, "--json")
+    assert done.returncode == 0, done.stderr
+    import asyncio
+
+    read = asyncio.run(read_source(spec, schema_props=8, seed=7))
+    predicted = estimate(read.crds, "1.37")
+    # Discovery and the OpenAPI index follow Established asynchronously: wait for the last path.
+    expected_paths = before["openapi_v3_paths"] + predicted.openapi_v3_paths_added
+    after = wait_for(lambda: (s := snapshot(state.server, tls, lambda: None))["openapi_v3_paths"] >= expected_paths
+                     and s["legacy_requests"] >= predicted.legacy_requests_after and s,
+                     timeout=120, interval=1.0, message="discovery and OpenAPI to show the new CRDs")
+    assert after["legacy_requests"] == before["legacy_requests"] + predicted.legacy_requests_added
+    assert after["openapi_v3_paths"] == expected_paths
+    measured = after["aggregated_bytes"] - before["aggregated_bytes"]
+    assert abs(predicted.aggregated_bytes_added - measured) <= 0.01 * measured
+
+
+@pytest.mark.lab
+def test_estimate_against_a_context_counts_only_what_is_new(lab):
+    spec = "synthetic:6"
+    done = crdscope("load", spec, "--seed", "11", "--kubeconfig", lab.kubeconfig, "--context", lab.admin_context,
+                    "--json")
+    assert done.returncode == 0, done.stderr
+    try:
+        again = crdscope("estimate", spec, "--seed", "11", "--kubeconfig", lab.kubeconfig, "--context",
+                         lab.admin_context, "--json")
+        assert again.returncode == 0, again.stderr
+        data = json.loads(again.stdout)
+        assert data["discovery"]["group_versions_added"] == 0
+        assert data["openapi"]["v3_paths_added"] == 0
+        assert data["kubernetes_minor_requested"] == lab.state.kubernetes_version.lstrip("v").rsplit(".", 1)[0]
+        assert data["memory"]["rss_before_mib"] > 0  # read from the lab's /metrics
+    finally:
+        crdscope("clean", "--yes", "--kubeconfig", lab.kubeconfig, "--context", lab.admin_context)
+
+
+# --------------------------------------------------------------------------- Crossplane packages
+
+
+@pytest.fixture(scope="session")
+def crossplane_cli() -> Path:
+    """The real Crossplane CLI (``crank``), built from the Go module proxy once and cached."""
+    target = cache_dir() / "crossplane" / CROSSPLANE_VERSION / "crossplane"
+    if target.exists():
+        return target
+    if not shutil.which("go"):
+        pytest.skip("Go is needed to build the Crossplane CLI")
+    build = target.parent / "build"
+    build.mkdir(parents=True, exist_ok=True)
+    (build / "go.mod").write_text("module crdscope.dev/crossplane-build\n\ngo 1.24.0\n")
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"}
+    # `go install pkg@version` asks the proxy for the module's version list (for deprecations);
+    # a module of our own that requires the version asks only for that version.
+    for argv in (["go", "get", f"{CROSSPLANE_MODULE}/cmd/crank@{CROSSPLANE_VERSION}"],
+                 ["go", "build", "-trimpath", "-o", str(target), f"{CROSSPLANE_MODULE}/cmd/crank"]):
+        done = subprocess.run(argv, cwd=build, env=env, capture_output=True, text=True, timeout=3600)
+        if done.returncode != 0:
+            pytest.fail(f"{' '.join(argv[:3])} failed: {done.stderr.strip().splitlines()[-1:]}")
+    return target
+
+
+def build_package(crossplane: Path, root: Path, documents: list[dict]) -> Path:
+    """A provider package of ``documents`` (CRDs), written by ``crossplane xpkg build``."""
+    package = root / "package"
+    (package / "crds").mkdir(parents=True)
+    (package / "crossplane.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "meta.pkg.crossplane.io/v1", "kind": "Provider",
+        "metadata": {"name": "provider-crdscope-test"},
+        "spec": {"controller": {"image": "example.invalid/provider-crdscope-test:v0.0.1"}}}))
+    for document in documents:
+        (package / "crds" / f"{document['metadata']['name']}.yaml").write_text(yaml.safe_dump(document))
+    output = root / "provider-crdscope-test.xpkg"
+    done = subprocess.run([str(crossplane), "xpkg", "build", f"--package-root={package}",
+                           f"--package-file={output}"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr or done.stdout
+    return output
+
+
+def test_a_package_built_by_crossplane_loads_and_estimates(crossplane_cli, tmp_path):
+    documents = list(synthetic_documents(5, seed=3, schema_props=6))
+    package = build_package(crossplane_cli, tmp_path, documents)
+    source = open_source(str(package))
+    source.prepare()
+    names = sorted(item.name for item in source.items() if isinstance(item, CRDDocument))
+    assert names == sorted(d["metadata"]["name"] for d in documents)
+    done = crdscope("estimate", str(package), "--kubernetes", "1.37", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["crds"] == 5
+
+
+@pytest.mark.lab
+def test_a_package_loads_into_the_lab(crossplane_cli, tmp_path, fresh_lab):
+    documents = list(synthetic_documents(3, seed=5, schema_props=4))
+    package = build_package(crossplane_cli, tmp_path, documents)
+    done = crdscope("load", str(package), "--kubeconfig", fresh_lab.kubeconfig, "--context", fresh_lab.admin_context,
+                    "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["established"] == 3
+    listed = fresh_lab.kubectl_json("get", "crd")
+    assert sorted(i["metadata"]["name"] for i in listed["items"]) == sorted(d["metadata"]["name"] for d in documents)
+
+
+def test_a_file_that_is_not_a_package_is_one_problem(tmp_path):
+    bogus = tmp_path / "nothing.xpkg"
+    bogus.write_bytes(b"not a tarball at all")
+    source = open_source(str(bogus))
+    source.prepare()
+    items = list(source.items())
+    assert len(items) == 1 and "Crossplane package" in items[0].reason
