@@ -71,14 +71,16 @@ def pairs(items: Iterable[tuple[str, str]], indent: str = "  ") -> list[str]:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, indent: str = "  ",
-          limit: int = TABLE_ROWS) -> list[str]:
-    """An aligned table: the first column left-aligned, the others right-aligned."""
+          limit: int = TABLE_ROWS, align: str = "") -> list[str]:
+    """An aligned table; ``align`` has an ``l`` or ``r`` per column (default: the first column
+    left-aligned, the others, figures, right-aligned)."""
     shown = list(rows[:limit])
     widths = [max([len(headers[i]), *(len(row[i]) for row in shown)]) for i in range(len(headers))]
+    align = align or "l" + "r" * (len(headers) - 1)
 
     def line(cells: Sequence[str]) -> str:
-        parts = [cells[0].ljust(widths[0])] + [cell.rjust(width) for cell, width in zip(cells[1:], widths[1:],
-                                                                                      strict=True)]
+        parts = [cell.ljust(width) if side == "l" else cell.rjust(width)
+                 for cell, width, side in zip(cells, widths, align, strict=True)]
         return (indent + "  ".join(parts)).rstrip()
 
     lines = [line(headers), *(line(row) for row in shown)]

@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import signal
 import sys
 
 import click
 
 from .cli import cluster_options, run_async
+from .cli_progress import LoadProgress, on_terminal
 
-#: Exit code of a load stopped before it finished (as a shell reports SIGINT).
-EXIT_STOPPED = 130
+#: Exit codes of ``crdscope load`` (README "Exit codes"); 2 and 3 are a bad configuration and an
+#: unreachable or refusing cluster, as for every command.
+EXIT_FAILED = 1  # an item failed: unreadable, invalid, rejected by the server, never Established
+EXIT_SKIPPED = 4  # nothing failed, but names were skipped (taken by a CRD crdscope does not manage)
+EXIT_STOPPED = 130  # stopped before it finished (as a shell reports SIGINT)
 
 
 def _say(message: str) -> None:
@@ -69,7 +72,7 @@ def load(source, rate, concurrency, limit, profile, schema_props, seed, from_con
 
     async def main():
         cluster = Cluster(config)
-        bar = ProgressLine() if sys.stderr.isatty() else None
+        bar = LoadProgress() if on_terminal() else None
         engine = LoadEngine(cluster, chosen, rate=rate if rate is not None else settings.rate,
                             concurrency=concurrency if concurrency is not None else settings.concurrency,
                             limit=limit, profile=profile or settings.profile, resume=not new_run,
@@ -110,49 +113,39 @@ def load(source, rate, concurrency, limit, profile, schema_props, seed, from_con
              f"to finish run {sample.run_id}")
         sys.exit(EXIT_STOPPED)
     if sample.failed:
-        sys.exit(1)
+        sys.exit(EXIT_FAILED)
+    if sample.skipped:
+        sys.exit(EXIT_SKIPPED)
 
 
 def _print_summary(sample) -> None:
-    for problem in sample.skips:
-        click.echo(f"skipped {problem.name}: {problem.reason}")
-    for problem in sample.failures:
-        click.echo(f"failed  {problem.name}: {problem.reason}")
-    resumed = f" ({sample.resumed} by earlier attempts)" if sample.resumed else ""
-    click.echo(f"run {sample.run_id}: {sample.state}. requested {sample.requested}, created {sample.created}, "
-               f"updated {sample.updated}, Established {sample.established}{resumed}, skipped {sample.skipped}, "
-               f"failed {sample.failed}, pending {sample.pending}")
-    not_crds = f"; {sample.not_crds} documents that are not CRDs ignored" if sample.not_crds else ""
-    click.echo(f"sent {sample.sent} in {sample.elapsed_seconds:.1f}s: {sample.crds_per_second:.1f} CRDs "
-               f"Established per second; waited {sample.limiter_waited_seconds:.1f}s for the rate limit; "
-               f"{sample.retries_429} retries after 429{not_crds}")
+    """The end of a load for people: counts aligned, then the names that did not make it."""
+    from .cli_output import pairs, table
+    from .format import duration, number
 
-
-class ProgressLine:
-    """A one-line progress bar on stderr, redrawn in place."""
-
-    def __init__(self) -> None:
-        self.width = 0
-
-    def show(self, sample) -> None:
-        columns = shutil.get_terminal_size((100, 20)).columns
-        total = max(sample.requested, 1)
-        done = sample.established + sample.skipped + sample.failed
-        eta = "" if sample.eta_seconds is None else f" ETA {_duration(sample.eta_seconds)}"
-        state = "" if sample.state == "running" else f" [{sample.state}]"
-        text = (f" {done}/{sample.requested} · Established {sample.established} · sent {sample.sent} · "
-                f"failed {sample.failed} · skipped {sample.skipped} · {sample.crds_per_second:.1f}/s{eta}{state}")
-        bar_width = max(10, min(40, columns - len(text) - 3))
-        filled = int(bar_width * min(done, total) / total)
-        line = f"[{'#' * filled}{'.' * (bar_width - filled)}]{text}"[: columns - 1]
-        sys.stderr.write("\r" + line.ljust(self.width))
-        sys.stderr.flush()
-        self.width = len(line)
-
-    def close(self) -> None:
-        if self.width:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
+    resumed = f" ({number(sample.resumed)} finished by earlier attempts)" if sample.resumed else ""
+    click.echo(f"run {sample.run_id}: {sample.state} in {duration(sample.elapsed_seconds)}{resumed}")
+    figures = [
+        ("requested", number(sample.requested)),
+        ("created", number(sample.created)),
+        ("updated", number(sample.updated)),
+        ("Established", f"{number(sample.established)} ({sample.crds_per_second:.1f} per second)"),
+        ("skipped", number(sample.skipped) + (" (name taken by a CRD crdscope does not manage, or repeated)"
+                                               if sample.skipped else "")),
+        ("failed", number(sample.failed)),
+        ("pending", number(sample.pending)),
+    ]
+    rest = [f"{number(sample.sent)} applies sent",
+            f"{duration(sample.limiter_waited_seconds)} waiting for the rate limit",
+            f"{number(sample.retries_429)} retries after 429"]
+    if sample.not_crds:
+        rest.append(f"{number(sample.not_crds)} documents that are not CRDs ignored")
+    lines = pairs(figures) + [f"  {'; '.join(rest)}"]
+    for title, problems in (("skipped", sample.skips), ("failed", sample.failures)):
+        if problems:
+            lines += ["", f"{title}:", *table(["CRD", "why"], [[p.name, p.reason] for p in problems], limit=30,
+                                              align="ll")]
+    click.echo("\n".join(lines))
 
 
 def _confirm(question: str) -> bool:
@@ -161,11 +154,6 @@ def _confirm(question: str) -> bool:
         return click.confirm(question, default=False, err=True)
     except click.Abort:
         return False
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
 @click.command()
@@ -190,8 +178,7 @@ def clean(run_id, yes, kubeconfig, context) -> None:
                 which = f" of run {run_id}" if run_id else ""
                 click.echo(f"nothing to clean: no CRD{which} carries crdscope's label")
                 return 0
-            for line in plan.lines():
-                click.echo(line)
+            click.echo(_clean_listing(plan))
             if not yes:
                 agreed = await asyncio.to_thread(_confirm, plan.question)
                 if not agreed:
@@ -210,3 +197,18 @@ def clean(run_id, yes, kubeconfig, context) -> None:
     code = run_async(main())
     if code:
         sys.exit(code)
+
+
+def _clean_listing(plan, detail_limit: int = 30) -> str:
+    """What clean would delete, as a table: every CRD when few, else those with objects and a count."""
+    from .cli_output import table
+
+    shown = [item for item in plan.items if len(plan.items) <= detail_limit or item.objects != 0]
+    rows = [[item.name, "unknown" if item.objects is None else str(item.objects), item.run_id or "-",
+             f"({item.objects_error})" if item.objects is None else ""] for item in shown]
+    lines = table(["CRD", "objects", "run", ""], rows, limit=len(rows), align="lrll")
+    rest = len(plan.items) - len(shown)
+    if rest:
+        groups = {item.group for item in plan.items if item not in shown}
+        lines.append(f"  ... and {rest} more CRDs in {len(groups)} API groups, with no objects")
+    return "\n".join(lines)
