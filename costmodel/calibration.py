@@ -142,9 +142,15 @@ def fit_minor(raw: dict[str, Any], *, source: str = "") -> tuple[str, dict[str, 
     figures["legacy_requests"] = _exact(rows, "legacy_requests")
     figures["openapi_v3_paths"] = _exact(rows, "openapi_v3_paths")
     figures["install_seconds"], figures["establish_rate"] = _install(rows)
+    real = [crd for measured in raw["sets"] if measured["set"]["origin"] != "synthetic"
+            for crd in read_features(measured["files"])]
     entry = {
         "kubernetes_version": version,
         "baseline": _baseline(raw),
+        # One CRD of the real provider set(s), on average: what a count alone is priced as.
+        "typical_crd": {"served_versions": statistics.fmean(c.served for c in real) if real else 1.0,
+                        "schema_bytes": statistics.fmean(c.schema_bytes for c in real) if real else 30_000.0,
+                        "from": sorted({m["set"]["name"] for m in raw["sets"] if m["set"]["origin"] != "synthetic"})},
         "figures": figures,
         "provenance": {
             "measured": raw.get("when"), "fitted": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),

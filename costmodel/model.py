@@ -112,7 +112,8 @@ class Estimate:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-def _relative(coefficients: Coefficients, name: str) -> float:
+def relative_interval(coefficients: Coefficients, name: str) -> float:
+    """The half-width of a figure's interval, relative to the figure."""
     rms = float(coefficients.figure(name).get("relative_rms") or 0.0)
     return max(MIN_RELATIVE_INTERVAL, INTERVAL_RMS_MULTIPLE * rms)
 
@@ -201,13 +202,13 @@ def estimate(crds: Iterable[CRDFeatures | CRDDocument], kubernetes_minor: str, *
     listed = _as_features(crds)
     totals = sum_terms(listed, first_crds=target.crds == 0)
     loads = sum_terms(listed)
-    memory = Interval.around(_linear(coefficients, "rss_bytes", totals), _relative(coefficients, "rss_bytes"))
-    heap = Interval.around(_linear(coefficients, "heap_bytes", totals), _relative(coefficients, "heap_bytes"))
+    memory = Interval.around(_linear(coefficients, "rss_bytes", totals), relative_interval(coefficients, "rss_bytes"))
+    heap = Interval.around(_linear(coefficients, "heap_bytes", totals), relative_interval(coefficients, "heap_bytes"))
     before = target.rss_bytes if target.rss_bytes is not None else coefficients.baseline.get("rss_bytes")
     rss_after = memory.plus(float(before)) if before is not None else None
     discovery = _discovery(coefficients, listed, target)
     seconds = Interval.around(_linear(coefficients, "install_seconds", loads),
-                              _relative(coefficients, "install_seconds"))
+                              relative_interval(coefficients, "install_seconds"))
     costs = sorted((CRDCost(crd.name, crd_memory(coefficients, crd), crd.served, crd.schema_bytes)
                     for crd in listed), key=lambda cost: (-cost.memory_bytes, cost.name))
     fixed = _linear(coefficients, "rss_bytes", {"fixed": totals["fixed"]})
@@ -228,9 +229,9 @@ def estimate(crds: Iterable[CRDFeatures | CRDDocument], kubernetes_minor: str, *
         kubectl_cache_bytes_after=discovery["kubectl_cache_after"],
         openapi_v3_paths_added=int(discovery["group_versions"]),
         openapi_v2_bytes_added=Interval.around(_linear(coefficients, "openapi_v2_bytes", totals),
-                                               _relative(coefficients, "openapi_v2_bytes")),
+                                               relative_interval(coefficients, "openapi_v2_bytes")),
         install_seconds=seconds, establish_rate_per_second=float(rate) if rate else None,
         etcd_connections_added=Interval.around(_linear(coefficients, "etcd_connections", totals),
-                                               _relative(coefficients, "etcd_connections")),
+                                               relative_interval(coefficients, "etcd_connections")),
         top_crds=tuple(costs[:TOP_CRDS]), memory_limit_bytes=memory_limit_bytes,
         headroom_bytes=headroom, crds_until_limit=until_limit, notes=tuple(notes))

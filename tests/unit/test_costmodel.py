@@ -181,3 +181,29 @@ def test_reports_keep_their_keys_and_units(coefficients_file):
     assert data["notes"] and "nearest" in data["notes"][0]
     assert "API-server memory added" in to_table(result, source="x.yaml")
     assert to_markdown(result, source="x.yaml").startswith("### API-server footprint of x.yaml")
+
+
+def test_attribution_prices_a_count_as_typical_crds(coefficients_file):
+    from crdscope.costmodel.attribution import attribute
+
+    found = attribute(100, 3 * 2**30, "1.37", memory_limit_bytes=4 * 2**30)
+    per_crd = 2 * 2**20 + 1 * 2**20 + 10.0 * 30_000  # no typical CRD in the file: one version, 30 KB schema
+    assert found.per_crd_bytes == pytest.approx(per_crd)
+    assert found.crd_bytes.value == pytest.approx(100 * per_crd)
+    assert found.headroom_crds == int(2**30 // per_crd)
+    assert found.line().startswith("CRDs ~ 0.3 GiB of 3.0 GiB RSS (model for 1.37)")
+    assert "headroom ~ " in found.line()
+
+
+def test_the_first_crds_one_time_cost_is_not_per_crd(tmp_path, monkeypatch):
+    path = write_coefficients(tmp_path / "c.json")
+    document = json.loads(path.read_text())
+    document["minors"]["1.37"]["figures"]["rss_bytes"]["terms"] = {"fixed": 100 * 2**20, "crds": 2**20}
+    path.write_text(json.dumps(document))
+    monkeypatch.setattr(coefficients_module.for_minor, "__defaults__", (path,))
+    crds = [features_of_spec(f"k{i}s.g.example", spec(("v1",), group="g.example", kind=f"K{i}")) for i in range(10)]
+    empty = estimate(crds, "1.37", memory_limit_bytes=float(2**30))
+    assert empty.memory_bytes.value == pytest.approx(110 * 2**20)
+    # From 300 MiB: the one-time 100 MiB, then 1 MiB a CRD up to 1024 MiB.
+    assert empty.crds_until_limit == 1024 - 300 - 100
+    assert empty.top_crds[0].memory_bytes == pytest.approx(2**20)

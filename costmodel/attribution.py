@@ -1,0 +1,62 @@
+"""Memory attribution on a live cluster from one CRD count: "CRDs ~ X GiB of Y GiB RSS".
+
+A watched cluster whose CRDs were installed before the monitor started has no
+two CRD counts to fit a line through; the model prices its CRDs instead, as
+typical CRDs of the calibration's real provider set (mean served versions and
+schema bytes), and says which version's model it used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .coefficients import for_minor
+from .model import Interval, relative_interval
+
+GIB = float(1 << 30)
+MIB = float(1 << 20)
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """The memory the model puts on a cluster's CRDs, and the headroom under a limit."""
+
+    crds: int
+    crd_bytes: Interval
+    per_crd_bytes: float
+    rss_bytes: float | None
+    minor: str
+    note: str
+    memory_limit_bytes: float | None = None
+    #: more CRDs like the typical one before the limit (None without a limit or RSS)
+    headroom_crds: int | None = None
+
+    def line(self) -> str:
+        """``CRDs ~ 1.2 GiB of 3.4 GiB RSS (model for 1.37)``."""
+        of = f" of {self.rss_bytes / GIB:.1f} GiB RSS" if self.rss_bytes else ""
+        text = f"CRDs ~ {self.crd_bytes.value / GIB:.1f} GiB{of} (model for {self.minor})"
+        if self.headroom_crds is not None:
+            text += f" · headroom ~ {self.headroom_crds} more CRDs like these"
+        return text
+
+
+def typical_terms(minor: str) -> dict[str, float]:
+    """The regressors of one typical CRD (the calibration's real set; one version, 30 KB if absent)."""
+    typical = for_minor(minor).data.get("typical_crd") or {}
+    return {"crds": 1.0, "served_versions": float(typical.get("served_versions", 1.0)),
+            "schema_bytes": float(typical.get("schema_bytes", 30_000.0))}
+
+
+def attribute(crds: int, rss_bytes: float | None, kubernetes_minor: str, *,
+              memory_limit_bytes: float | None = None) -> Attribution:
+    """What ``crds`` typical CRDs hold of an API server's RSS, by the model of ``kubernetes_minor``."""
+    coefficients = for_minor(kubernetes_minor)
+    terms = coefficients.figure("rss_bytes").get("terms") or {}
+    per_crd = sum(float(terms.get(name, 0.0)) * value for name, value in typical_terms(kubernetes_minor).items())
+    fixed = float(terms.get("fixed", 0.0)) if crds else 0.0
+    total = Interval.around(fixed + per_crd * crds, relative_interval(coefficients, "rss_bytes"))
+    headroom = None
+    if memory_limit_bytes is not None and rss_bytes is not None and per_crd > 0:
+        headroom = max(0, int((memory_limit_bytes - rss_bytes) // per_crd))
+    return Attribution(crds, total, per_crd, rss_bytes, coefficients.minor, coefficients.note, memory_limit_bytes,
+                       headroom)
