@@ -21,7 +21,7 @@ from typing import Any
 from crdscope.probes.samples import Sample
 from crdscope.probes.settings import Thresholds
 
-from .values import count, get, items, number
+from .values import count, finite_number, members, read_field
 
 INFO, WARN, FAIL = "info", "warn", "fail"
 SEVERITIES = (INFO, WARN, FAIL)
@@ -109,8 +109,8 @@ class EventDetector:
     # -- per probe ---------------------------------------------------------------------
     def _health(self, sample: Sample) -> list[Event]:
         events: list[Event] = []
-        restarts = number(get(sample, "restarts"))
-        start_time = number(get(sample, "start_time"))
+        restarts = finite_number(read_field(sample, "restarts"))
+        start_time = finite_number(read_field(sample, "start_time"))
         restarted = False
         if restarts is not None:
             restarted = self._restarts is not None and restarts > self._restarts
@@ -124,10 +124,10 @@ class EventDetector:
                 if start_time else ""
             events.append(Event(sample.timestamp, "apiserver-restarted", FAIL, "health",
                                 f"API server restarted{when}"))
-        ready = get(sample, "ready")
+        ready = read_field(sample, "ready")
         if isinstance(ready, bool):
             if not ready and self._ready is not False:
-                failing = _first_few([str(c) for c in items(get(sample, "failing_checks"))]) or "no check named"
+                failing = _first_few([str(c) for c in members(read_field(sample, "failing_checks"))]) or "no check named"
                 events.append(Event(sample.timestamp, "readyz-failing", FAIL, "health",
                                     f"readyz failing: {failing}"))
             elif ready and self._ready is False:
@@ -137,11 +137,11 @@ class EventDetector:
 
     def _throttling(self, sample: Sample) -> list[Event]:
         rejecting = []
-        for level in items(get(sample, "priority_levels")):
-            rate = number(get(level, "rejected_per_s"))
+        for level in members(read_field(sample, "priority_levels")):
+            rate = finite_number(read_field(level, "rejected_per_s"))
             if rate:
-                rejecting.append(f"{get(level, 'name', '?')} {rate:.1f}/s")
-        seen = count(get(sample, "responses_429"))
+                rejecting.append(f"{read_field(level, 'name', '?')} {rate:.1f}/s")
+        seen = count(read_field(sample, "responses_429"))
         new_429 = seen is not None and self._responses_429 is not None and seen > self._responses_429
         if seen is not None:
             self._responses_429 = seen
@@ -170,7 +170,7 @@ class EventDetector:
                       f"discovery within budget again: kubectl 1.24+ {seconds:.1f} s")]
 
     def _openapi(self, sample: Sample) -> list[Event]:
-        backlog = number(get(sample, "backlog"))
+        backlog = finite_number(read_field(sample, "backlog"))
         if backlog is None:
             return []
         previous, self._backlog = self._backlog, backlog
@@ -187,10 +187,10 @@ class EventDetector:
         return []
 
     def _latency(self, sample: Sample) -> list[Event]:
-        now = {breach_key(b): breach_text(b, sample) for b in items(get(sample, "slo_breaches"))}
-        for name in items(get(sample, "canary_slo_breaches")):
-            canary = get(get(sample, "canaries"), str(name))
-            p99, slo = number(get(canary, "p99_seconds")), number(get(canary, "slo_seconds"))
+        now = {breach_key(b): breach_text(b, sample) for b in members(read_field(sample, "slo_breaches"))}
+        for name in members(read_field(sample, "canary_slo_breaches")):
+            canary = read_field(read_field(sample, "canaries"), str(name))
+            p99, slo = finite_number(read_field(canary, "p99_seconds")), finite_number(read_field(canary, "slo_seconds"))
             figures = f" p99 {p99:.2f} s > {slo:g} s" if p99 is not None and slo is not None else ""
             now[f"canary {name}"] = f"canary {name}{figures}"
         events = [Event(sample.timestamp, "latency-slo-breached", WARN, "latency", f"latency SLO breached: {text}")
@@ -201,17 +201,17 @@ class EventDetector:
         return events
 
     def _loader(self, sample: Sample) -> list[Event]:
-        state = get(sample, "state")
+        state = read_field(sample, "state")
         if not isinstance(state, str) or state == self._loader_state:
             return []
         previous, self._loader_state = self._loader_state, state
-        source = get(sample, "source", "")
+        source = read_field(sample, "source", "")
         if state == "running" and previous in (None, "idle", "done", "stopped"):
             return [Event(sample.timestamp, "loader-started", INFO, "loader", f"loading {source}")]
         if state in ("done", "stopped"):
-            established = number(get(sample, "established")) or 0
-            failed = number(get(sample, "failed")) or 0
-            elapsed = number(get(sample, "elapsed_seconds"))
+            established = finite_number(read_field(sample, "established")) or 0
+            failed = finite_number(read_field(sample, "failed")) or 0
+            elapsed = finite_number(read_field(sample, "elapsed_seconds"))
             took = f" in {format_seconds(elapsed)}" if elapsed is not None else ""
             severity = WARN if failed else INFO
             return [Event(sample.timestamp, f"loader-{state}", severity, "loader",
@@ -226,14 +226,14 @@ _DETECTORS = {"health": "_health", "throttling": "_throttling", "discovery": "_d
 
 def kubectl_124_seconds(sample: Any) -> float | None:
     """Seconds of the kubectl >= 1.24 client model in a discovery sample (None when absent)."""
-    models = items(get(sample, "client_models"))
+    models = members(read_field(sample, "client_models"))
     for model in models:
-        if number(get(model, "qps")) == KUBECTL_124_QPS and number(get(model, "burst")) == KUBECTL_124_BURST:
-            return number(get(model, "seconds"))
+        if finite_number(read_field(model, "qps")) == KUBECTL_124_QPS and finite_number(read_field(model, "burst")) == KUBECTL_124_BURST:
+            return finite_number(read_field(model, "seconds"))
     for model in models:
-        name = str(get(model, "name", ""))
+        name = str(read_field(model, "name", ""))
         if "kubectl" in name and "1.24" in name:
-            return number(get(model, "seconds"))
+            return finite_number(read_field(model, "seconds"))
     return None
 
 
@@ -241,7 +241,7 @@ def breach_key(breach: Any) -> str:
     """A stable name for one SLO breach: ``verb scope`` of a record, or the string itself."""
     if isinstance(breach, str):
         return breach
-    parts = [str(get(breach, k)) for k in ("verb", "scope") if get(breach, k)]
+    parts = [str(read_field(breach, k)) for k in ("verb", "scope") if read_field(breach, k)]
     return " ".join(parts) or str(breach)
 
 
@@ -253,10 +253,10 @@ def breach_text(breach: Any, sample: Any = None) -> str:
     """
     key = breach_key(breach)
     if isinstance(breach, str):
-        p99 = number(get(get(sample, "p99_by_verb_scope"), key))
-        slo = number(get(get(sample, "slo_seconds"), key))
+        p99 = finite_number(read_field(read_field(sample, "p99_by_verb_scope"), key))
+        slo = finite_number(read_field(read_field(sample, "slo_seconds"), key))
     else:
-        p99, slo = number(get(breach, "p99_seconds")), number(get(breach, "slo_seconds"))
+        p99, slo = finite_number(read_field(breach, "p99_seconds")), finite_number(read_field(breach, "slo_seconds"))
     if p99 is not None and slo is not None:
         return f"{key} p99 {p99:.2f} s > {slo:g} s"
     return key

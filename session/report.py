@@ -22,7 +22,7 @@ from crdscope.probes.samples import Sample
 from .events import Event, EventDetector, kubectl_124_seconds
 from .recorder import ClusterInfo
 from .replay import Damage, RecordingReader
-from .values import count, get, items, names_of, number
+from .values import count, finite_number, members, names_of, read_field
 
 MIB = float(1 << 20)
 
@@ -158,7 +158,7 @@ def summarise(path: str | Path) -> Summary:
 def _take(summary: Summary, probe: str, sample: Sample, changes: dict[str, list[float]]) -> None:
     t = sample.timestamp
     if probe in ("inventory", "health"):
-        crds = number(get(sample, "crds"))
+        crds = finite_number(read_field(sample, "crds"))
         if crds is not None:
             key = f"crds:{probe}"
             previous = summary.series.get(key, [])
@@ -172,44 +172,44 @@ def _take(summary: Summary, probe: str, sample: Sample, changes: dict[str, list[
         summary.add_point("discovery_seconds", t, point.seconds)
         summary.add_point("discovery_kubectl_124", t, point.kubectl_124_seconds)
     elif probe == "throttling":
-        levels = [(str(get(level, "name", "?")), number(get(level, "rejected_per_s")) or 0.0)
-                  for level in items(get(sample, "priority_levels"))]
+        levels = [(str(read_field(level, "name", "?")), finite_number(read_field(level, "rejected_per_s")) or 0.0)
+                  for level in members(read_field(sample, "priority_levels"))]
         total = sum(rate for _, rate in levels)
         summary.add_point("apf_rejected_per_s", t, total)
         if total > 0 and (summary.apf_peak_per_s is None or total > summary.apf_peak_per_s):
             summary.apf_peak_per_s, summary.apf_peak_at = total, t
             summary.apf_peak_levels = ", ".join(f"{name} {rate:.1f}/s" for name, rate in levels if rate)
-        seen = count(get(sample, "responses_429"))
+        seen = count(read_field(sample, "responses_429"))
         if seen is not None:
             summary.responses_429 = max(summary.responses_429 or 0.0, seen)
     elif probe == "openapi":
-        backlog = number(get(sample, "backlog"))
+        backlog = finite_number(read_field(sample, "backlog"))
         summary.add_point("openapi_backlog", t, backlog)
         if backlog is not None and (summary.backlog_peak is None or backlog > summary.backlog_peak):
             summary.backlog_peak, summary.backlog_peak_at = backlog, t
-        lag = get(sample, "lag_seconds")
+        lag = read_field(sample, "lag_seconds")
         if names_of(lag):
-            summary.openapi_lag = {str(stage): {str(k): number(get(get(lag, stage), k))
-                                                for k in names_of(get(lag, stage))}
+            summary.openapi_lag = {str(stage): {str(k): finite_number(read_field(read_field(lag, stage), k))
+                                                for k in names_of(read_field(lag, stage))}
                                    for stage in names_of(lag)}
     elif probe == "health":
-        rss = number(get(sample, "rss_bytes"))
-        crds = number(get(sample, "crds"))
+        rss = finite_number(read_field(sample, "rss_bytes"))
+        crds = finite_number(read_field(sample, "crds"))
         summary.add_point("rss_mib", t, rss / MIB if rss is not None else None)
         if rss is not None:
             summary.rss_start = summary.rss_start if summary.rss_start is not None else rss
             summary.rss_end = rss
             if crds is not None:
-                summary.memory_points.append((crds, rss / MIB, number(get(sample, "start_time"))))
+                summary.memory_points.append((crds, rss / MIB, finite_number(read_field(sample, "start_time"))))
         # A restarted server starts a new fit with no slope yet: report the last fit that had one.
-        if number(get(sample, "mib_per_crd")) is not None:
+        if finite_number(read_field(sample, "mib_per_crd")) is not None:
             for field in ("mib_per_crd", "r2", "heap_mib_per_crd", "fds_per_crd", "fit_points", "fit_crd_counts"):
-                setattr(summary, field, number(get(sample, field)))
-            summary.fit_start_time = number(get(sample, "start_time"))
+                setattr(summary, field, finite_number(read_field(sample, field)))
+            summary.fit_start_time = finite_number(read_field(sample, "start_time"))
     elif probe == "latency":
         from .events import breach_key
 
-        for breach in items(get(sample, "slo_breaches")):
+        for breach in members(read_field(sample, "slo_breaches")):
             key = breach_key(breach)
             if key not in summary.slo_breaches:
                 summary.slo_breaches.append(key)
@@ -223,14 +223,14 @@ def _crd_source(summary: Summary) -> str:
 def discovery_point(sample: Any) -> DiscoveryPoint:
     """The report's view of one discovery sample."""
     models = tuple(
-        ClientModel(name=str(get(m, "name", "?")), qps=number(get(m, "qps")), burst=number(get(m, "burst")),
-                    seconds=number(get(m, "seconds")), waited_seconds=number(get(m, "waited_seconds")))
-        for m in items(get(sample, "client_models"))
+        ClientModel(name=str(read_field(m, "name", "?")), qps=finite_number(read_field(m, "qps")), burst=finite_number(read_field(m, "burst")),
+                    seconds=finite_number(read_field(m, "seconds")), waited_seconds=finite_number(read_field(m, "waited_seconds")))
+        for m in members(read_field(sample, "client_models"))
     )
-    return DiscoveryPoint(timestamp=sample.timestamp, mode=str(get(sample, "mode", "") or ""),
-                          seconds=number(get(sample, "seconds")),
-                          group_versions=count(get(sample, "group_versions")),
-                          resources=count(get(sample, "resources")), requests=number(get(sample, "requests")),
+    return DiscoveryPoint(timestamp=sample.timestamp, mode=str(read_field(sample, "mode", "") or ""),
+                          seconds=finite_number(read_field(sample, "seconds")),
+                          group_versions=count(read_field(sample, "group_versions")),
+                          resources=count(read_field(sample, "resources")), requests=finite_number(read_field(sample, "requests")),
                           models=models, kubectl_124_seconds=kubectl_124_seconds(sample))
 
 
@@ -242,12 +242,12 @@ def _finish(summary: Summary, last: dict[str, Sample], crd_changes: dict[str, li
         summary.crds_start, summary.crds_end = counts[0][1], counts[-1][1]
     loader = last.get("loader")
     if loader is not None:
-        summary.loader = {k: get(loader, k) for k in ("source", "state", "requested", "created", "established",
+        summary.loader = {k: read_field(loader, k) for k in ("source", "state", "requested", "created", "established",
                                                        "skipped", "failed", "elapsed_seconds")}
-        loaded = number(get(loader, "established"))
-        summary.crds_loaded = loaded if loaded is not None else number(get(loader, "created"))
-        summary.load_rate_per_s = number(get(loader, "crds_per_second"))
-        summary.load_source = f"loader ({get(loader, 'source', '')})"
+        loaded = finite_number(read_field(loader, "established"))
+        summary.crds_loaded = loaded if loaded is not None else finite_number(read_field(loader, "created"))
+        summary.load_rate_per_s = finite_number(read_field(loader, "crds_per_second"))
+        summary.load_source = f"loader ({read_field(loader, 'source', '')})"
     elif counts:
         summary.crds_loaded = max(0.0, counts[-1][1] - counts[0][1])
         if changes and summary.crds_loaded:
@@ -263,15 +263,15 @@ def _finish(summary: Summary, last: dict[str, Sample], crd_changes: dict[str, li
 def _outages(summary: Summary, health: Sample | None) -> list[Window]:
     """The health probe's own outage windows, else probe-down/recovered pairs of any probe."""
     windows = []
-    for outage in items(get(health, "outages")) if health is not None else []:
-        start = number(get(outage, "start"))
+    for outage in members(read_field(health, "outages")) if health is not None else []:
+        start = finite_number(read_field(outage, "start"))
         if start is None:
             continue
-        end = number(get(outage, "end"))
-        seconds = number(get(outage, "duration_seconds"))
+        end = finite_number(read_field(outage, "end"))
+        seconds = finite_number(read_field(outage, "duration_seconds"))
         if seconds is None:
             seconds = (end if end is not None else (summary.end or start)) - start
-        windows.append(Window(start, end, seconds, str(get(outage, "reason", "") or "")))
+        windows.append(Window(start, end, seconds, str(read_field(outage, "reason", "") or "")))
     if windows or health is not None:
         return windows
     opened: dict[str, Event] = {}

@@ -1,9 +1,10 @@
-"""Reading sample figures defensively, by name, whatever shape a probe chose.
+"""Reading sample figures by *name*, defensively, whatever shape a probe chose.
 
-Probes are free to nest figures in frozen dataclasses, dicts or tuples; the
-events detector, the report, the exporter and ``--fail-if`` read them through
-these helpers so that a missing field or an unobservable (``None``) figure is
-simply "not known" rather than an exception.
+For code that only knows a figure's name at run time: ``--fail-if`` expressions
+(``discovery.seconds>5``), the report's generic tables and the exporter's walk
+over every field.  A missing field or an unobservable (``None``) figure is
+simply "not known" rather than an exception.  Code that knows which sample it
+holds reads its attributes instead (a type checker sees those).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import math
 from typing import Any
 
 
-def get(obj: Any, name: str, default: Any = None) -> Any:
+def read_field(obj: Any, name: str, default: Any = None) -> Any:
     """``obj.name`` for a dataclass/object, ``obj[name]`` for a mapping, else ``default``."""
     if obj is None:
         return default
@@ -27,13 +28,13 @@ def get_path(obj: Any, path: str | list[str] | tuple[str, ...], default: Any = N
     parts = path.split(".") if isinstance(path, str) else list(path)
     current = obj
     for part in parts:
-        current = get(current, part, _MISSING)
+        current = read_field(current, part, _MISSING)
         if current is _MISSING:
             return default
     return current
 
 
-def number(value: Any) -> float | None:
+def finite_number(value: Any) -> float | None:
     """A finite float from an int/float/bool, else None (strings, None, NaN are not numbers)."""
     if isinstance(value, bool):
         return 1.0 if value else 0.0
@@ -45,19 +46,19 @@ def number(value: Any) -> float | None:
 
 def count(value: Any) -> float | None:
     """A count from a number, or from a collection's length, or from a nested ``count``/``total``."""
-    as_number = number(value)
+    as_number = finite_number(value)
     if as_number is not None:
         return as_number
     if isinstance(value, (list, tuple)):
         return float(len(value))
     for key in ("count", "total"):
-        inner = number(get(value, key))
+        inner = finite_number(read_field(value, key))
         if inner is not None:
             return inner
     return None
 
 
-def items(value: Any) -> list[Any]:
+def members(value: Any) -> list[Any]:
     """A tuple/list as a list; a mapping as its values; anything else as no items."""
     if isinstance(value, (list, tuple)):
         return list(value)

@@ -9,7 +9,6 @@ a key press is never stuck behind the network.
 from __future__ import annotations
 
 import logging
-import time
 import traceback
 from typing import Any
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from crdscope.probes.settings import Settings
 from crdscope.themes import DEFAULT_THEME, THEME_NAMES, THEMES, role_defaults
 
 from .commands import CrdscopeCommands
+from .feeds import Feed
 from .frozen_heap import SETTLE_EVERY_SECONDS, FrozenHeap
 from .messages import SampleArrived
 from .screens.help import HelpScreen
@@ -58,7 +58,7 @@ class CrdscopeApp(App[None]):
         Binding("s", "screenshot", "Shot"),
     ]
 
-    def __init__(self, feed: Any, *, settings: Settings | None = None, theme: str | None = None,
+    def __init__(self, feed: Feed, *, settings: Settings | None = None, theme: str | None = None,
                  loader: Any = None, lab: Any = None, recorder: Any = None, detector: Any = None,
                  clock: Callable[[], float] | None = None, layout: str | None = None,
                  mode_label: str = "") -> None:
@@ -170,14 +170,11 @@ class CrdscopeApp(App[None]):
         """The feed's clock: wall time live, recording time in a replay."""
         if self._clock is not None:
             return self._clock()
-        clock = getattr(self.feed, "clock", None)
-        if isinstance(clock, (int, float)):
-            return float(clock)
-        return time.time()
+        return self.feed.now()
 
     @property
     def probes_paused(self) -> bool:
-        return bool(getattr(self.feed, "paused", False))
+        return self.feed.paused
 
     def probe_health(self) -> dict[str, ProbeHealth]:
         """Per-probe health: the scheduler's when the feed has one, else from the samples seen."""

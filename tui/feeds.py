@@ -1,20 +1,23 @@
 """Where the monitor's samples come from: a *feed*.
 
-A feed is any object with ``add_sink(callable)``, ``async run()``, ``pause()``,
-``resume()`` and ``paused``; the app runs it as a worker in its own event loop
-and renders whatever reaches its sink.  The live feed wraps
-:class:`probes.monitor.Monitor`; replay (``session/replay.py``) offers the same
-interface over a recording.  Optional members the app uses when present:
+A feed is any object with the members of :class:`Feed`: ``add_sink(callable)``,
+``async run()``, ``pause()``, ``resume()``, ``paused``, ``now()`` (the feed's
+clock: wall time live, recording time in a replay, for "last good sample N s
+ago"), and ``context``/``server`` (shown in the header); the app runs it as a
+worker in its own event loop and renders whatever reaches its sink.  The live
+feed wraps :class:`probes.monitor.Monitor`; replay (``session/replay.py``)
+offers the same interface over a recording.  Optional members the app uses when
+present:
 
-- ``context``, ``server``: shown in the header;
 - ``health()``: per-probe :class:`probes.scheduler.ProbeHealth` (else the app
   derives it from the samples it saw);
-- ``now()``: the feed's clock (replay time), for "last good sample N s ago";
-- ``crd_counts()``: ``(installed, owned by crdscope)`` before the inventory probe reports.
+- ``crd_counts()``: ``(installed, owned by crdscope)`` before the inventory probe reports;
+- ``add_reset_listener(callable)``: called before a replay seeks backwards.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Protocol, runtime_checkable
 
 from crdscope.probes.crdwatch import MANAGED_BY_VALUE
@@ -36,6 +39,16 @@ class Feed(Protocol):
 
     @property
     def paused(self) -> bool: ...
+
+    def now(self) -> float:
+        """The feed's clock (seconds since the epoch)."""
+        ...
+
+    @property
+    def context(self) -> str: ...
+
+    @property
+    def server(self) -> str: ...
 
 
 class LiveFeed:
@@ -73,6 +86,10 @@ class LiveFeed:
     @property
     def paused(self) -> bool:
         return self.monitor.scheduler.paused
+
+    def now(self) -> float:
+        """Live: the wall clock."""
+        return time.time()
 
     def health(self) -> dict[str, ProbeHealth]:
         """The scheduler's per-probe health."""

@@ -2,29 +2,32 @@
 
 from __future__ import annotations
 
-import time
+from typing import TYPE_CHECKING, cast
 
 from textual.markup import escape
 from textual.widgets import Static
 
 from crdscope.probes.crdwatch import MANAGED_BY_VALUE
+from crdscope.probes.health import HealthSample
+from crdscope.probes.inventory import InventorySample
 from crdscope.probes.scheduler import ProbeHealth
-from crdscope.session.values import get, number
+from crdscope.probes.version import VersionSample
 
 from .format import DASH, age, number as fmt_number
+
+if TYPE_CHECKING:
+    from .app import CrdscopeApp
 
 #: Short probe names for the header at 80 columns.
 SHORT_NAMES = {"version": "ver", "inventory": "inv", "discovery": "disc", "throttling": "apf",
                "openapi": "oapi", "health": "health", "latency": "lat", "loader": "load"}
 
 
-def crd_counts(app) -> tuple[int | None, int | None]:
+def crd_counts(app: CrdscopeApp) -> tuple[int | None, int | None]:
     """CRDs installed and owned by crdscope: the inventory probe's, else the feed's watch."""
-    inventory = app.store.last_good("inventory")
+    inventory = app.store.last_good_of(InventorySample)
     if inventory is not None:
-        total = number(get(inventory, "crds"))
-        owned = number(get(get(inventory, "by_owner", {}), MANAGED_BY_VALUE, 0))
-        return (None if total is None else int(total), None if owned is None else int(owned))
+        return inventory.crds, inventory.by_owner.get(MANAGED_BY_VALUE, 0)
     counts = getattr(app.feed, "crd_counts", None)
     found = counts() if callable(counts) else None
     return found if found is not None else (None, None)
@@ -40,6 +43,13 @@ def probe_chip(health: ProbeHealth, now: float) -> str:
     return f"[$probe-ok]●[/]{name} {age(now - health.last_run)}"
 
 
+def api_servers(health: HealthSample | None) -> int:
+    """How many API servers answer behind the address: live identity Leases, else replicas seen."""
+    if health is None:
+        return 0
+    return health.apiservers or len(health.replicas)
+
+
 class ClusterHeader(Static):
     """Two lines: the cluster, then the probes' health (refreshed every second)."""
 
@@ -50,21 +60,29 @@ class ClusterHeader(Static):
     def redraw(self) -> None:
         self.update(self.markup())
 
+    @property
+    def monitor_app(self) -> CrdscopeApp:
+        """The app this header belongs to (always crdscope's; typed for the checker, not imported)."""
+        return cast("CrdscopeApp", self.app)
+
     def markup(self) -> str:
-        app = self.app
+        app = self.monitor_app
         feed = app.feed
-        context = escape(str(getattr(feed, "context", "") or DASH))
-        server = escape(str(getattr(feed, "server", "") or DASH))
-        version_sample = app.store.last_good("version")
-        version = escape(str(get(version_sample, "git_version", "") or DASH))
+        context = escape(str(feed.context or DASH))
+        server = escape(str(feed.server or DASH))
+        version_sample = app.store.last_good_of(VersionSample)
+        version = escape((version_sample.git_version if version_sample else "") or DASH)
         total, owned = crd_counts(app)
         crds = f"CRDs [b]{fmt_number(total)}[/b]"
         if owned:
             crds += f" (crdscope {fmt_number(owned)})"
         first = f"[b]{context}[/b] {server} · k8s {version} · {crds}"
-        if getattr(app, "mode_label", ""):
+        servers = api_servers(app.store.last_good_of(HealthSample))
+        if servers > 1:
+            first += f" · [b]{servers}[/b] API servers"
+        if app.mode_label:
             first = f"[reverse] {escape(app.mode_label)} [/reverse] " + first
-        now = app.now() if callable(getattr(app, "now", None)) else time.time()
+        now = app.now()
         chips = " ".join(probe_chip(h, now) for h in app.probe_health().values())
         if app.probes_paused:
             chips = "[$probe-warn b]⏸ PAUSED[/] " + chips

@@ -77,11 +77,11 @@ class ReplayBar(Static):
         else:
             state = "[$probe-ok b]▶ playing[/]"
         span = max(end - start, 1e-9)
-        done = min(1.0, max(0.0, (feed.clock - start) / span))
+        done = min(1.0, max(0.0, (feed.now() - start) / span))
         width = 20 if self.size.width >= WIDE else 10
         filled = int(round(done * width))
         bar = "█" * filled + "░" * (width - filled)
-        now = time.strftime("%H:%M:%S", time.localtime(feed.clock))
+        now = time.strftime("%H:%M:%S", time.localtime(feed.now()))
         last = time.strftime("%H:%M:%S", time.localtime(end))
         damage = feed.recording.damage
         warning = f" [$probe-fail]damaged at line {damage.line}[/]" if damage is not None else ""
@@ -182,7 +182,7 @@ class ReplayApp(CrdscopeApp):
         self._redraw_bar()
 
     def action_seek_by(self, seconds: float) -> None:
-        self.seek(self.feed.clock + float(seconds))
+        self.seek(self.feed.now() + float(seconds))
 
     def action_seek_fraction(self, fraction: float) -> None:
         start, end = self.feed.start, self.feed.end
@@ -203,7 +203,7 @@ class ReplayApp(CrdscopeApp):
             if not text:
                 return
             try:
-                self.seek(seek_target(text, start, end, self.feed.clock))
+                self.seek(seek_target(text, start, end, self.feed.now()))
             except ConfigError as exc:
                 self.notify(str(exc), severity="error")
 

@@ -8,9 +8,13 @@ widgets without losing history, and replay's seek can start over with
 from __future__ import annotations
 
 from collections import deque
+from typing import TypeVar
 
 from crdscope.probes.samples import Sample
 from crdscope.probes.scheduler import ProbeHealth
+from crdscope.session.events import Event
+
+SampleT = TypeVar("SampleT", bound=Sample)
 
 #: Samples kept per probe: an hour of a 5-second cadence.
 HISTORY = 720
@@ -27,7 +31,7 @@ class SampleStore:
         self._last_good: dict[str, Sample] = {}
         self._health: dict[str, ProbeHealth] = {}
         #: Transitions from the events detector (``session.events.Event``), oldest first.
-        self.events: deque = deque(maxlen=EVENTS)
+        self.events: deque[Event] = deque(maxlen=EVENTS)
         #: Bumped on every sample, so a view can tell whether it has something new to draw.
         self.version = 0
 
@@ -40,7 +44,7 @@ class SampleStore:
             self._last_good[name] = sample
         self.version += 1
 
-    def add_event(self, event: object) -> None:
+    def add_event(self, event: Event) -> None:
         """Keep an event for the events log."""
         self.events.append(event)
         self.version += 1
@@ -69,6 +73,25 @@ class SampleStore:
     def good_history(self, probe: str) -> list[Sample]:
         """Recent samples of ``probe`` without an error, oldest first."""
         return [s for s in self._history.get(probe, ()) if not s.error]
+
+    # -- typed reads: the sample class names the probe, and a type checker sees its fields ----------
+    def latest_of(self, kind: type[SampleT]) -> SampleT | None:
+        """The newest sample of ``kind``'s probe, good or failed (None if none, or of another class)."""
+        found = self.latest(kind.probe)
+        return found if isinstance(found, kind) else None
+
+    def last_good_of(self, kind: type[SampleT]) -> SampleT | None:
+        """The newest sample of ``kind``'s probe without an error."""
+        found = self._last_good.get(kind.probe)
+        return found if isinstance(found, kind) else None
+
+    def history_of(self, kind: type[SampleT]) -> list[SampleT]:
+        """Recent samples of ``kind``'s probe, oldest first."""
+        return [s for s in self._history.get(kind.probe, ()) if isinstance(s, kind)]
+
+    def good_history_of(self, kind: type[SampleT]) -> list[SampleT]:
+        """Recent samples of ``kind``'s probe without an error, oldest first."""
+        return [s for s in self._history.get(kind.probe, ()) if isinstance(s, kind) and not s.error]
 
     def health(self) -> dict[str, ProbeHealth]:
         """Per-probe health derived from the samples seen (for feeds without a scheduler)."""

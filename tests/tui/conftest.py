@@ -41,6 +41,9 @@ class ListFeed:
     def resume(self) -> None:
         self.paused = False
 
+    def now(self) -> float:
+        return time.time()
+
 
 @pytest.fixture(scope="session")
 def recorded_samples() -> list:

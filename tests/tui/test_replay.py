@@ -71,13 +71,13 @@ async def test_pause_step_speed_and_seek_from_the_keyboard(recording):
         await pilot.pause()
         await pilot.press(*"50%", "enter")
         middle = START + (recording.end - START) / 2
-        await async_wait_for(lambda: abs(app.feed.clock - middle) < 1e-6, timeout=5, message="the seek")
+        await async_wait_for(lambda: abs(app.feed.now() - middle) < 1e-6, timeout=5, message="the seek")
         await pilot.pause()
         assert store_count(app, "health") == sum(1 for s in recording.samples
                                                  if s.probe == "health" and s.timestamp <= middle)
         # and back to the start: the store forgets, then replays what comes before
         await pilot.press("home")
-        await async_wait_for(lambda: app.feed.clock == START, timeout=5, message="seek to the start")
+        await async_wait_for(lambda: app.feed.now() == START, timeout=5, message="seek to the start")
         await pilot.pause()
         assert store_count(app, "health") == 0 and store_count(app, "version") == 1
         await pilot.press("space")
@@ -95,4 +95,4 @@ async def test_a_bad_seek_is_one_line_on_screen(recording):
         await pilot.press(*"later", "enter")
         await pilot.pause()
         assert any("cannot seek to 'later'" in str(n.message) for n in app._notifications)
-        assert app.feed.clock == START
+        assert app.feed.now() == START

@@ -9,7 +9,7 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
-from crdscope.session.values import get
+from crdscope.session.events import Event
 
 from ..format import age
 from .base import ProbePanel, one_line
@@ -19,12 +19,11 @@ SHOWN = 200
 SEVERITY_STYLE = {"fail": ("$probe-fail", "✗"), "warn": ("$probe-warn", "!"), "info": ("$probe-ok", "·")}
 
 
-def event_markup(event: object) -> str:
+def event_markup(event: Event) -> str:
     """``12:04:31 ✗ health: API server restarted`` coloured by severity."""
-    colour, mark = SEVERITY_STYLE.get(str(get(event, "severity", "info")), ("$probe-idle", "·"))
-    stamp = time.strftime("%H:%M:%S", time.localtime(float(get(event, "timestamp", 0.0))))
-    return (f"[dim]{stamp}[/dim] [{colour}]{mark} {one_line(get(event, 'probe', ''))}[/] "
-            f"{one_line(get(event, 'message', ''))}")
+    colour, mark = SEVERITY_STYLE.get(event.severity, ("$probe-idle", "·"))
+    stamp = time.strftime("%H:%M:%S", time.localtime(event.timestamp))
+    return f"[dim]{stamp}[/dim] [{colour}]{mark} {one_line(event.probe)}[/] {one_line(event.message)}"
 
 
 class EventsPanel(ProbePanel):
@@ -48,6 +47,6 @@ class EventsPanel(ProbePanel):
         events = self.store.events
         if not events:
             return "[$probe-idle]no events yet: transitions appear here, once each[/]"
-        newest = float(get(events[-1], "timestamp", 0.0))
-        problems = sum(1 for e in events if get(e, "severity") in ("warn", "fail"))
+        newest = events[-1].timestamp
+        problems = sum(1 for e in events if e.severity in ("warn", "fail"))
         return f"{len(events)} events ({problems} warnings) · newest {age(self.now() - newest)} ago"

@@ -7,30 +7,28 @@ from collections.abc import Iterable
 from textual.widget import Widget
 from textual.widgets import Static
 
-from crdscope.session.values import get, number
+from crdscope.probes.inventory import InventorySample
 
 from ..format import DASH, age, number as fmt, rate
 from .base import ProbePanel
-from .text import columns, pairs
+from .text import Cell, columns, pairs
 
 STATES = ("Established", "NamesAccepted", "Pending", "Terminating")
 #: Owners listed (the rest are summed into one line).
 OWNERS_SHOWN = 8
 
 
-def owners_table(sample: object) -> str:
+def owners_table(sample: InventorySample) -> str:
     """Owners by CRD count, with the install rate and ETA of those still installing."""
-    by_owner = get(sample, "by_owner", {}) or {}
-    installing = get(sample, "installing", {}) or {}
-    ordered = sorted(by_owner.items(), key=lambda kv: (-kv[1], kv[0]))
-    rows = []
+    ordered = sorted(sample.by_owner.items(), key=lambda kv: (-kv[1], kv[0]))
+    rows: list[list[Cell]] = []
     for owner, crds in ordered[:OWNERS_SHOWN]:
-        install = installing.get(owner)
+        install = sample.installing.get(owner)
         if install is not None:
-            eta = number(get(install, "eta_seconds"))
-            rows.append([owner, fmt(crds), fmt(get(install, "established")),
-                         (rate(number(get(install, "per_minute")), "/min"), "probe-warn"),
-                         age(eta) if eta is not None else (get(install, "eta_note") or DASH)])
+            eta = install.eta_seconds
+            rows.append([owner, fmt(crds), fmt(install.established),
+                         (rate(install.per_minute, "/min"), "probe-warn"),
+                         age(eta) if eta is not None else (install.eta_note or DASH)])
         else:
             rows.append([owner, fmt(crds), "", "", "installed"])
     rest = ordered[OWNERS_SHOWN:]
@@ -41,17 +39,15 @@ def owners_table(sample: object) -> str:
     return columns(("owner", "CRDs", "estab.", "rate", "ETA"), rows, max_widths=(34, 0, 0, 0, 24))
 
 
-def mrd_line(sample: object) -> str:
+def mrd_line(sample: InventorySample) -> str:
     """Crossplane v2 ManagedResourceDefinitions Active/Inactive, or why they are not shown."""
-    mrds = get(sample, "mrds")
-    if mrds is None:
-        return ""
-    if get(mrds, "unobservable"):
-        return f"[$probe-idle]MRDs: {get(mrds, 'unobservable')}[/]"
-    if not get(mrds, "present"):
+    mrds = sample.mrds
+    if mrds.unobservable:
+        return f"[$probe-idle]MRDs: {mrds.unobservable}[/]"
+    if not mrds.present:
         return "[$probe-idle]no Crossplane v2 ManagedResourceDefinitions[/]"
-    return "MRDs " + pairs(("Active", fmt(get(mrds, "active"))), ("Inactive", fmt(get(mrds, "inactive"))),
-                           ("total", fmt(get(mrds, "total"))))
+    return "MRDs " + pairs(("Active", fmt(mrds.active)), ("Inactive", fmt(mrds.inactive)),
+                           ("total", fmt(mrds.total)))
 
 
 class InventoryPanel(ProbePanel):
@@ -73,25 +69,26 @@ class InventoryPanel(ProbePanel):
         server is away (``watch_connected`` False): its counts are then as last seen.
         """
         base = super().status_markup()
-        latest = self.store.latest("inventory")
-        if latest is None or latest.error or get(latest, "watch_connected", True):
+        latest = self.store.latest_of(InventorySample)
+        if latest is None or latest.error or latest.watch_connected:
             return base
-        history = self.store.good_history("inventory")
-        connected = [s for s in history if get(s, "watch_connected", False)]
+        history = self.store.good_history_of(InventorySample)
+        if not history:
+            return base
+        connected = [s for s in history if s.watch_connected]
         away = self.now() - (connected[-1] if connected else history[0]).timestamp
         if away < self.stale_after("inventory"):
             return base  # the watch reconnects now and then (its own timeout): not an outage
         return f"[$probe-fail]✗ {age(away)} since last good sample · CRD watch not connected: counts as last seen[/]"
 
     def draw(self) -> None:
-        sample = self.store.last_good("inventory")
+        sample = self.store.last_good_of(InventorySample)
         if sample is None:
             return
-        by_state = get(sample, "by_state", {}) or {}
+        by_state = sample.by_state
         states = [(state, fmt(by_state.get(state, 0))) for state in STATES if by_state.get(state)]
-        counts = pairs(("CRDs", fmt(get(sample, "crds"))), *states,
-                       ("rate", rate(number(get(sample, "per_minute")), "/min")))
-        watch = "" if get(sample, "watch_connected", True) else " [$probe-warn](watch reconnecting)[/]"
+        counts = pairs(("CRDs", fmt(sample.crds)), *states, ("rate", rate(sample.per_minute, "/min")))
+        watch = "" if sample.watch_connected else " [$probe-warn](watch reconnecting)[/]"
         self.query_one("#inventory-counts", Static).update(counts + watch)
         self.query_one("#inventory-owners", Static).update(owners_table(sample))
         self.query_one("#inventory-mrds", Static).update(mrd_line(sample))

@@ -8,7 +8,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Static
 
-from crdscope.session.values import get, items, number
+from crdscope.probes.openapi import OpenAPISample
 
 from ..format import age, duration, number as fmt, size
 from .base import ProbePanel, one_line
@@ -21,29 +21,28 @@ STAGE_LABELS = {"names_accepted": "NamesAccepted", "established": "Established",
 BACKLOG_NAMES_SHOWN = 2
 
 
-def lag_table(sample: object) -> str:
+def lag_table(sample: OpenAPISample) -> str:
     """p50/p95/max seconds from creation to each stage."""
-    lags = get(sample, "lag_seconds", {}) or {}
+    lags = sample.lag_seconds
     ordered = [key for key in STAGE_LABELS if key in lags] + [key for key in lags if key not in STAGE_LABELS]
-    rows = [[STAGE_LABELS.get(key, key), duration(number(get(lags[key], "p50"))),
-             duration(number(get(lags[key], "p95"))), duration(number(get(lags[key], "max")))]
+    rows = [[STAGE_LABELS.get(key, key), duration(lags[key].p50), duration(lags[key].p95), duration(lags[key].max)]
             for key in ordered]
     if not rows:
         return "[$probe-idle]lag: no CRD created while watching yet[/]"
     return columns(("created →", "p50", "p95", "max"), rows)
 
 
-def v2_line(sample: object) -> str:
+def v2_line(sample: OpenAPISample) -> str:
     """The last /openapi/v2 fetch: size, time to first byte, total; or why there was none."""
-    if get(sample, "v2_error"):
-        return f"[$probe-fail]v2: {one_line(get(sample, 'v2_error'))}[/]"
-    if get(sample, "v2_fetched_at") is None:
-        note = get(sample, "v2_note") or "not fetched yet"
+    if sample.v2_error:
+        return f"[$probe-fail]v2: {one_line(sample.v2_error)}[/]"
+    if sample.v2_fetched_at is None:
+        note = sample.v2_note or "not fetched yet"
         return f"[$probe-idle]v2: {one_line(note)}[/]"
-    return "v2 " + pairs(("", size(number(get(sample, "v2_bytes")))),
-                         ("first byte", duration(number(get(sample, "v2_first_byte_seconds")))),
-                         ("built+sent", duration(number(get(sample, "v2_seconds")))),
-                         ("status", fmt(get(sample, "v2_status"))))
+    return "v2 " + pairs(("", size(sample.v2_bytes)),
+                         ("first byte", duration(sample.v2_first_byte_seconds)),
+                         ("built+sent", duration(sample.v2_seconds)),
+                         ("status", fmt(sample.v2_status)))
 
 
 class OpenAPIPanel(ProbePanel):
@@ -63,23 +62,23 @@ class OpenAPIPanel(ProbePanel):
             yield RolePlot(id="plot-backlog")
 
     def draw(self) -> None:
-        sample = self.store.last_good("openapi")
+        sample = self.store.last_good_of(OpenAPISample)
         if sample is None:
             return
-        backlog = number(get(sample, "backlog")) or 0
+        backlog = sample.backlog
         warn = getattr(getattr(getattr(self.app, "settings", None), "thresholds", None), "openapi_backlog_warn", 50)
         role = "probe-warn" if backlog >= warn else "probe-ok" if backlog == 0 else ""
         backlog_text = f"[${role}]{fmt(backlog)}[/]" if role else fmt(backlog)
         if backlog:
-            backlog_text += f" (oldest {age(number(get(sample, 'backlog_oldest_seconds')))})"
-        summary = pairs(("v3 paths", fmt(get(sample, "v3_paths"))),
-                        ("index", f"{duration(number(get(sample, 'v3_seconds')))} {size(number(get(sample, 'v3_bytes')))}"),
+            backlog_text += f" (oldest {age(sample.backlog_oldest_seconds)})"
+        summary = pairs(("v3 paths", fmt(sample.v3_paths)),
+                        ("index", f"{duration(sample.v3_seconds)} {size(sample.v3_bytes)}"),
                         ("backlog", backlog_text))
-        names = items(get(sample, "backlog_names"))[:BACKLOG_NAMES_SHOWN]
+        names = sample.backlog_names[:BACKLOG_NAMES_SHOWN]
         if names:
             summary += "\n[$probe-warn]waiting: " + one_line(", ".join(map(str, names))) + "[/]"
-        if get(sample, "discovery_unobservable"):
-            summary += f"\n[$probe-idle]discovery stage: {one_line(get(sample, 'discovery_unobservable'))}[/]"
+        if sample.discovery_unobservable:
+            summary += f"\n[$probe-idle]discovery stage: {one_line(sample.discovery_unobservable)}[/]"
         self.query_one("#openapi-summary", Static).update(summary)
         self.query_one("#openapi-lag", Static).update(lag_table(sample))
         self.query_one("#openapi-v2", Static).update(v2_line(sample))
@@ -88,8 +87,7 @@ class OpenAPIPanel(ProbePanel):
     def draw_plot(self) -> None:
         plot = self.query_one("#plot-backlog", RolePlot)
         now = self.now()
-        points = [((s.timestamp - now) / 60, float(get(s, "backlog", 0) or 0))
-                  for s in self.store.good_history("openapi")]
+        points = [((s.timestamp - now) / 60, float(s.backlog)) for s in self.store.good_history_of(OpenAPISample)]
         if not points:
             plot.empty("backlog", "no OpenAPI runs yet")
             return

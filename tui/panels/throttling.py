@@ -7,56 +7,54 @@ from collections.abc import Iterable
 from textual.widget import Widget
 from textual.widgets import Static
 
-from crdscope.session.values import get, items, number
+from crdscope.probes.apf import PriorityLevel
+from crdscope.probes.throttling import ThrottlingSample
 
 from ..format import DASH, age, duration, number as fmt, rate
 from .base import ProbePanel, one_line
-from .text import columns, pairs
+from .text import Cell, columns, pairs
 
 #: Priority levels listed (busiest first).
 LEVELS_SHOWN = 8
 
 
-def level_rows(sample: object) -> list[list]:
+def level_rows(sample: ThrottlingSample) -> list[list[Cell]]:
     """One row per priority level: busiest (rejecting, queueing, executing) first."""
-    levels = items(get(sample, "priority_levels"))
+    def busy(level: PriorityLevel) -> tuple[float, int, int, str]:
+        return (-(level.rejected_per_s or 0), -level.inqueue, -level.executing_seats, level.name)
 
-    def busy(level: object) -> tuple:
-        return (-(number(get(level, "rejected_per_s")) or 0), -(number(get(level, "inqueue")) or 0),
-                -(number(get(level, "executing_seats")) or 0), str(get(level, "name", "")))
-
-    rows = []
-    for level in sorted(levels, key=busy)[:LEVELS_SHOWN]:
-        seats = number(get(level, "executing_seats")) or 0
-        limit = number(get(level, "limit_seats"))
+    rows: list[list[Cell]] = []
+    for level in sorted(sample.priority_levels, key=busy)[:LEVELS_SHOWN]:
+        seats = level.executing_seats
+        limit = level.limit_seats
         full = limit is not None and limit > 0 and seats >= limit
-        rejected = number(get(level, "rejected_per_s"))
-        inqueue = number(get(level, "inqueue")) or 0
+        rejected = level.rejected_per_s
+        inqueue = level.inqueue
         rows.append([
-            str(get(level, "name", "?")),
+            level.name,
             (fmt(inqueue), "probe-warn" if inqueue else ""),
             (f"{fmt(seats)}/{fmt(limit) if limit is not None else DASH}", "probe-warn" if full else ""),
             (rate(rejected) if rejected is not None else DASH, "probe-fail" if rejected else ""),
-            duration(number(get(level, "wait_p99_seconds"))),
+            duration(level.wait_p99_seconds),
         ])
     return rows
 
 
-def responses_line(sample: object, now: float) -> str:
+def responses_line(sample: ThrottlingSample, now: float) -> str:
     """429s crdscope's own requests received, with the newest one's Retry-After."""
-    answered = get(sample, "responses_429")
-    total = number(get(answered, "total")) or 0
+    answered = sample.responses_429
+    total = answered.total
     if not total:
         return "429s to crdscope: [b]0[/b]"
-    recent = items(get(answered, "recent"))
-    line = f"[$probe-fail]429s to crdscope: [b]{fmt(total)}[/b][/] (+{fmt(get(answered, 'since_last_run'))})"
+    recent = answered.recent
+    line = f"[$probe-fail]429s to crdscope: [b]{fmt(total)}[/b][/] (+{fmt(answered.since_last_run)})"
     if recent:
         newest = recent[-1]
-        retry = number(get(newest, "retry_after_seconds"))
-        line += (f" · last {age(now - float(get(newest, 'timestamp', now)))} ago "
-                 f"{one_line(get(newest, 'method', ''))} {one_line(get(newest, 'path', ''))}"
+        retry = newest.retry_after_seconds
+        line += (f" · last {age(now - newest.timestamp)} ago "
+                 f"{one_line(newest.method)} {one_line(newest.path)}"
                  f" Retry-After {duration(retry) if retry is not None else DASH}"
-                 f" ({one_line(get(newest, 'priority_level', '') or '?')})")
+                 f" ({one_line(newest.priority_level or '?')})")
     return line
 
 
@@ -73,14 +71,14 @@ class ThrottlingPanel(ProbePanel):
         yield Static("", id="throttling-client")
 
     def draw(self) -> None:
-        sample = self.store.last_good("throttling")
+        sample = self.store.last_good_of(ThrottlingSample)
         if sample is None:
             return
-        rejected = number(get(sample, "rejected_per_s"))
+        rejected = sample.rejected_per_s
         summary = pairs(("rejected", rate(rejected) if rejected is not None else DASH),
-                        ("window", duration(number(get(sample, "interval_seconds")))))
+                        ("window", duration(sample.interval_seconds)))
         summary += "\n" + responses_line(sample, self.now())
-        missing = get(sample, "unobservable", {}) or {}
+        missing = sample.unobservable
         if missing:
             summary += "\n" + "\n".join(f"[$probe-idle]{one_line(k)}: {one_line(v)}[/]" for k, v in missing.items())
         self.query_one("#throttling-summary", Static).update(summary)
@@ -91,17 +89,16 @@ class ThrottlingPanel(ProbePanel):
         self.query_one("#throttling-client", Static).update(client_lines(sample))
 
 
-def client_lines(sample: object) -> str:
+def client_lines(sample: ThrottlingSample) -> str:
     """Where the server put crdscope's requests, and crdscope's own token bucket."""
     lines = []
-    flows = items(get(sample, "own_flows"))
+    flows = sample.own_flows
     if flows:
         lines.append("crdscope's flow: " + ", ".join(
-            f"{one_line(get(f, 'flow_schema') or '?')} → {one_line(get(f, 'priority_level') or '?')}"
-            for f in flows[:2]))
-    limiter = get(sample, "client_limiter")
+            f"{one_line(f.flow_schema or '?')} → {one_line(f.priority_level or '?')}" for f in flows[:2]))
+    limiter = sample.client_limiter
     if limiter is not None:
         lines.append("loader limiter " + pairs(
-            ("qps", f"{number(get(limiter, 'qps')) or 0:g}"), ("burst", fmt(get(limiter, "burst"))),
-            ("waited", duration(number(get(limiter, "waited_seconds"))))))
+            ("qps", f"{limiter.qps or 0:g}"), ("burst", fmt(limiter.burst)),
+            ("waited", duration(limiter.waited_seconds))))
     return "\n".join(lines)
