@@ -36,7 +36,7 @@ from crdscope.probes.errors import ConfigError
 from crdscope.probes.samples import Sample
 
 from .recorder import ClusterInfo
-from .values import is_record, names_of, get, number
+from .values import finite_number, is_record, names_of, read_field
 
 PREFIX = "crdscope"
 #: Label names for nested figures where the field name does not say it.
@@ -83,12 +83,12 @@ def flatten(probe: str, sample: Sample) -> Iterator[tuple[str, dict[str, str], f
     for field in names_of(sample):
         if field in ("timestamp", "error") or (probe, field) in EXCLUDED:
             continue
-        yield from _flatten(probe, field, (field,), get(sample, field), {}, 0)
+        yield from _flatten(probe, field, (field,), read_field(sample, field), {}, 0)
 
 
 def _flatten(probe: str, field: str, parts: tuple[str, ...], value: Any, labels: dict[str, str],
              depth: int) -> Iterator[tuple[str, dict[str, str], float]]:
-    as_number = number(value)
+    as_number = finite_number(value)
     if as_number is not None:
         yield metric_name(probe, *parts), labels, as_number
         return
@@ -102,17 +102,18 @@ def _flatten(probe: str, field: str, parts: tuple[str, ...], value: Any, labels:
             yield from _flatten(probe, field, parts, inner, {**labels, label: str(key)}, depth + 1)
     elif is_record(value):
         for name in names_of(value):
-            yield from _flatten(probe, name, (*parts, name), get(value, name), labels, depth + 1)
+            yield from _flatten(probe, name, (*parts, name), read_field(value, name), labels, depth + 1)
     elif isinstance(value, (list, tuple)) and value and all(is_record(v) for v in value):
         label = LABELS.get((probe, field)) or _singular(field)
         for item in value:
-            key = next((str(get(item, n)) for n in NAME_FIELDS if isinstance(get(item, n), str)), None)
+            key = next((str(read_field(item, n)) for n in NAME_FIELDS
+                        if isinstance(read_field(item, n), str)), None)
             if key is None:
                 return  # records with no name cannot be told apart
             for name in names_of(item):
-                if name in NAME_FIELDS and isinstance(get(item, name), str):
+                if name in NAME_FIELDS and isinstance(read_field(item, name), str):
                     continue
-                yield from _flatten(probe, name, (*parts, name), get(item, name),
+                yield from _flatten(probe, name, (*parts, name), read_field(item, name),
                                     {**labels, label: key}, depth + 1)
 
 
