@@ -303,17 +303,19 @@ def configure_logging() -> Path | None:
     return path
 
 
-def wire_lab(monitor: Any) -> None:
+def wire_lab(monitor: Any, lab_home: Path | None = None) -> None:
     """When the monitor watches crdscope's lab, give the health probe the lab's etcd connection count.
 
     The health probe reads ``monitor.shared.lab_etcd_connections`` (a callable) if set;
-    only lab-aware callers (this watcher, the TUI) set it, since probes never import ``lab``.
+    only lab-aware callers (the headless watch, the TUI's ``build_app``) set it, since
+    probes never import ``lab``.  ``lab_home`` is the lab's directory when the caller
+    holds the lab (``crdscope lab``); otherwise the default lab's is looked up.
     """
     try:
         from crdscope.lab.sockets import etcd_connection_counter
     except ImportError:
         return
-    counter: Callable[[], Any] | None = etcd_connection_counter(monitor.cluster.server)
+    counter: Callable[[], Any] | None = etcd_connection_counter(monitor.cluster.server, lab_home)
     if counter is not None:
         monitor.shared.lab_etcd_connections = counter
 

@@ -77,6 +77,7 @@ def build_app(kubeconfig: str | None = None, context: str | None = None, *, reco
     from crdscope.probes.cluster import Cluster
     from crdscope.probes.monitor import Monitor
     from crdscope.probes.settings import load_settings
+    from crdscope.session.headless import wire_lab
 
     from .app import CrdscopeApp, check_theme
     from .feeds import LiveFeed
@@ -89,6 +90,7 @@ def build_app(kubeconfig: str | None = None, context: str | None = None, *, reco
     cluster = Cluster.connect(kubeconfig, context)
     recorder = open_recorder(record, settings, kubeconfig, context)
     monitor = Monitor(cluster, settings)
+    wire_lab(monitor, lab.home if lab is not None else None)
     loader = LoaderControl(monitor, settings.loader, context_flag=context)
     return CrdscopeApp(LiveFeed(monitor), settings=settings, theme=theme, loader=loader, lab=lab,
                        recorder=recorder, layout=layout)
