@@ -41,13 +41,15 @@ def binary_options(function: Callable) -> Callable:
 
 
 @click.group(cls=Group, invoke_without_command=True)
+@click.option("--source", default=None, metavar="SRC",
+              help="what the monitor's loader loads: a directory, an archive, a YAML file, synthetic:N")
 @click.pass_context
-def lab(ctx: click.Context) -> None:
+def lab(ctx: click.Context, source: str | None) -> None:
     """A local etcd + kube-apiserver: with no command, start it and open the monitor."""
     if ctx.invoked_subcommand is None:
         from crdscope.tui.launch import open_lab_monitor
 
-        open_lab_monitor()
+        open_lab_monitor(source)
 
 
 @lab.command("build")

@@ -21,8 +21,10 @@ from .cli import cluster_options
 @click.option("--prometheus", "prometheus_url", default=None, metavar="URL",
               help="read memory and restarts from this Prometheus (managed control planes)")
 @click.option("--theme", default=None, help="colour theme of the monitor")
+@click.option("--source", default=None, metavar="SRC",
+              help="what the loader loads: a directory, an archive, a YAML file, synthetic:N")
 def watch(kubeconfig, context, headless, duration, record, no_record, fail_if, serve_metrics,
-          prometheus_url, theme) -> None:
+          prometheus_url, theme, source) -> None:
     """Open the monitor on a cluster (the current context by default)."""
     if headless:
         from crdscope.session.headless import run_headless
@@ -33,4 +35,4 @@ def watch(kubeconfig, context, headless, duration, record, no_record, fail_if, s
     from .launch import open_monitor
 
     open_monitor(kubeconfig=kubeconfig, context=context, record=None if no_record else (record or True),
-                 prometheus_url=prometheus_url, theme=theme)
+                 prometheus_url=prometheus_url, theme=theme, source=source)

@@ -72,7 +72,7 @@ def open_recorder(record: Any, settings, kubeconfig: str | None, context: str | 
 
 def build_app(kubeconfig: str | None = None, context: str | None = None, *, record: Any = None,
               prometheus_url: str | None = None, theme: str | None = None, lab: Any = None,
-              settings: Any = None, layout: str | None = None):
+              settings: Any = None, layout: str | None = None, source: str | None = None):
     """The monitor app on a cluster, ready to run (tests drive it with ``run_test``)."""
     from crdscope.probes.cluster import Cluster
     from crdscope.probes.monitor import Monitor
@@ -91,17 +91,29 @@ def build_app(kubeconfig: str | None = None, context: str | None = None, *, reco
     recorder = open_recorder(record, settings, kubeconfig, context)
     monitor = Monitor(cluster, settings)
     wire_lab(monitor, lab.home if lab is not None else None)
-    loader = LoaderControl(monitor, settings.loader, context_flag=context)
+    loader = LoaderControl(monitor, settings.loader, context_flag=context, source=source)
     return CrdscopeApp(LiveFeed(monitor), settings=settings, theme=theme, loader=loader, lab=lab,
                        recorder=recorder, layout=layout)
 
 
+def check_source(source: str | None) -> None:
+    """A wrong ``--source`` is one line before the screen opens (it is read when the loader starts)."""
+    if source is not None:
+        from crdscope.loader.sources import open_source
+
+        open_source(source)
+
+
 def open_monitor(kubeconfig: str | None = None, context: str | None = None, *, record: Any = True,
-                 prometheus_url: str | None = None, theme: str | None = None, lab: Any = None) -> None:
-    """Open the monitor on a cluster (the current context by default) and run it until quit."""
+                 prometheus_url: str | None = None, theme: str | None = None, lab: Any = None,
+                 source: str | None = None) -> None:
+    """Open the monitor on a cluster (the current context by default) and run it until quit;
+    ``source`` is what the loader offers to load (default: the configured one)."""
+    check_source(source)
     where = log_to_file()
     _first_contact(kubeconfig, context)
-    app = build_app(kubeconfig, context, record=record, prometheus_url=prometheus_url, theme=theme, lab=lab)
+    app = build_app(kubeconfig, context, record=record, prometheus_url=prometheus_url, theme=theme, lab=lab,
+                    source=source)
     try:
         app.run()
     finally:
@@ -110,10 +122,25 @@ def open_monitor(kubeconfig: str | None = None, context: str | None = None, *, r
             click.echo(f"recorded to {app.recorder.first_path}", err=True)
     if app.return_code:
         click.echo(f"crdscope: the monitor stopped on an error (details in {where})", err=True)
+    if lab is not None:
+        say_lab_still_running(lab)
 
 
-def open_lab_monitor() -> None:
-    """Start the lab if it is not up, then open the monitor on it with the loader ready."""
+def say_lab_still_running(lab: Any) -> None:
+    """Quitting the monitor leaves the lab up (loaded CRDs and all): say so, and how to stop it."""
+    try:
+        running = lab.state() is not None
+    except Exception:  # noqa: BLE001 - a reminder must never turn a clean quit into a traceback
+        return
+    if running:
+        down = f"crdscope lab down --name {lab.name}" if getattr(lab, "name", "") else "crdscope lab down"
+        click.echo(f"the lab is still running: {down} stops it", err=True)
+
+
+def open_lab_monitor(source: str | None = None) -> None:
+    """Start the lab if it is not up, then open the monitor on it with the loader ready
+    (loading ``source`` when given, else the configured source)."""
+    check_source(source)
     from crdscope.lab.binaries import ensure_binaries
     from crdscope.lab.controlplane import Lab
 
@@ -122,4 +149,4 @@ def open_lab_monitor() -> None:
     if state is None or not lab.status()["ready"]:
         binaries = ensure_binaries(progress=lambda line: click.echo(line, err=True))
         state = lab.up(binaries, say=lambda line: click.echo(line, err=True))
-    open_monitor(kubeconfig=state.kubeconfig, context=None, lab=lab)
+    open_monitor(kubeconfig=state.kubeconfig, context=None, lab=lab, source=source)
