@@ -23,6 +23,7 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 
 from . import discovery_kubectl as kubectl_side
@@ -38,6 +39,7 @@ from .discovery_docs import (
     parse_api_group_list,
     parse_api_versions,
     parse_resource_list,
+    Resource,
 )
 from .discovery_kubectl import KubectlCache, KubectlTiming
 from .errors import ClusterError, ConfigError
@@ -47,7 +49,15 @@ from .settings import Cadences
 from .shared import SharedState
 from .transport import TRANSPORT_ERRORS
 
+if TYPE_CHECKING:
+    from .monitor import Monitor
+
 log = logging.getLogger("crdscope.discovery")
+
+#: How a discovery run asked: aggregated discovery (two requests), or the legacy walk (one per group-version).
+DiscoveryMode = Literal["aggregated", "legacy"]
+#: (path, size, mtime) of every file of kubectl's cache (``discovery_kubectl.cache_signature``).
+CacheSignature = tuple[tuple[str, int, int], ...]
 
 SLOWEST = 5
 #: After a change, walk again no sooner than this fraction of the legacy cadence (politeness floor).
@@ -79,7 +89,8 @@ class DiscoverySample(Sample):
     probe = "discovery"
 
     server: str = ""
-    mode: str = ""
+    #: "" in a failed sample.
+    mode: DiscoveryMode | Literal[""] = ""
     format: str = ""
     fallback_reason: str | None = None
     group_versions: int = 0
@@ -95,6 +106,11 @@ class DiscoverySample(Sample):
     changed: bool = False
     appeared: tuple[str, ...] = ()
     vanished: tuple[str, ...] = ()
+    #: A full GET of /api and /apis without ETag (what a new client pays), every
+    #: ``cadences.discovery_legacy`` seconds; ``seconds`` above is mostly a conditional GET answered 304.
+    cold_seconds: float | None = None
+    cold_bytes: int | None = None
+    cold_timestamp: float | None = None
     walk_timestamp: float | None = None
     walk_requests: int | None = None
     walk_bytes: int | None = None
@@ -130,7 +146,7 @@ class DiscoveryView:
     """
 
     timestamp: float
-    mode: str
+    mode: DiscoveryMode
     visible_since: dict[str, float]
     stale: frozenset[str]
     served: frozenset[tuple[str, str, str]]
@@ -161,7 +177,62 @@ class _Walk:
     failed: dict[str, str]
 
 
-class _Failed(Exception):
+class _AggregatedAnswer(NamedTuple):
+    """``/api`` and ``/apis`` asked for aggregated discovery."""
+
+    format: str
+    apis: DiscoveredAPIs
+    fetches: list[_Fetched]
+    #: Why this server needs the legacy walk (None: aggregated discovery answered).
+    fallback_reason: str | None
+    #: Plain (legacy) answers already received, by path, to reuse for the walk.
+    plain: dict[str, _Fetched]
+
+
+class _LegacyLists(NamedTuple):
+    """Legacy ``/api`` and ``/apis`` answers and the group-versions they list."""
+
+    api: _Fetched
+    apis: _Fetched
+    listed: DiscoveredAPIs
+
+
+class _GroupVersionAnswer(NamedTuple):
+    """One group-version's GET of the legacy walk: its answer and resources, or why there are none."""
+
+    group_version: str
+    fetched: _Fetched | None
+    resources: list[Resource] | None
+    error: str | None
+
+
+class _Measured(NamedTuple):
+    """What this run's discovery cost, in the mode it ran."""
+
+    mode: DiscoveryMode
+    requests: int
+    body_bytes: int
+    wire_bytes: int
+    seconds: float
+
+
+class _ColdFigure(NamedTuple):
+    """The latest discovery fetched without ETags: when, how long, how many bytes on the wire."""
+
+    timestamp: float
+    seconds: float
+    wire_bytes: int
+
+
+class _Counted(NamedTuple):
+    """A discovery document's resources, counted once per document (thousands of CRDs)."""
+
+    apis: DiscoveredAPIs
+    served: frozenset[tuple[str, str, str]]
+    resources: frozenset[str]
+
+
+class _RunError(Exception):
     """This run cannot go on; the message becomes the sample's error."""
 
 
@@ -183,14 +254,15 @@ class DiscoveryProbe:
         self._etags: dict[str, str] = {}
         self._aggregated: dict[str, tuple[str, DiscoveredAPIs]] = {}  # path -> (format, parsed)
         self._merged: DiscoveredAPIs | None = None
-        self._counted: tuple[DiscoveredAPIs, frozenset, frozenset] | None = None
+        self._counted: _Counted | None = None
         self._legacy_only = False
         self._walk: _Walk | None = None
         self._walk_listed: set[str] = set()
         self._previous: set[str] | None = None
         self._first_seen: dict[str, float] = {}
-        self._cache_signature: tuple | None = None
+        self._cache_signature: CacheSignature | None = None
         self._cache: KubectlCache | None = None
+        self._cold: _ColdFigure | None = None
 
     async def run(self) -> DiscoverySample:
         """One periodic run: aggregated discovery, plus the legacy walk when it is due."""
@@ -212,13 +284,12 @@ class DiscoveryProbe:
                                 response.headers.get("ETag"), bytes(body), response.num_bytes_downloaded,
                                 time.perf_counter() - started)
         except TRANSPORT_ERRORS as exc:
-            raise _Failed(explain(exc, self.cluster.server)) from None
+            raise _RunError(explain(exc, self.cluster.server)) from None
         except ClusterError as exc:
-            raise _Failed(str(exc)) from None
+            raise _RunError(str(exc)) from None
 
-    async def _aggregated_fetch(self) -> tuple[str, DiscoveredAPIs, list[_Fetched], str | None,
-                                               dict[str, _Fetched]]:
-        """``/api`` then ``/apis``; returns (format, parsed, fetches, fallback reason, plain answers)."""
+    async def _aggregated_fetch(self) -> _AggregatedAnswer:
+        """``/api`` then ``/apis`` asked for aggregated discovery."""
         fetches: list[_Fetched] = []
         parts: list[DiscoveredAPIs] = []
         formats: list[str] = []
@@ -227,7 +298,8 @@ class DiscoveryProbe:
             fetched = await self._get(path, ACCEPT_AGGREGATED, self._etags.get(path))
             fetches.append(fetched)
             if fetched.status == 406:
-                return "legacy", DiscoveredAPIs(), fetches, f"{path} answered 406 to aggregated discovery", {}
+                return _AggregatedAnswer("legacy", DiscoveredAPIs(), fetches,
+                                         f"{path} answered 406 to aggregated discovery", {})
             if fetched.status == 304 and path in self._aggregated:
                 fmt, parsed = self._aggregated[path]
             else:
@@ -247,55 +319,67 @@ class DiscoveryProbe:
             formats.append(fmt)
         if plain:
             which = " and ".join(plain)
-            return "legacy", DiscoveredAPIs(), fetches, f"{which} answered plain JSON (no aggregated discovery)", plain
+            return _AggregatedAnswer("legacy", DiscoveredAPIs(), fetches,
+                                     f"{which} answered plain JSON (no aggregated discovery)", plain)
         if self._merged is None or any(f.status != 304 for f in fetches):
             self._merged = parts[0].merge(parts[1])  # the same object while nothing changes
-        return formats[-1], self._merged, fetches, None, {}
+        return _AggregatedAnswer(formats[-1], self._merged, fetches, None, {})
 
-    async def _legacy_lists(self, plain: dict[str, _Fetched]) -> tuple[_Fetched, _Fetched, DiscoveredAPIs]:
+    async def _legacy_lists(self, plain: dict[str, _Fetched]) -> _LegacyLists:
         """Legacy ``/api`` and ``/apis`` (reusing plain answers already received), parsed and merged."""
         api = plain.get("/api") or await self._get("/api", ACCEPT_LEGACY)
         apis = plain.get("/apis") or await self._get("/apis", ACCEPT_LEGACY)
         for path, fetched in (("/api", api), ("/apis", apis)):
             if fetched.status != 200:
-                raise _Failed(f"legacy discovery {path} answered {fetched.status}")
+                raise _RunError(f"legacy discovery {path} answered {fetched.status}")
         listed = parse_api_versions(await decode_in_pieces(api.body), "/api").merge(
             parse_api_group_list(await decode_in_pieces(apis.body), "/apis"))
-        return api, apis, listed
+        return _LegacyLists(api, apis, listed)
 
-    async def _walk_legacy(self, lists: tuple[_Fetched, _Fetched, DiscoveredAPIs] | None = None) -> _Walk:
+    async def _walk_legacy(self, lists: _LegacyLists | None = None) -> _Walk:
         """client-go's walk: ``/api``, ``/apis``, then every group-version at once, each timed."""
         started = time.perf_counter()
         timestamp = time.time()
-        reused = 0.0 if lists is None else lists[0].seconds + lists[1].seconds
+        reused = 0.0 if lists is None else lists.api.seconds + lists.apis.seconds
         api, apis, listed = lists or await self._legacy_lists({})
         gvs = listed.group_versions()
         results = await asyncio.gather(*(self._get_group_version(gv) for gv in gvs))
-        failed = {gv: error for gv, _, _, error in results if error}
+        failed = {r.group_version: r.error for r in results if r.error}
         if gvs and len(failed) == len(gvs):
-            raise _Failed(f"every group-version GET failed, e.g. {gvs[0]}: {failed[gvs[0]]}")
-        for gv, _, resources, _ in results:
-            if resources is not None:
-                listed.resources[gv] = resources
-        answered = [api, apis] + [fetched for _, fetched, _, _ in results if fetched]
+            raise _RunError(f"every group-version GET failed, e.g. {gvs[0]}: {failed[gvs[0]]}")
+        for result in results:
+            if result.resources is not None:
+                listed.resources[result.group_version] = result.resources
+        answered = [api, apis] + [r.fetched for r in results if r.fetched]
         return _Walk(
             timestamp=timestamp, apis=listed, requests=2 + len(gvs),
             bytes=sum(len(f.body) for f in answered), wire_bytes=sum(f.wire_bytes for f in answered),
             seconds=time.perf_counter() - started + reused, api_seconds=api.seconds, apis_seconds=apis.seconds,
-            gv_seconds={gv: fetched.seconds for gv, fetched, _, _ in results if fetched}, failed=failed,
+            gv_seconds={r.group_version: r.fetched.seconds for r in results if r.fetched}, failed=failed,
         )
 
-    async def _get_group_version(self, gv: str) -> tuple[str, _Fetched | None, list | None, str | None]:
+    async def _get_group_version(self, gv: str) -> _GroupVersionAnswer:
         path = group_version_path(gv)
         try:
             fetched = await self._get(path, ACCEPT_LEGACY)
             if fetched.status != 200:
-                return gv, fetched, None, f"{path} answered {fetched.status}"
-            return gv, fetched, parse_resource_list(await decode_in_pieces(fetched.body), path), None
-        except _Failed as exc:
-            return gv, None, None, str(exc)
+                return _GroupVersionAnswer(gv, fetched, None, f"{path} answered {fetched.status}")
+            resources = parse_resource_list(await decode_in_pieces(fetched.body), path)
+            return _GroupVersionAnswer(gv, fetched, resources, None)
+        except _RunError as exc:
+            return _GroupVersionAnswer(gv, None, None, str(exc))
         except ValueError as exc:  # DiscoveryFormatError or undecodable JSON
-            return gv, None, None, f"{path}: {exc}"
+            return _GroupVersionAnswer(gv, None, None, f"{path}: {exc}")
+
+    async def _measure_cold(self, fetches: list[_Fetched], seconds: float) -> None:
+        """Keep a cold figure: this run's fetches when none was conditional, else a full GET when due."""
+        now = time.time()
+        if fetches and all(f.status == 200 for f in fetches):
+            self._cold = _ColdFigure(now, seconds, sum(f.wire_bytes for f in fetches))
+        elif self._cold is None or now - self._cold.timestamp >= self.legacy_cadence:
+            started = time.perf_counter()
+            cold = [await self._get(path, ACCEPT_AGGREGATED) for path in ("/api", "/apis")]
+            self._cold = _ColdFigure(now, time.perf_counter() - started, sum(f.wire_bytes for f in cold))
 
     # -- one run ------------------------------------------------------------------------
     def _walk_due(self, listed: set[str] | None, now: float) -> bool:
@@ -306,20 +390,21 @@ class DiscoveryProbe:
             return True
         return listed is not None and listed != self._walk_listed and age >= self.legacy_cadence * CHANGE_WALK_FLOOR
 
-    async def observe(self, mode: str | None = None) -> DiscoverySample:
+    async def observe(self, mode: DiscoveryMode | None = None) -> DiscoverySample:
         """Run once.  ``mode``: ``"aggregated"`` (no walk unless the server forces one),
         ``"legacy"`` (the walk alone) or None (the periodic policy)."""
         try:
             return await self._observe(mode)
-        except _Failed as exc:
+        except _RunError as exc:
             error = str(exc)
         except ValueError as exc:  # DiscoveryFormatError and undecodable JSON
             error = f"malformed discovery document: {exc}"
         return DiscoverySample(server=self.cluster.server, error=error, not_modified_total=self.not_modified_total)
 
-    async def _observe(self, mode: str | None) -> DiscoverySample:
+    async def _observe(self, mode: DiscoveryMode | None) -> DiscoverySample:
         started = time.perf_counter()
-        fallback, fmt, fetches, walk = None, "legacy", [], None
+        fallback, fmt, walk = None, "legacy", None
+        fetches: list[_Fetched] = []
         if mode == "legacy":
             walk = await self._walk_legacy()
             found, fetch_seconds = walk.apis, walk.seconds
@@ -329,6 +414,7 @@ class DiscoveryProbe:
             if fallback is None:
                 self._legacy_only = False
                 fetch_seconds = time.perf_counter() - started
+                await self._measure_cold(fetches, fetch_seconds)
                 if mode is None and self._walk_due(found.listed(), time.time()):
                     walk = await self._walk_legacy()
             else:
@@ -336,12 +422,13 @@ class DiscoveryProbe:
                     log.info("%s: no aggregated discovery (%s); using the legacy walk", self.cluster.server, fallback)
                 self._legacy_only = True
                 lists = await self._legacy_lists(plain)
-                fetches += [f for f in lists[:2] if all(f is not other for other in fetches)]
+                fetches += [f for f in (lists.api, lists.apis) if all(f is not other for other in fetches)]
                 fetch_seconds = time.perf_counter() - started
-                found = lists[2]
+                found = lists.listed
                 if mode is None and not self._walk_due(found.listed(), time.time()):
                     # Between walks, a server without aggregated discovery costs two requests a run.
                     known = set(found.group_versions())
+                    assert self._walk is not None  # a walk is always due until there is one
                     found.resources = {gv: r for gv, r in self._walk.apis.resources.items() if gv in known}
                 else:
                     walk = await self._walk_legacy(lists)
@@ -351,10 +438,10 @@ class DiscoveryProbe:
             self._walk, self._walk_listed = walk, walk.apis.listed()
         cache = await self._refresh_kubectl_cache()
         if walk is not None and walk.apis is found:  # the walk was this run's discovery
-            measured = ("legacy", walk.requests, walk.bytes, walk.wire_bytes, walk.seconds)
+            measured = _Measured("legacy", walk.requests, walk.bytes, walk.wire_bytes, walk.seconds)
         else:
-            measured = ("legacy" if fallback else "aggregated", len(fetches), sum(len(f.body) for f in fetches),
-                        sum(f.wire_bytes for f in fetches), fetch_seconds)
+            measured = _Measured("legacy" if fallback else "aggregated", len(fetches),
+                                 sum(len(f.body) for f in fetches), sum(f.wire_bytes for f in fetches), fetch_seconds)
         return self._sample(found, received, measured, fmt, fallback, sum(1 for f in fetches if f.status == 304),
                             walk, cache)
 
@@ -372,14 +459,14 @@ class DiscoveryProbe:
             self._first_seen.setdefault(gv, now)
         return fresh, appeared, vanished
 
-    def _sample(self, found: DiscoveredAPIs, received: float, measured: tuple, fmt: str, fallback: str | None,
+    def _sample(self, found: DiscoveredAPIs, received: float, measured: _Measured, fmt: str, fallback: str | None,
                 not_modified: int, walk: _Walk | None, cache: KubectlCache) -> DiscoverySample:
-        mode, requests, body_bytes, wire_bytes, seconds = measured
         fresh, appeared, vanished = self._changes(found, received)
-        if self._counted is None or self._counted[0] is not found:  # counting thousands of CRDs: once per change
-            self._counted = (found, frozenset(found.served_resources()), frozenset(found.preferred_resources()))
-        _, served, resources = self._counted
-        self.view = DiscoveryView(received, mode, dict(self._first_seen), frozenset(found.stale), served, resources)
+        if self._counted is None or self._counted.apis is not found:  # counting thousands of CRDs: once per change
+            self._counted = _Counted(found, frozenset(found.served_resources()), frozenset(found.preferred_resources()))
+        served, resources = self._counted.served, self._counted.resources
+        self.view = DiscoveryView(received, measured.mode, dict(self._first_seen), frozenset(found.stale), served,
+                                  resources)
         if self.shared is not None:
             self.shared.discovery = self.view
         last = self._walk
@@ -395,12 +482,16 @@ class DiscoveryProbe:
             slowest = sorted(last.gv_seconds.items(), key=lambda item: item[1], reverse=True)[:SLOWEST]
             models = client_models(last.api_seconds, last.apis_seconds, latencies, self.extra_limits)
         return DiscoverySample(
-            server=self.cluster.server, mode=mode, format=fmt, fallback_reason=fallback,
+            server=self.cluster.server, mode=measured.mode, format=fmt, fallback_reason=fallback,
             group_versions=len(fresh), resources=len(resources), stale_group_versions=tuple(sorted(found.stale)),
             failed_group_versions=dict(sorted(walk.failed.items())) if walk else {},
-            requests=requests, bytes=body_bytes, wire_bytes=wire_bytes, seconds=seconds,
+            requests=measured.requests, bytes=measured.body_bytes, wire_bytes=measured.wire_bytes,
+            seconds=measured.seconds,
             not_modified=not_modified, not_modified_total=self.not_modified_total,
             changed=bool(appeared or vanished), appeared=tuple(appeared), vanished=tuple(vanished),
+            cold_timestamp=self._cold.timestamp if self._cold else None,
+            cold_seconds=self._cold.seconds if self._cold else None,
+            cold_bytes=self._cold.wire_bytes if self._cold else None,
             walk_timestamp=last.timestamp if last else None, walk_requests=last.requests if last else None,
             walk_bytes=last.bytes if last else None, walk_seconds=last.seconds if last else None,
             gv_p50_seconds=percentile(latencies, 50), gv_p95_seconds=percentile(latencies, 95),
@@ -411,25 +502,27 @@ class DiscoveryProbe:
 
     async def _refresh_kubectl_cache(self) -> KubectlCache:
         """Inspect kubectl's cache in a thread; re-time the reads only when its files changed."""
-        def inspect() -> tuple[tuple, KubectlCache]:
+        def inspect() -> tuple[CacheSignature, KubectlCache]:
             signature = kubectl_side.cache_signature(kubectl_side.cache_dir_for(self.cluster.server))
-            changed = self._cache is None or signature != self._cache_signature
-            current = kubectl_side.inspect_cache(self.cluster.server, time_reads=changed)
-            if not changed:
-                current = dataclasses.replace(current, read_seconds=self._cache.read_seconds,
-                                              unreadable_files=self._cache.unreadable_files)
+            previous = self._cache if signature == self._cache_signature else None
+            current = kubectl_side.inspect_cache(self.cluster.server, time_reads=previous is None)
+            if previous is not None:
+                current = dataclasses.replace(current, read_seconds=previous.read_seconds,
+                                              unreadable_files=previous.unreadable_files)
             return signature, current
 
-        self._cache_signature, self._cache = await asyncio.to_thread(inspect)
-        return self._cache
+        self._cache_signature, cache = await asyncio.to_thread(inspect)
+        self._cache = cache
+        return cache
 
 
 async def once(cluster: Cluster, legacy: bool = False, qps: float | None = None, burst: int | None = None,
-               kubectl: bool = False) -> DiscoverySample:
+               kubectl: bool | str = False) -> DiscoverySample:
     """``crdscope probe discovery``: aggregated discovery, or (``legacy``) the legacy walk.
 
     ``qps``/``burst`` add a client model of the walk (so they need ``legacy``);
-    ``kubectl`` also times the real ``kubectl api-resources`` (cold and warm).
+    ``kubectl`` also times the real ``kubectl api-resources`` (cold and warm): True or
+    ``"kubectl"`` for the one on PATH, else the path of a kubectl binary.
     """
     extra = user_limits(qps, burst)
     if extra is not None and not legacy:
@@ -437,10 +530,11 @@ async def once(cluster: Cluster, legacy: bool = False, qps: float | None = None,
     probe = DiscoveryProbe(cluster, extra_limits=extra)
     sample = await probe.observe("legacy" if legacy else "aggregated")
     if kubectl and sample.ok:
-        sample = dataclasses.replace(sample, kubectl=await kubectl_side.kubectl_timing(cluster))
+        binary = kubectl if isinstance(kubectl, str) and kubectl != "kubectl" else None
+        sample = dataclasses.replace(sample, kubectl=await kubectl_side.kubectl_timing(cluster, binary))
     return sample
 
 
-def make_probe(monitor) -> DiscoveryProbe:
+def make_probe(monitor: Monitor) -> DiscoveryProbe:
     """The discovery probe on the monitor's cluster and cadences; it publishes ``monitor.shared.discovery``."""
     return DiscoveryProbe(monitor.cluster, monitor.settings.cadences, shared=monitor.shared)
