@@ -30,11 +30,14 @@ class Attribution:
     memory_limit_bytes: float | None = None
     #: more CRDs like the typical one before the limit (None without a limit or RSS)
     headroom_crds: int | None = None
+    #: the cluster's minor, when it has no coefficients of its own
+    requested: str = ""
 
     def line(self) -> str:
         """``CRDs ~ 1.2 GiB of 3.4 GiB RSS (model for 1.37)``."""
         of = f" of {self.rss_bytes / GIB:.1f} GiB RSS" if self.rss_bytes else ""
-        text = f"CRDs ~ {self.crd_bytes.value / GIB:.1f} GiB{of} (model for {self.minor})"
+        nearest = f", nearest to {self.requested}" if self.requested and self.requested != self.minor else ""
+        text = f"CRDs ~ {self.crd_bytes.value / GIB:.1f} GiB{of} (model for {self.minor}{nearest})"
         if self.headroom_crds is not None:
             text += f" · headroom ~ {self.headroom_crds} more CRDs like these"
         return text
@@ -59,4 +62,4 @@ def attribute(crds: int, rss_bytes: float | None, kubernetes_minor: str, *,
     if memory_limit_bytes is not None and rss_bytes is not None and per_crd > 0:
         headroom = max(0, int((memory_limit_bytes - rss_bytes) // per_crd))
     return Attribution(crds, total, per_crd, rss_bytes, coefficients.minor, coefficients.note, memory_limit_bytes,
-                       headroom)
+                       headroom, coefficients.requested)

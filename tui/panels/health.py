@@ -11,6 +11,7 @@ from textual.widgets import Static
 
 from crdscope.probes.health import HealthSample
 from crdscope.probes.latency import LatencySample
+from crdscope.probes.version import VersionSample
 from crdscope.session.values import finite_number
 
 from ..format import DASH, age, duration, number as fmt, size
@@ -143,7 +144,8 @@ class HealthPanel(ProbePanel):
             if hidden and good.rss_bytes is None:  # say why, e.g. /metrics forbidden
                 figures += f" · [$probe-idle]{one_line(hidden)}[/]"
             self.query_one("#health-figures", Static).update(figures)
-            self.query_one("#health-fit", Static).update(fit_line(good))
+            modelled = model_attribution(good, self.store.last_good_of(VersionSample))
+            self.query_one("#health-fit", Static).update(fit_line(good, modelled))
         if latest is not None:
             self.query_one("#health-availability", Static).update(availability_line(latest, now))
         if good is not None:
@@ -212,15 +214,31 @@ class HealthPanel(ProbePanel):
         plot.refresh()
 
 
-def fit_line(sample: HealthSample) -> str:
-    """The memory fit: MiB per CRD (RSS and heap), fds per CRD, over how many points."""
+def model_attribution(sample: HealthSample, version: VersionSample | None) -> str:
+    """The cost model's share of RSS for the CRD count: works from one count, unlike the fit."""
+    if not sample.crds or version is None or not version.major:
+        return ""
+    from crdscope.costmodel.attribution import attribute
+    from crdscope.probes.errors import ConfigError
+
+    try:
+        found = attribute(sample.crds, sample.rss_bytes, f"{version.major}.{version.minor.rstrip('+')}")
+    except ConfigError:
+        return ""  # no coefficients installed: the live fit alone
+    return found.line()
+
+
+def fit_line(sample: HealthSample, modelled: str = "") -> str:
+    """The memory fit: MiB per CRD (RSS and heap), fds per CRD, over how many points; beside it
+    the model's attribution (alone while the fit needs a second CRD count)."""
     slope = finite_number(sample.mib_per_crd)
+    model = f" · {modelled}" if modelled else ""
     if slope is None:
         reason = sample.unobservable.get("mib_per_crd") or "needs CRD counts that change"
-        return f"CRDs [b]{fmt(sample.crds)}[/b] · MiB/CRD [$probe-idle]{one_line(reason)}[/]"
+        return f"CRDs [b]{fmt(sample.crds)}[/b] · MiB/CRD [$probe-idle]{one_line(reason)}[/]{model}"
     heap = finite_number(sample.heap_mib_per_crd)
     fds = finite_number(sample.fds_per_crd)
     return pairs(("CRDs", fmt(sample.crds)), ("RSS/CRD", f"{slope:.2f} MiB"),
                  ("heap/CRD", f"{heap:.2f} MiB" if heap is not None else DASH),
                  ("fds/CRD", f"{fds:.3f}" if fds is not None else DASH),
-                 ("fit", f"{fmt(sample.fit_points)} pts at {fmt(sample.fit_crd_counts)} counts"))
+                 ("fit", f"{fmt(sample.fit_points)} pts at {fmt(sample.fit_crd_counts)} counts")) + model

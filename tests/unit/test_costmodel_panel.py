@@ -1,0 +1,31 @@
+"""The health panel's memory line: the model's attribution from one CRD count, beside the live fit."""
+
+from __future__ import annotations
+
+from crdscope.probes.health import HealthSample
+from crdscope.probes.version import VersionSample
+from crdscope.tui.panels.health import fit_line, model_attribution
+
+VERSION = VersionSample(major="1", minor="37", git_version="v1.37.2")
+
+
+def test_one_crd_count_gets_the_models_attribution():
+    sample = HealthSample(crds=2065, rss_bytes=9 * 2**30)
+    modelled = model_attribution(sample, VERSION)
+    assert modelled.startswith("CRDs ~ ") and modelled.endswith("GiB of 9.0 GiB RSS (model for 1.37)")
+    line = fit_line(sample, modelled)
+    assert "needs CRD counts that change" in line and modelled in line
+
+
+def test_the_live_fit_and_the_model_side_by_side():
+    sample = HealthSample(crds=500, rss_bytes=3 * 2**30, mib_per_crd=4.5, r2=0.99, fit_points=40, fit_crd_counts=9)
+    line = fit_line(sample, model_attribution(sample, VERSION))
+    assert "4.50 MiB" in line and "(model for 1.37)" in line
+
+
+def test_no_version_or_no_crds_no_attribution():
+    assert model_attribution(HealthSample(crds=10, rss_bytes=2**30), None) == ""
+    assert model_attribution(HealthSample(crds=0, rss_bytes=2**30), VERSION) == ""
+    # A minor without coefficients of its own still gets the nearest model, named as such.
+    assert "(model for 1.37, nearest to 1.33)" in model_attribution(HealthSample(crds=10, rss_bytes=2**30),
+                                                                     VersionSample(major="1", minor="33+"))
