@@ -17,7 +17,7 @@ import time
 from array import array
 from dataclasses import dataclass, field
 from typing import overload
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 
 from .cluster import Cluster, explain, status_message
@@ -378,6 +378,8 @@ class MetricsSource:
         self._inflight: asyncio.Task[Scrape] | None = None
         #: Set by :meth:`spread_over_replicas`: the client that opens a connection per scrape.
         self.spread: Cluster | None = None
+        #: Called with every scrape taken, whoever asked (the health probe attributes each to its replica).
+        self.listeners: list[Callable[[Scrape], None]] = []
 
     def spread_over_replicas(self) -> None:
         """Scrape over a new connection each time from now on.
@@ -461,3 +463,5 @@ class MetricsSource:
         # Probes that need rates keep their own previous scrape: they run on different cadences.
         self.scrapes += 1
         self.last = scrape
+        for listener in self.listeners:
+            listener(scrape)

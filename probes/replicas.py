@@ -194,6 +194,13 @@ class ReplicaTracker:
         while len(self._slots) > KEEP_SLOTS:
             self._slots.remove(min(self._slots, key=lambda s: s.last_seen))
 
+    def name_of(self, start_time: float) -> str | None:
+        """The replica whose current process started at ``start_time``, if known."""
+        for slot in self._slots:
+            if same_process(slot.start_time, start_time):
+                return slot.name
+        return None
+
     def slot_fits(self, name: str) -> dict[str, ProcessFits]:
         """The fits of replica ``name`` (empty when unknown)."""
         for slot in self._slots:
