@@ -11,8 +11,13 @@ Nested figures become labels where they name something:
 * ``dict[str, number]``: one series per key, e.g. ``crdscope_latency_p99_by_verb{verb="GET"}``
   (the label is what follows ``by_``, or a per-field name, else ``key``);
 * ``dict[str, record]``: ``crdscope_openapi_lag_seconds_p95{stage="established"}``;
-* ``tuple[record, ...]`` with a name: ``crdscope_throttling_priority_levels_rejected_per_s{priority_level="workload-low"}``;
+* ``tuple[record, ...]`` with a name:
+  ``crdscope_throttling_priority_levels_rejected_per_second{priority_level="workload-low"}``;
 * a nested record: ``crdscope_<probe>_<field>_<subfield>``.
+
+Names pass ``promtool check metrics``: figures that only count up are counters (``COUNTERS``,
+``..._total``), abbreviated units are spelled out (``per_s`` -> ``per_second``) and gauges whose
+field names end like another type's series are renamed (``GAUGE_RENAMES``).
 
 Also ``crdscope_probe_up{probe}`` (1 when the latest sample succeeded),
 ``crdscope_probe_last_sample_timestamp_seconds{probe}`` and ``crdscope_info`` (server, context,
@@ -25,12 +30,13 @@ from __future__ import annotations
 import re
 import threading
 from typing import Any
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from crdscope.findings.model import Finding, Severity
 from crdscope.probes import __version__
 from crdscope.probes.errors import ConfigError
 from crdscope.probes.samples import Sample
@@ -60,11 +66,33 @@ EXCLUDED = {("openapi", "group_versions"), ("discovery", "failed_group_versions"
 NAME_FIELDS = ("name", "group_version", "verb", "resource", "stage", "key")
 MAX_DEPTH = 3
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_]")
+#: Figures that only ever count up: exposed as counters, the family name without ``_total``
+#: (the text format adds it).  Listed in README.md (exporter renames).
+COUNTERS = {
+    "crdscope_discovery_not_modified_total": "crdscope_discovery_not_modified",
+    "crdscope_throttling_priority_levels_rejected_total": "crdscope_throttling_priority_levels_rejected",
+    "crdscope_throttling_responses_429_total": "crdscope_throttling_responses_429",
+    "crdscope_health_restarts": "crdscope_health_restarts",
+    "crdscope_responsiveness_heartbeats": "crdscope_responsiveness_heartbeats",
+}
+#: Gauges whose field names read as counters or histograms to Prometheus (``_total``, ``_count``)
+#: or clash with a counter above.
+GAUGE_RENAMES = {
+    "crdscope_health_storage_objects_total": "crdscope_health_storage_objects",
+    "crdscope_latency_canaries_count": "crdscope_latency_canaries_requests",
+    "crdscope_openapi_lag_seconds_count": "crdscope_openapi_lag_observations",
+    "crdscope_throttling_priority_levels_rejected": "crdscope_throttling_priority_levels_rejected_in_interval",
+    "crdscope_discovery_not_modified": "crdscope_discovery_not_modified_in_run",
+}
+#: Abbreviated units spelled out (promtool: "metric names should not contain abbreviated units").
+_PER_S = re.compile(r"_per_s(?=_|$)")
 
 
 def metric_name(*parts: str) -> str:
-    """``crdscope_<parts joined by _>`` with anything Prometheus rejects replaced by ``_``."""
-    return _UNSAFE.sub("_", "_".join((PREFIX, *parts)))
+    """``crdscope_<parts joined by _>`` with anything Prometheus rejects replaced by ``_``, units
+    spelled out (``per_s`` -> ``per_second``) and names that read as another metric type renamed."""
+    name = _PER_S.sub("_per_second", _UNSAFE.sub("_", "_".join((PREFIX, *parts))))
+    return GAUGE_RENAMES.get(name, name)
 
 
 def label_for(probe: str, field: str) -> str:
@@ -123,10 +151,16 @@ def _singular(field: str) -> str:
 
 
 class SampleCollector(Collector):
-    """Keeps the latest sample of each probe (a monitor sink) and exposes it at scrape time."""
+    """Keeps the latest sample of each probe (a monitor sink) and exposes it at scrape time.
 
-    def __init__(self, cluster: ClusterInfo | None = None) -> None:
+    ``findings`` (set by the caller: a zero-argument callable returning the open findings)
+    adds ``crdscope_findings{severity}`` and ``crdscope_finding_open{finding,kind,severity}``.
+    """
+
+    def __init__(self, cluster: ClusterInfo | None = None,
+                 findings: Callable[[], list[Finding]] | None = None) -> None:
         self.cluster = cluster
+        self.findings = findings
         self.latest: dict[str, Sample] = {}
         self._lock = threading.Lock()
 
@@ -135,10 +169,10 @@ class SampleCollector(Collector):
         with self._lock:
             self.latest[type(sample).probe] = sample
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         with self._lock:
             latest = dict(self.latest)
-        families: dict[str, GaugeMetricFamily] = {}
+        families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
         label_names: dict[str, tuple[str, ...]] = {}
         up = GaugeMetricFamily(metric_name("probe_up"), "1 when the probe's latest run succeeded",
                                labels=["probe"])
@@ -150,9 +184,12 @@ class SampleCollector(Collector):
             if sample.error:
                 continue
             for name, labels, value in flatten(probe, sample):
+                name = COUNTERS.get(name, name)
                 family = families.get(name)
                 if family is None:
-                    family = GaugeMetricFamily(name, f"crdscope {probe} probe figure", labels=list(labels))
+                    help_text = f"crdscope {probe} probe figure"
+                    family = (CounterMetricFamily(name, help_text, labels=list(labels)) if name in _COUNTER_NAMES
+                              else GaugeMetricFamily(name, help_text, labels=list(labels)))
                     families[name] = family
                     label_names[name] = tuple(labels)
                 if tuple(labels) != label_names[name]:
@@ -166,7 +203,26 @@ class SampleCollector(Collector):
             data = self.cluster.to_json()
             info.add_metric([data["server"], data["context"], data["kubernetes_version"], __version__], 1.0)
             yield info
+        if self.findings is not None:
+            yield from findings_families(self.findings())
         yield from families.values()
+
+
+_COUNTER_NAMES = frozenset(COUNTERS.values())
+
+
+def findings_families(findings: list[Finding]) -> Iterator[GaugeMetricFamily]:
+    """Open findings per severity, and one series per open finding."""
+    by_severity = GaugeMetricFamily(metric_name("findings"), "Open crdscope findings by severity",
+                                    labels=["severity"])
+    for severity in Severity:
+        by_severity.add_metric([severity.value], float(sum(1 for f in findings if f.severity is severity)))
+    each = GaugeMetricFamily(metric_name("finding_open"), "1 for each open crdscope finding",
+                             labels=["finding", "kind", "severity"])
+    for finding in findings:
+        each.add_metric([finding.id, finding.kind, finding.severity.value], 1.0)
+    yield by_severity
+    yield each
 
 
 def parse_listen(text: str) -> tuple[str, int]:

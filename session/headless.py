@@ -179,6 +179,9 @@ async def _watch(cluster: Any, settings: Any, seconds: float | None, record: str
         wire_lab(monitor)
         watch = Watch(EventDetector(settings.thresholds), thresholds, recorder=recorder,
                       collector=collector, out=out)
+        await add_local_kubectl(watch.findings)
+        if collector is not None:
+            collector.findings = watch.findings.current
         monitor.add_sink(watch)
         version = info.kubernetes_version or "version unknown"
         watch.say(f"watching {info.server} ({version}, context {info.context}); probes: "
@@ -301,6 +304,15 @@ def configure_logging() -> Path | None:
     root.setLevel(logging.WARNING)
     logging.getLogger("crdscope").setLevel(logging.INFO)
     return path
+
+
+async def add_local_kubectl(engine: FindingsEngine) -> None:
+    """Let the findings judge discovery as the local kubectl lives it (its version read in a thread)."""
+    from crdscope.findings.kubectl import kubectl_check, read_local_kubectl
+
+    engine.observations.kubectl = await asyncio.to_thread(read_local_kubectl)
+    if engine.observations.kubectl is not None:
+        engine.checks.append(kubectl_check)
 
 
 def wire_lab(monitor: Any, lab_home: Path | None = None) -> None:

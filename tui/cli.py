@@ -123,6 +123,8 @@ LAZY_COMMANDS = {
     "report": "crdscope.tui.cmd_session:report",
     "estimate": "crdscope.tui.cmd_estimate:estimate",
     "lab": "crdscope.tui.cmd_lab:lab",
+    "doctor": "crdscope.tui.cmd_doctor:doctor",
+    "rules": "crdscope.tui.cmd_rules:rules",
 }
 
 

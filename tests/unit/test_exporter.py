@@ -42,10 +42,10 @@ def test_figures_and_labels():
     series = scrape(collector)
     assert series[("crdscope_health_rss_bytes", ())] == 300 << 20
     assert series[("crdscope_health_ready", ())] == 1.0
-    assert ("crdscope_health_restarts", ()) not in series  # unobservable is absent, not 0
+    assert ("crdscope_health_restarts_total", ()) not in series  # unobservable is absent, not 0
     assert series[("crdscope_throttling_priority_levels_inqueue", (("priority_level", "workload-low"),))] == 3
-    assert series[("crdscope_throttling_priority_levels_rejected_per_s", (("priority_level", "workload-low"),))] == 1.5
-    assert ("crdscope_throttling_priority_levels_rejected_per_s", (("priority_level", "exempt"),)) not in series
+    assert series[("crdscope_throttling_priority_levels_rejected_per_second", (("priority_level", "workload-low"),))] == 1.5
+    assert ("crdscope_throttling_priority_levels_rejected_per_second", (("priority_level", "exempt"),)) not in series
     assert series[("crdscope_throttling_priority_levels_rejected_by_reason",
                    (("priority_level", "workload-low"), ("reason", "queue-full")))] == 4
     assert series[("crdscope_throttling_responses_429_total", ())] == 7
@@ -88,3 +88,32 @@ def test_a_port_in_use_is_a_config_error():
             MetricsServer(SampleCollector(), "127.0.0.1", first.port)
     finally:
         first.close()
+
+
+def test_counters_are_counters_units_are_spelled_out_and_findings_are_series():
+    from crdscope.findings.model import Finding, Severity
+    from crdscope.probes.discovery import DiscoverySample
+
+    finding = Finding("apf-rejecting:workload-low", Severity.CRITICAL, "t", (), "c", "r", since=1.0)
+    collector = SampleCollector(findings=lambda: [finding])
+    collector(DiscoverySample(timestamp=1.0, not_modified=2, not_modified_total=9))
+    collector(HealthSample(timestamp=5.0, restarts=1, storage_objects_total=40))
+    collector(ThrottlingSample(timestamp=6.0, rejected_per_s=0.5, responses_429=Responses429(total=7), priority_levels=(
+        PriorityLevel(name="workload-low", rejected=3, rejected_total=11, rejected_per_s=1.5),)))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    types = {f.name: f.type for f in text_string_to_metric_families(generate_latest(registry).decode())}
+    series = scrape(collector)
+    for counter in ("crdscope_discovery_not_modified", "crdscope_health_restarts",
+                    "crdscope_throttling_responses_429", "crdscope_throttling_priority_levels_rejected"):
+        assert types[counter] == "counter", counter
+    assert series[("crdscope_discovery_not_modified_total", ())] == 9
+    assert series[("crdscope_discovery_not_modified_in_run", ())] == 2
+    assert series[("crdscope_health_storage_objects", ())] == 40
+    assert series[("crdscope_throttling_rejected_per_second", ())] == 0.5
+    assert series[("crdscope_throttling_priority_levels_rejected_in_interval", (("priority_level", "workload-low"),))] == 3
+    assert not any(name.endswith("_per_s") for name, _ in series)
+    assert series[("crdscope_findings", (("severity", "critical"),))] == 1
+    assert series[("crdscope_findings", (("severity", "warning"),))] == 0
+    assert series[("crdscope_finding_open", (("finding", "apf-rejecting:workload-low"), ("kind", "apf-rejecting"),
+                                             ("severity", "critical")))] == 1

@@ -1,0 +1,125 @@
+"""``crdscope doctor``: run the probes for a short while and print what is wrong, for an incident channel.
+
+Exit code by the worst finding: 0 nothing (or information only), 1 a warning,
+2 a critical finding.  Output as text (default), Markdown (``--format md``) or
+one JSON object (``--json``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import time
+from typing import Any
+
+from crdscope.findings.engine import CHECKED, FindingsEngine
+from crdscope.findings.model import Finding, Severity, format_duration, most_severe_first
+from crdscope.probes.errors import ConfigError
+
+from .recorder import ClusterInfo
+
+FORMATS = ("text", "md", "json")
+#: The one /version request that names the cluster must not hold the doctor up.
+DESCRIBE_TIMEOUT_SECONDS = 5.0
+
+
+@dataclasses.dataclass
+class Diagnosis:
+    """What the doctor saw: the cluster, how long it watched, the findings open at the end."""
+
+    cluster: ClusterInfo
+    seconds: float
+    findings: list[Finding]
+    samples: int
+    kubectl: str
+
+    @property
+    def exit_code(self) -> int:
+        """0 none or info only, 1 a warning, 2 a critical finding."""
+        return max((f.severity.rank for f in self.findings), default=0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cluster": self.cluster.to_json(), "duration_seconds": round(self.seconds, 1),
+                "samples": self.samples, "kubectl": self.kubectl, "exit_code": self.exit_code,
+                "findings": [f.to_json() for f in self.findings], "checked": list(CHECKED)}
+
+
+def run_doctor(kubeconfig: str | None, context: str | None, seconds: float) -> Diagnosis:
+    """Watch the cluster for ``seconds`` and return the findings open at the end."""
+    from crdscope.probes.cluster import Cluster
+    from crdscope.probes.settings import load_settings
+
+    settings = load_settings()
+    cluster = Cluster.connect(kubeconfig, context)
+    return asyncio.run(_diagnose(cluster, settings, seconds))
+
+
+async def _diagnose(cluster: Any, settings: Any, seconds: float) -> Diagnosis:
+    from crdscope.probes.cluster import first_contact
+    from crdscope.probes.monitor import Monitor
+
+    from .headless import add_local_kubectl, wire_lab
+    from .recorder import describe_cluster
+
+    try:
+        await first_contact(cluster)
+        try:
+            info = await asyncio.wait_for(describe_cluster(cluster), DESCRIBE_TIMEOUT_SECONDS)
+        except TimeoutError:
+            info = ClusterInfo(server=cluster.server, context=cluster.context)
+        engine = FindingsEngine(settings.thresholds)
+        await add_local_kubectl(engine)
+        local = engine.observations.kubectl
+        samples = 0
+
+        def sink(sample: Any) -> None:
+            nonlocal samples
+            samples += 1
+            engine.observe(sample)
+
+        monitor = Monitor(cluster, settings)
+        wire_lab(monitor)
+        monitor.add_sink(sink)
+        started = time.monotonic()
+        running = asyncio.create_task(monitor.run(), name="monitor")
+        done, _ = await asyncio.wait([running], timeout=seconds)
+        running.cancel()
+        with contextlib.suppress(BaseException):
+            await running
+        if running in done and running.exception() is not None:
+            raise running.exception()  # type: ignore[misc]  # checked just above: not None
+        return Diagnosis(cluster=info, seconds=time.monotonic() - started, findings=engine.current(),
+                         samples=samples, kubectl=local.describe() if local else "not found on PATH")
+    finally:
+        await cluster.aclose()
+
+
+def render(diagnosis: Diagnosis, fmt: str) -> str:
+    """The diagnosis as text, Markdown or JSON."""
+    if fmt == "json":
+        return json.dumps(diagnosis.to_json(), indent=2)
+    if fmt not in FORMATS:
+        raise ConfigError(f"--format '{fmt}' is not one of {', '.join(FORMATS)}")
+    md = fmt == "md"
+    info = diagnosis.cluster
+    head = (f"crdscope doctor: {info.server} ({info.kubernetes_version or 'version unknown'}, context "
+            f"{info.context}), watched {format_duration(diagnosis.seconds)}; local kubectl: {diagnosis.kubectl}")
+    lines = [f"### {head}" if md else head, ""]
+    findings = most_severe_first(diagnosis.findings)
+    if not findings:
+        lines.append("Nothing found. Checked: " + "; ".join(CHECKED) + ".")
+        return "\n".join(lines)
+    now = time.time()
+    for finding in findings:
+        since = time.strftime("%H:%M:%S", time.localtime(finding.since))
+        label = finding.severity.value.upper()
+        title = f"{label}: {finding.title} (since {since}, {format_duration(max(0.0, now - finding.since))})"
+        lines.append(f"**{title}**" if md else title)
+        bullet = "- " if md else "  "
+        lines += [f"{bullet}evidence: {e}" for e in finding.evidence]
+        lines += [f"{bullet}likely cause: {finding.cause}", f"{bullet}what to do: {finding.remedy}", ""]
+    counts = {s: sum(1 for f in findings if f.severity is s) for s in Severity}
+    lines.append(", ".join(f"{n} {s.value}" for s, n in counts.items() if n) + f"; exit {diagnosis.exit_code}")
+    return "\n".join(lines)

@@ -1,0 +1,24 @@
+"""``crdscope doctor``: watch a cluster briefly, print the findings, exit by the worst one."""
+
+from __future__ import annotations
+
+import click
+
+from .cli import cluster_options
+
+
+@click.command()
+@cluster_options
+@click.option("--duration", default="30s", show_default=True, help="how long to run the probes (e.g. 30s, 2m)")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+@click.option("--format", "fmt", type=click.Choice(["text", "md"]), default="text", show_default=True,
+              help="text, or Markdown for an incident channel")
+def doctor(kubeconfig: str | None, context: str | None, duration: str, as_json: bool, fmt: str) -> None:
+    """Run the probes for a short while and print what is wrong (exit 0 nothing, 1 warning, 2 critical)."""
+    from crdscope.session.doctor import render, run_doctor
+    from crdscope.session.durations import parse_duration
+
+    seconds = parse_duration(duration)
+    diagnosis = run_doctor(kubeconfig, context, seconds)
+    click.echo(render(diagnosis, "json" if as_json else fmt))
+    raise SystemExit(diagnosis.exit_code)
