@@ -38,6 +38,22 @@ def _log_unexpected(exc: BaseException) -> str:
     return str(path)
 
 
+def broken_command(name: str, spec: str, exc: BaseException) -> click.Command:
+    """A stand-in for a lazy command whose module does not load: running it (or asking for its
+    help) fails with one line and exit code 70; the traceback goes to the log file."""
+    from crdscope.probes.errors import CrdscopeError
+
+    where = _log_unexpected(exc)
+    reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+
+    def fail() -> None:
+        raise CrdscopeError(f"command '{name}' cannot load ({spec}): {reason} (details in {where})",
+                            exit_code=70)
+
+    return click.Command(name, callback=fail, help=f"(cannot load: {reason})", add_help_option=False,
+                         context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+
+
 class Group(click.Group):
     """A click group that turns every error into one line and an exit code.
 
@@ -60,8 +76,9 @@ class Group(click.Group):
             module, _, attribute = self.lazy_commands[name].partition(":")
             try:
                 command = getattr(importlib.import_module(module), attribute)
-            except (ImportError, AttributeError):
-                return None  # feature not built yet: click says "No such command"
+            except (ImportError, AttributeError) as exc:
+                # A listed command that does not load is a bug to see, not "No such command".
+                command = broken_command(name, self.lazy_commands[name], exc)
             self.add_command(command, name)
         return super().get_command(ctx, name)
 
@@ -89,7 +106,8 @@ class Group(click.Group):
 
 def cluster_options(function: Callable) -> Callable:
     """``--kubeconfig`` and ``--context``, on every command that talks to a cluster."""
-    function = click.option("--context", "context", default=None, help="kubeconfig context (default: current)")(function)
+    function = click.option("--context", "context", default=None,
+                            help="kubeconfig context (default: current)")(function)
     function = click.option(
         "--kubeconfig", "kubeconfig", default=None, type=click.Path(dir_okay=False),
         help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)",
@@ -123,8 +141,6 @@ LAZY_COMMANDS = {
     "report": "crdscope.tui.cmd_session:report",
     "estimate": "crdscope.tui.cmd_estimate:estimate",
     "lab": "crdscope.tui.cmd_lab:lab",
-    "doctor": "crdscope.tui.cmd_doctor:doctor",
-    "rules": "crdscope.tui.cmd_rules:rules",
 }
 
 
@@ -164,16 +180,11 @@ def probe(name: str, as_json: bool, legacy: bool, qps: float | None, burst: int 
     options = {k: v for k, v in {"legacy": legacy or None, "qps": qps, "burst": burst,
                                  "prometheus_url": prometheus_url}.items() if v is not None}
 
+    check_probe_options(name, function, options)
+
     async def main() -> dict:
         async with Cluster.connect(kubeconfig, context) as cluster:
-            try:
-                sample = await function(cluster, **options)
-            except TypeError as exc:
-                if "unexpected keyword" in str(exc):
-                    from crdscope.probes.errors import ConfigError
-
-                    raise ConfigError(f"probe {name} does not take {', '.join('--' + k for k in options)}") from None
-                raise
+            sample = await function(cluster, **options)
             return sample.to_json()
 
     data = run_async(main())
@@ -183,6 +194,31 @@ def probe(name: str, as_json: bool, legacy: bool, qps: float | None, burst: int 
 
         click.echo(f"crdscope: probe {name}: {data['error']}", err=True)
         sys.exit(failure_exit_code(data["error"]))
+
+
+#: ``crdscope probe`` flags by the keyword of the one-shot function that takes them.
+PROBE_FLAGS = {"legacy": "--legacy", "qps": "--qps", "burst": "--burst", "prometheus_url": "--prometheus",
+               "kubectl": "--kubectl"}
+
+
+def check_probe_options(name: str, function: Callable[..., Any], options: dict[str, Any]) -> None:
+    """A :class:`ConfigError` (before anything connects) for a flag probe ``name`` does not declare.
+
+    A probe declares an option by naming it as a keyword of its one-shot function; a ``**rest``
+    catch-all declares nothing.
+    """
+    import inspect
+
+    from crdscope.probes.errors import ConfigError
+
+    keywords = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    parameters = list(inspect.signature(function).parameters.values())[1:]  # the first is the cluster
+    declared = {p.name for p in parameters if p.kind in keywords}
+    unknown = [PROBE_FLAGS.get(k, k) for k in options if k not in declared]
+    if unknown:
+        takes = sorted(PROBE_FLAGS.get(k, k) for k in declared)
+        raise ConfigError(f"probe {name} does not take {', '.join(unknown)} "
+                          f"({'it takes ' + ', '.join(takes) if takes else 'it takes no options'})")
 
 
 def main() -> None:
