@@ -1,6 +1,6 @@
 """``python -m bench [--quick] [--runs N] [--sizes LIST] [--output DIR] [NAME ...]``: run the benchmarks.
 
-NAME is any of: discovery, loader, overhead, ui_latency, metrics_parse (default: all).
+NAME is any of: discovery, loader, overhead, ui_latency, metrics_parse, cli (default: all).
 ``python -m bench calibrate [--help]`` fits the cost model instead (bench/calibrate.py).
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from .common import BenchError, Options, Result, isolate_environment
 from .labs import release_shared
 
-BENCHMARKS = ["loader", "discovery", "overhead", "ui_latency", "metrics_parse"]
+BENCHMARKS = ["loader", "discovery", "overhead", "ui_latency", "metrics_parse", "cli"]
 #: Benchmarks that measure one shared loaded lab per size (bench.labs.shared_lab): they run
 #: size by size, so that each lab is loaded once.
 SIZE_BY_SIZE = ("discovery", "overhead", "ui_latency")
