@@ -7,7 +7,6 @@ on a fresh lab instead and prints predicted and measured side by side.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import TYPE_CHECKING
 
@@ -62,6 +61,8 @@ def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str
     if kubernetes_minor and context:
         raise ConfigError("give either --kubernetes (an empty cluster) or --context (a real one), not both")
     limit = _limit_bytes(memory_limit)
+    import asyncio  # here, not at the top: `crdscope --help` imports this module
+
     read = asyncio.run(read_source(source, schema_props=schema_props, seed=seed, from_context=from_context,
                                    kubeconfig=kubeconfig))
     if not read.crds:

@@ -10,9 +10,7 @@ and the same command finishes the run later.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import signal
 import sys
 
 import click
@@ -71,6 +69,9 @@ def load(source, rate, concurrency, limit, profile, schema_props, seed, from_con
     _say(f"loading {chosen.spec} into context {config.context} at {config.server}")
 
     async def main():
+        import asyncio
+        import signal
+
         cluster = Cluster(config)
         bar = LoadProgress() if on_terminal() else None
         engine = LoadEngine(cluster, chosen, rate=rate if rate is not None else settings.rate,
@@ -171,6 +172,8 @@ def clean(run_id, yes, kubeconfig, context) -> None:
     _say(f"cleaning context {config.context} at {config.server}")
 
     async def main() -> int:
+        import asyncio
+
         async with Cluster(config) as cluster:
             await check_permissions(cluster, ("list", "delete"), "clean")
             plan = await plan_clean(cluster, run_id)
