@@ -56,6 +56,7 @@ class CrdscopeApp(App[None]):
         Binding("l", "loader", "Loader"),
         Binding("t", "next_theme", "Theme"),
         Binding("s", "screenshot", "Shot"),
+        Binding("e", "estimate", "Estimate"),
     ]
 
     def __init__(self, feed: Feed, *, settings: Settings | None = None, theme: str | None = None,
@@ -218,6 +219,12 @@ class CrdscopeApp(App[None]):
         self.screenshots.append(path)
         self.notify(f"screenshot saved: {path}", timeout=6)
 
+    def action_estimate(self) -> None:
+        """What installing a source would cost the watched API server (the cost model)."""
+        from .screens.estimate import EstimateScreen
+
+        self.push_screen(EstimateScreen(self.store))
+
     def action_loader(self) -> None:
         """The loader's menu (start, pause, resume, stop, clean)."""
         from .loader_actions import open_loader_menu
@@ -241,6 +248,7 @@ class CrdscopeApp(App[None]):
              "stop or restart probe runs (p)", self.action_toggle_pause),
             ("Screenshot: save SVG", f"into {data_dir() / 'screenshots'} (s)", self.action_screenshot),
             ("Theme: next", "cycle the crdscope themes (t)", self.action_next_theme),
+            ("Estimate: what would SOURCE cost", "the cost model against this cluster (e)", self.action_estimate),
             ("Quit", "leave crdscope (q)", self.action_quit),
         ]
         commands += [(f"Theme: {name}", "colour theme", lambda name=name: self.action_set_theme(name))

@@ -29,3 +29,34 @@ def test_no_version_or_no_crds_no_attribution():
     # A minor without coefficients of its own still gets the nearest model, named as such.
     assert "(model for 1.37, nearest to 1.33)" in model_attribution(HealthSample(crds=10, rss_bytes=2**30),
                                                                      VersionSample(major="1", minor="33+"))
+
+
+async def test_the_estimate_dialog_prices_a_source_for_the_watched_cluster():
+    from textual.app import App
+    from textual.widgets import Input, Static
+
+    from crdscope.tui.screens.estimate import EstimateScreen
+    from crdscope.tui.store import SampleStore
+    from tests.helpers import async_wait_for
+
+    store = SampleStore()
+    store.add(VERSION)
+    store.add(HealthSample(crds=12, rss_bytes=2**30))
+
+    class Host(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(EstimateScreen(store))
+
+    async with Host().run_test() as pilot:
+        screen = pilot.app.screen
+        screen.query_one(Input).value = "synthetic:8"
+        await pilot.press("enter")
+        result = screen.query_one("#estimate-result", Static)
+        text = await async_wait_for(lambda: "model for 1.37" in str(result.render()) and str(result.render()),
+                                    timeout=30, message="the estimate table")
+        assert "synthetic:8: 8 CRDs" in text
+        assert "RSS after" in text  # from the watched cluster's RSS
+        screen.query_one(Input).value = "/nonexistent.yaml"
+        await pilot.press("enter")
+        await async_wait_for(lambda: "cannot estimate" in str(result.render()), timeout=30,
+                             message="a one-line error")
