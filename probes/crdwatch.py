@@ -34,7 +34,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -59,6 +59,12 @@ WATCH_TIMEOUT_SECONDS = 240
 LIST_RESTARTS = 3
 #: How long a first list that is still running (no error) is waited on before it is reported.
 FIRST_LIST_PATIENCE = 120.0
+
+
+#: Where a CRD is in its life: what ``kubectl get crd`` readers and the inventory count by.
+CRDState = Literal["Established", "NamesAccepted", "Terminating", "Pending"]
+#: The change a watch event (or a re-list's comparison) reports.
+ChangeType = Literal["ADDED", "MODIFIED", "DELETED"]
 
 
 @dataclass(frozen=True)
@@ -90,7 +96,7 @@ class CRDRecord:
     established_live: bool = False
 
     @property
-    def state(self) -> str:
+    def state(self) -> CRDState:
         """Terminating, Established, NamesAccepted or Pending."""
         if self.terminating:
             return "Terminating"
@@ -220,7 +226,7 @@ def _decode_page(raw: bytes) -> dict[str, Any]:
 class CRDEvent:
     """A change seen by the watch: ADDED, MODIFIED or DELETED (re-lists produce these too)."""
 
-    type: str
+    type: ChangeType
     record: CRDRecord
     previous: CRDRecord | None
     timestamp: float
@@ -343,7 +349,7 @@ class CRDWatch:
                     return f"CRD watch not synced: {self.status.last_error or 'the first CRD list has not finished'}"
         return None
 
-    def _emit(self, kind: str, record: CRDRecord, previous: CRDRecord | None) -> None:
+    def _emit(self, kind: ChangeType, record: CRDRecord, previous: CRDRecord | None) -> None:
         self.status.events += 1
         self.status.last_event = time.time()
         event = CRDEvent(kind, record, previous, self.status.last_event)
@@ -515,9 +521,9 @@ class CRDWatch:
                 self.status.connected = False
 
     # -- queries ---------------------------------------------------------------------
-    def by_state(self) -> dict[str, int]:
+    def by_state(self) -> dict[CRDState, int]:
         """Number of CRDs in each state (Established, NamesAccepted, Terminating, Pending)."""
-        counts = {"Established": 0, "NamesAccepted": 0, "Terminating": 0, "Pending": 0}
+        counts: dict[CRDState, int] = {"Established": 0, "NamesAccepted": 0, "Terminating": 0, "Pending": 0}
         for record in self.crds.values():
             counts[record.state] += 1
         return counts

@@ -33,6 +33,7 @@ from .discovery_docs import (
     ACCEPT_AGGREGATED,
     ACCEPT_LEGACY,
     DiscoveredAPIs,
+    DiscoveryFormat,
     content_format,
     decode_in_pieces,
     group_version_path,
@@ -91,7 +92,7 @@ class DiscoverySample(Sample):
     server: str = ""
     #: "" in a failed sample.
     mode: DiscoveryMode | Literal[""] = ""
-    format: str = ""
+    format: DiscoveryFormat | Literal[""] = ""
     fallback_reason: str | None = None
     group_versions: int = 0
     resources: int = 0
@@ -180,7 +181,7 @@ class _Walk:
 class _AggregatedAnswer(NamedTuple):
     """``/api`` and ``/apis`` asked for aggregated discovery."""
 
-    format: str
+    format: DiscoveryFormat
     apis: DiscoveredAPIs
     fetches: list[_Fetched]
     #: Why this server needs the legacy walk (None: aggregated discovery answered).
@@ -252,7 +253,7 @@ class DiscoveryProbe:
         self.view: DiscoveryView | None = None
         self.not_modified_total = 0
         self._etags: dict[str, str] = {}
-        self._aggregated: dict[str, tuple[str, DiscoveredAPIs]] = {}  # path -> (format, parsed)
+        self._aggregated: dict[str, tuple[DiscoveryFormat, DiscoveredAPIs]] = {}  # path -> (format, parsed)
         self._merged: DiscoveredAPIs | None = None
         self._counted: _Counted | None = None
         self._legacy_only = False
@@ -292,7 +293,7 @@ class DiscoveryProbe:
         """``/api`` then ``/apis`` asked for aggregated discovery."""
         fetches: list[_Fetched] = []
         parts: list[DiscoveredAPIs] = []
-        formats: list[str] = []
+        formats: list[DiscoveryFormat] = []
         plain: dict[str, _Fetched] = {}
         for path in ("/api", "/apis"):
             fetched = await self._get(path, ACCEPT_AGGREGATED, self._etags.get(path))
@@ -403,7 +404,8 @@ class DiscoveryProbe:
 
     async def _observe(self, mode: DiscoveryMode | None) -> DiscoverySample:
         started = time.perf_counter()
-        fallback, fmt, walk = None, "legacy", None
+        fallback, walk = None, None
+        fmt: DiscoveryFormat = "legacy"
         fetches: list[_Fetched] = []
         if mode == "legacy":
             walk = await self._walk_legacy()
@@ -459,8 +461,8 @@ class DiscoveryProbe:
             self._first_seen.setdefault(gv, now)
         return fresh, appeared, vanished
 
-    def _sample(self, found: DiscoveredAPIs, received: float, measured: _Measured, fmt: str, fallback: str | None,
-                not_modified: int, walk: _Walk | None, cache: KubectlCache) -> DiscoverySample:
+    def _sample(self, found: DiscoveredAPIs, received: float, measured: _Measured, fmt: DiscoveryFormat,
+                fallback: str | None, not_modified: int, walk: _Walk | None, cache: KubectlCache) -> DiscoverySample:
         fresh, appeared, vanished = self._changes(found, received)
         if self._counted is None or self._counted.apis is not found:  # counting thousands of CRDs: once per change
             self._counted = _Counted(found, frozenset(found.served_resources()), frozenset(found.preferred_resources()))

@@ -22,7 +22,7 @@ import asyncio
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 AGGREGATED_GROUP = "apidiscovery.k8s.io"
 AGGREGATED_KIND = "APIGroupDiscoveryList"
@@ -33,6 +33,8 @@ ACCEPT_AGGREGATED = ",".join((
     "application/json",
 ))
 ACCEPT_LEGACY = "application/json"
+#: How a discovery answer came: aggregated discovery in one of its versions, or plain (legacy) JSON.
+DiscoveryFormat = Literal["v2", "v2beta1", "legacy"]
 
 
 #: Yield to the event loop after decoding this many characters of a big document.
@@ -111,7 +113,7 @@ async def _decode_object(text: str, position: int, piece: int) -> dict[str, Any]
     return result
 
 
-def content_format(content_type: str | None) -> str:
+def content_format(content_type: str | None) -> DiscoveryFormat:
     """``"v2"``, ``"v2beta1"`` (aggregated) or ``"legacy"`` (plain JSON), from a Content-Type.
 
     Parameter order, spaces and extra parameters (``charset``) do not matter, as in
@@ -128,7 +130,11 @@ def content_format(content_type: str | None) -> str:
         key, _, value = raw.partition("=")
         params[key.strip().lower()] = value.strip().strip('"')
     aggregated = params.get("g") == AGGREGATED_GROUP and params.get("as") == AGGREGATED_KIND
-    return params["v"] if aggregated and params.get("v") in ("v2", "v2beta1") else "legacy"
+    if aggregated and params.get("v") == "v2":
+        return "v2"
+    if aggregated and params.get("v") == "v2beta1":
+        return "v2beta1"
+    return "legacy"
 
 
 def group_version(group: str, version: str) -> str:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from typing import Literal
 import time
 from collections.abc import Iterable
 
@@ -44,6 +45,10 @@ TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 TABLE_PAGE = 500
 
 
+#: What an install ETA counts to: the CRDs an owner will install, or only those created so far.
+EtaBasis = Literal["expected", "backlog", ""]
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class OwnerInstall:
     """One owner that is still installing CRDs."""
@@ -58,7 +63,7 @@ class OwnerInstall:
     expected: int | None = None
     eta_seconds: float | None = None
     #: "expected" (all of the expected CRDs), "backlog" (only those created so far) or "".
-    eta_basis: str = ""
+    eta_basis: EtaBasis = ""
     eta_note: str = ""
 
 
@@ -115,7 +120,7 @@ def owner_install(records: list[CRDRecord], now: float, window: float = WINDOW_S
     established = sum(1 for r in live if r.established is not None)
     established_rate = _rate((r.established for r in live), now, window)
     eta = None
-    basis = ""
+    basis: EtaBasis = ""
     note = ""
     if expected is not None and expected > established:
         rate = established_rate or per_minute

@@ -16,15 +16,19 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
+from typing import Any, Literal
 
 from crdscope.probes.samples import Sample
 from crdscope.probes.settings import Thresholds
 
 from .values import count, finite_number, members, read_field
 
-INFO, WARN, FAIL = "info", "warn", "fail"
-SEVERITIES = (INFO, WARN, FAIL)
+#: How bad an event is: the events panel colours by it, ``--fail-if``-style checks count by it.
+Severity = Literal["info", "warn", "fail"]
+INFO: Severity = "info"
+WARN: Severity = "warn"
+FAIL: Severity = "fail"
+SEVERITIES: tuple[Severity, ...] = (INFO, WARN, FAIL)
 
 #: The kubectl >= 1.24 client model (QPS 50, burst 300): the discovery budget people feel.
 KUBECTL_124_QPS, KUBECTL_124_BURST = 50.0, 300.0
@@ -38,7 +42,7 @@ class Event:
 
     timestamp: float
     kind: str
-    severity: str
+    severity: Severity
     probe: str
     message: str
 
@@ -50,13 +54,21 @@ class Event:
     def from_json(cls, data: dict[str, Any]) -> Event:
         """Inverse of :meth:`to_json`; unknown keys are ignored."""
         return cls(timestamp=float(data.get("timestamp", 0.0)), kind=str(data.get("kind", "")),
-                   severity=str(data.get("severity", INFO)), probe=str(data.get("probe", "")),
+                   severity=_severity(data.get("severity")), probe=str(data.get("probe", "")),
                    message=str(data.get("message", "")))
 
     def line(self) -> str:
         """``HH:MM:SS severity probe: message`` in local time, for logs and the headless watcher."""
         clock = time.strftime("%H:%M:%S", time.localtime(self.timestamp))
         return f"{clock} {self.severity:<4} {self.probe}: {self.message}"
+
+
+def _severity(value: object) -> Severity:
+    """A recorded severity; one this build does not know reads as info."""
+    for known in SEVERITIES:
+        if value == known:
+            return known
+    return INFO
 
 
 @dataclasses.dataclass
