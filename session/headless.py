@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import logging
 import signal
 import sys
 import time
@@ -23,7 +22,7 @@ from typing import Any, TextIO
 from collections.abc import Callable, Iterable
 
 from crdscope.probes.errors import CrdscopeError
-from crdscope.probes.paths import state_dir
+from crdscope.probes.logs import log_to_file
 from crdscope.findings.engine import FindingsEngine
 from crdscope.findings.model import FindingChange
 from crdscope.probes.samples import Sample
@@ -31,10 +30,6 @@ from crdscope.probes.samples import Sample
 from .events import Event, EventDetector, FAIL, format_seconds
 from .durations import parse_duration
 from .failif import FINDINGS, Holding, Threshold, parse_thresholds
-
-#: The one /version request that names the cluster must not hold the watch up.
-DESCRIBE_TIMEOUT_SECONDS = 5.0
-
 
 @dataclasses.dataclass
 class Crossing:
@@ -139,7 +134,7 @@ def run_headless(kubeconfig: str | None = None, context: str | None = None, dura
         settings = dataclasses.replace(settings, prometheus_url=prometheus_url)
     cluster = Cluster.connect(kubeconfig, context)
     out = out or sys.stdout
-    configure_logging()
+    log_to_file(errors_to_stderr=True)  # probe transitions are event lines already
     outcome = asyncio.run(_watch(cluster, settings, seconds, record, thresholds, listen, out))
     if outcome == "crossed":
         raise CrdscopeError("a --fail-if threshold was crossed", exit_code=1)
@@ -152,7 +147,7 @@ async def _watch(cluster: Any, settings: Any, seconds: float | None, record: str
     from crdscope.probes.monitor import Monitor
 
     from .exporter import MetricsServer, SampleCollector
-    from .recorder import ClusterInfo, Recorder, describe_cluster
+    from .recorder import Recorder, describe_cluster
 
     collector = server = recorder = None
     stack = contextlib.ExitStack()
@@ -166,10 +161,7 @@ async def _watch(cluster: Any, settings: Any, seconds: float | None, record: str
         from crdscope.probes.cluster import first_contact
 
         await first_contact(cluster)
-        try:
-            info = await asyncio.wait_for(describe_cluster(cluster), DESCRIBE_TIMEOUT_SECONDS)
-        except TimeoutError:  # a frozen server: watch it anyway, its version unknown
-            info = ClusterInfo(server=cluster.server, context=cluster.context)
+        info = await describe_cluster(cluster)  # a frozen server: watched anyway, its version unknown
         if collector is not None:
             collector.cluster = info
         if record:
@@ -229,7 +221,7 @@ def replay_headless(recording: Any, *, speed: float = 0.0, as_json: bool = False
     from .replay import ReplayFeed
 
     out = out or sys.stdout
-    configure_logging()
+    log_to_file(errors_to_stderr=True)  # probe transitions are event lines already
     detector = EventDetector(load_settings().thresholds)
     feed = ReplayFeed(recording, speed=speed)
     closed: list[bool] = []
@@ -278,32 +270,8 @@ def _discard_output(out: TextIO) -> None:
     exiting does not complain about the unflushed rest."""
     import os
 
-    try:
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # not a real file (tests)
         os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
-    except (OSError, ValueError, AttributeError):
-        pass  # not a real file (tests)
-
-
-def configure_logging() -> Path | None:
-    """Probe transitions are already event lines: logs go to the state dir's log file, errors also to stderr."""
-    path = state_dir() / "crdscope.log"
-    root = logging.getLogger()
-    errors = logging.StreamHandler()
-    errors.setLevel(logging.ERROR)
-    errors.setFormatter(logging.Formatter("crdscope: %(name)s: %(message)s"))
-    handlers: list[logging.Handler] = [errors]
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        to_file = logging.FileHandler(path, encoding="utf-8")
-    except OSError:
-        path = None
-    else:
-        to_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        handlers.append(to_file)
-    root.handlers[:] = handlers
-    root.setLevel(logging.WARNING)
-    logging.getLogger("crdscope").setLevel(logging.INFO)
-    return path
 
 
 async def add_local_kubectl(engine: FindingsEngine) -> None:

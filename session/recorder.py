@@ -41,6 +41,7 @@ deleted while the directory holds more than ``keep_bytes``.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import os
@@ -96,11 +97,22 @@ def public_server(server: str) -> str:
     return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
 
 
-async def describe_cluster(cluster: Any) -> ClusterInfo:
-    """Server, context and Kubernetes version of a :class:`probes.cluster.Cluster` (one ``/version``)."""
+#: The one ``/version`` request that names the cluster must not hold up the monitor or the watch.
+DESCRIBE_TIMEOUT_SECONDS = 5.0
+
+
+async def describe_cluster(cluster: Any, timeout: float = DESCRIBE_TIMEOUT_SECONDS) -> ClusterInfo:
+    """Server, context and Kubernetes version of a :class:`probes.cluster.Cluster` (one ``/version``).
+
+    A server that does not answer within ``timeout`` (frozen, say) is still described, its
+    version unknown: watching it is the point.
+    """
     from crdscope.probes.version import probe_version
 
-    sample = await probe_version(cluster)
+    try:
+        sample = await asyncio.wait_for(probe_version(cluster), timeout)
+    except TimeoutError:
+        return ClusterInfo(server=cluster.server, context=cluster.context)
     return ClusterInfo(server=cluster.server, context=cluster.context, kubernetes_version=sample.git_version)
 
 

@@ -28,7 +28,7 @@ from crdscope.probes import __version__
 from crdscope.probes.errors import ConfigError
 from crdscope.probes.registry import sample_type
 from crdscope.probes.samples import Sample
-from crdscope.probes.scheduler import deliver
+from crdscope.probes.scheduler import Sink, deliver
 
 from .durations import parse_duration
 from .events import Event
@@ -221,8 +221,6 @@ def read_recording(path: str | Path) -> Recording:
     return Recording(path=reader.path, header=reader.header, cluster=reader.cluster, samples=samples,
                      events=events, damage=reader.damage, ended=reader.ended, parts=reader.parts)
 
-
-Sink = Callable[[Sample], Any]
 
 
 class ReplayFeed:

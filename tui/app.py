@@ -9,7 +9,6 @@ a key press is never stuck behind the network.
 from __future__ import annotations
 
 import logging
-import traceback
 from typing import Any
 from collections.abc import Callable
 
@@ -17,7 +16,8 @@ from textual.app import App
 from textual.binding import Binding
 
 from crdscope.probes.errors import ConfigError
-from crdscope.probes.paths import data_dir, state_dir
+from crdscope.probes.logs import log_path, write_traceback
+from crdscope.probes.paths import data_dir
 from crdscope.probes.samples import Sample
 from crdscope.probes.scheduler import ProbeHealth
 from crdscope.probes.settings import Settings
@@ -32,9 +32,6 @@ from .screens.monitor import MonitorScreen
 from .store import SampleStore
 
 log = logging.getLogger("crdscope.tui")
-
-LOG_FILE_NAME = "crdscope.log"
-
 
 def check_theme(name: str) -> str:
     """``name`` if it is a crdscope theme, else a one-line :class:`ConfigError`."""
@@ -262,20 +259,13 @@ class CrdscopeApp(App[None]):
 
     # -- errors: one line on screen, the traceback in the log --------------------------
     def log_path(self) -> str:
-        return str(state_dir() / LOG_FILE_NAME)
+        return str(log_path())
 
     def _handle_exception(self, error: Exception) -> None:
         # Textual would print a traceback on exit: write it to the log file instead and
         # leave one line (see _fatal_error).  Private hook; Textual >= 0.80 has it.
-        self._crash_line = f"crdscope: internal error: {type(error).__name__}: {error}"
-        try:
-            path = state_dir() / LOG_FILE_NAME
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "a", encoding="utf-8") as handle:
-                handle.write("".join(traceback.format_exception(error)))
-            self._crash_line += f" (details in {path})"
-        except OSError:
-            pass
+        where = write_traceback(error)
+        self._crash_line = f"crdscope: internal error: {type(error).__name__}: {error} (details in {where})"
         super()._handle_exception(error)
 
     def _fatal_error(self) -> None:

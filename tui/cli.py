@@ -22,28 +22,13 @@ sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # a None 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-def _log_unexpected(exc: BaseException) -> str:
-    """Write the traceback to the log file and return that file's path."""
-    import traceback
-
-    from crdscope.probes.paths import state_dir
-
-    path = state_dir() / "crdscope.log"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write("".join(traceback.format_exception(exc)))
-    except OSError:
-        return "(log file not writable)"
-    return str(path)
-
-
 def broken_command(name: str, spec: str, exc: BaseException) -> click.Command:
     """A stand-in for a lazy command whose module does not load: running it (or asking for its
     help) fails with one line and exit code 70; the traceback goes to the log file."""
     from crdscope.probes.errors import CrdscopeError
+    from crdscope.probes.logs import write_traceback
 
-    where = _log_unexpected(exc)
+    where = write_traceback(exc)
     reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
 
     def fail() -> None:
@@ -98,7 +83,9 @@ class Group(click.Group):
             click.echo("crdscope: interrupted", err=True)
             ctx.exit(130)
         except Exception as exc:  # noqa: BLE001 - the last line of defence
-            where = _log_unexpected(exc)
+            from crdscope.probes.logs import write_traceback
+
+            where = write_traceback(exc)
             message = " ".join(str(exc).split())[:200] or type(exc).__name__
             click.echo(f"crdscope: internal error: {message} (details in {where})", err=True)
             ctx.exit(70)

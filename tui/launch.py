@@ -10,26 +10,9 @@ from typing import Any
 
 import click
 
-from crdscope.probes.paths import state_dir
+from crdscope.probes.logs import NOT_WRITABLE, log_to_file
 
 log = logging.getLogger("crdscope.launch")
-
-#: Seconds allowed for the one /version request that names the cluster in a recording.
-DESCRIBE_TIMEOUT = 3.0
-
-
-def log_to_file() -> Path:
-    """Send crdscope's logs to the XDG state dir (a full-screen app has no stderr to spare)."""
-    path = state_dir() / "crdscope.log"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.WARNING)
-    logging.getLogger("crdscope").setLevel(logging.INFO)
-    return path
-
 
 def _describe(kubeconfig: str | None, context: str | None):
     """The cluster as a recording names it (server, context, version; never credentials)."""
@@ -39,10 +22,7 @@ def _describe(kubeconfig: str | None, context: str | None):
     async def describe() -> ClusterInfo:
         # A cluster of its own: the monitor's client must be born in the app's event loop.
         async with Cluster.connect(kubeconfig, context) as cluster:
-            try:
-                return await asyncio.wait_for(describe_cluster(cluster), DESCRIBE_TIMEOUT)
-            except (TimeoutError, OSError):
-                return ClusterInfo(server=cluster.server, context=cluster.context)
+            return await describe_cluster(cluster)
 
     return asyncio.run(describe())
 
@@ -110,7 +90,7 @@ def open_monitor(kubeconfig: str | None = None, context: str | None = None, *, r
     """Open the monitor on a cluster (the current context by default) and run it until quit;
     ``source`` is what the loader offers to load (default: the configured one)."""
     check_source(source)
-    where = log_to_file()
+    where = log_to_file() or NOT_WRITABLE
     _first_contact(kubeconfig, context)
     app = build_app(kubeconfig, context, record=record, prometheus_url=prometheus_url, theme=theme, lab=lab,
                     source=source)

@@ -244,9 +244,9 @@ def build_replay_app(recording: Any, *, speed: float = 1.0, theme: str | None = 
 
 def run_replay_app(recording: Any, *, speed: float = 1.0, theme: str | None = None) -> None:
     """Open the monitor on a recording and run it until quit."""
-    from .launch import log_to_file
+    from crdscope.probes.logs import NOT_WRITABLE, log_to_file
 
-    where = log_to_file()
+    where = log_to_file() or NOT_WRITABLE
     app = build_replay_app(recording, speed=speed, theme=theme)
     app.run()
     if app.return_code:
