@@ -28,7 +28,7 @@ from crdscope.probes.crdwatch import MANAGED_BY_LABEL, MANAGED_BY_VALUE, RUN_ANN
 from crdscope.probes.transport import TRANSPORT_ERRORS
 
 from .safety import CREATE_ONLY, FOREIGN_REASON, crd_url
-from .sources import CRDDocument
+from .documents import CRDDocument
 
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 FIELD_MANAGER = "crdscope"

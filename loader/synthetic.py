@@ -25,7 +25,7 @@ from collections.abc import Iterator
 
 from crdscope.probes.errors import ConfigError
 
-from .sources import CRD_API_VERSION, CRD_KIND, Item, Source, document_items
+from .documents import CRD_API_VERSION, CRD_KIND, Item, Source, document_items
 
 DOMAIN = "synthetic.crdscope.dev"
 #: provider-aws: number of API groups having k kinds (cluster-scoped and .m. groups together).
