@@ -17,6 +17,8 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
+from .binaries import LabError
+
 #: Where lab/system-deps.sh installs it (Debian's package).
 HAPROXY_CANDIDATES = ("haproxy", "/usr/sbin/haproxy")
 CONFIG_NAME = "haproxy.cfg"
@@ -26,7 +28,7 @@ BACKEND = "apiservers"
 IDLE_TIMEOUT = "2h"
 
 
-class BalancerError(RuntimeError):
+class BalancerError(LabError):
     """haproxy is missing or cannot be asked."""
 
 
@@ -122,6 +124,23 @@ def backend_states(run_dir: Path, timeout: float = 2.0) -> dict[str, str]:
     except OSError as exc:
         raise BalancerError(f"cannot ask haproxy ({path}): {exc.strerror or exc}") from None
     return parse_stat("".join(c.decode(errors="replace") for c in chunks))
+
+
+def wait_all_up(run_dir: Path, names: list[str], timeout: float = 30.0) -> None:
+    """Return once haproxy's checks passed for every server in ``names`` (BalancerError after ``timeout``)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    states: dict[str, str] = {}
+    while time.monotonic() < deadline:
+        try:
+            states = backend_states(run_dir)
+        except BalancerError:
+            states = {}
+        if all(states.get(name) == "UP" for name in names):
+            return
+        time.sleep(0.2)
+    raise BalancerError(f"haproxy's checks did not pass for every kube-apiserver: {states or 'no answer'}")
 
 
 def parse_stat(text: str) -> dict[str, str]:

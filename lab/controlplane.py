@@ -240,6 +240,7 @@ class Lab:
             self.save(state)
             outcome = self._wait_ready(state, component)
             if outcome == "ready":
+                balancer.wait_all_up(run_dir, [b.name for b in backends])
                 say(f"haproxy ready at {state.server} in front of {len(backends)} kube-apiservers")
                 return
             terminate(component, 2)
