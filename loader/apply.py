@@ -11,7 +11,7 @@ the server itself refuses to touch a CRD crdscope does not own.
 * 409: look at the CRD as it is now: unlabelled means someone else's (skip),
   ours with this run's annotation after a lost answer means our create went
   through, otherwise apply again over its current resourceVersion;
-* 401/403 (and 404: no CRD API) end the whole run: :class:`ApplyFatal`.
+* 401/403 (and 404: no CRD API) end the whole run: :class:`ApplyFatalError`.
 
 The engine records what :meth:`Applier.apply` returns; nothing here writes
 the record.
@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import random
 from dataclasses import dataclass
+from typing import Literal
 
 from crdscope.probes.cluster import Cluster, explain, parse_retry_after, status_message
 from crdscope.probes.crdwatch import MANAGED_BY_LABEL, MANAGED_BY_VALUE, RUN_ANNOTATION
@@ -39,15 +40,19 @@ MAX_CONFLICT_ATTEMPTS = 5
 BACKOFF_MAX_SECONDS = 10.0
 
 
-class ApplyFatal(Exception):
+class ApplyFatalError(Exception):
     """The whole run cannot go on (403, 401, the CRD API missing); one line."""
+
+
+#: What became of one apply; ``pending``: the run stopped first (the next attempt sends it again).
+ApplyOutcome = Literal["created", "updated", "skipped", "failed", "pending"]
 
 
 @dataclass(frozen=True)
 class ApplyResult:
     """What became of one CRD: created, updated, skipped, failed, or pending (stopped first)."""
 
-    outcome: str
+    outcome: ApplyOutcome
     reason: str | None = None
     uid: str = ""
 
@@ -108,9 +113,9 @@ class Applier:
                 continue
             if status in (401, 403):
                 what = "forbidden (403)" if status == 403 else "unauthorized (401)"
-                raise ApplyFatal(f"{what}: {status_message(response)}")
+                raise ApplyFatalError(f"{what}: {status_message(response)}")
             if status == 404:
-                raise ApplyFatal(f"{self.cluster.server} does not serve apiextensions.k8s.io/v1 CRDs (404)")
+                raise ApplyFatalError(f"{self.cluster.server} does not serve apiextensions.k8s.io/v1 CRDs (404)")
             return ApplyResult("failed", f"rejected ({status}): {status_message(response)}")
 
     async def _after_conflict(self, item: CRDDocument, precondition: str,

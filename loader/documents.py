@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 from collections.abc import AsyncIterator, Iterator
 
 from crdscope.probes.crdwatch import MANAGED_BY_LABEL, RUN_ANNOTATION
@@ -66,7 +66,7 @@ class SourceProblem:
 
     origin: str
     reason: str
-    outcome: str = "failed"
+    outcome: Literal["failed", "skipped", "not-crd"] = "failed"
 
 
 Item = CRDDocument | SourceProblem

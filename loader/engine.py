@@ -26,9 +26,10 @@ Progress is a :class:`loader.progress.LoaderSample`, handed to ``on_progress``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from typing import Any
+from typing import Any, NamedTuple, cast
 from collections.abc import AsyncIterator, Callable
 
 from crdscope.probes.cluster import Cluster
@@ -38,15 +39,14 @@ from crdscope.probes.ratelimit import TokenBucket
 from crdscope.probes.settings import LoaderSettings
 from crdscope.probes.transport import TRANSPORT_ERRORS
 
-from .apply import Applier, ApplyFatal, ApplyResult
-from .progress import ItemProblem, LoaderSample
+from .apply import Applier, ApplyFatalError, ApplyResult
+from .progress import PROFILES, ItemProblem, LoaderSample, LoaderState, Profile
 from .record import APPLIED, RunRecord
 from .safety import FOREIGN_REASON, apply_precondition, check_permissions, crd_url, ownership
 from .sources import CRDDocument, Source, SourceProblem, UniqueNames, open_source
 
 log = logging.getLogger("crdscope.loader")
 
-PROFILES = ("steady", "burst")
 #: CRDs still waiting for Established fail when, this long after the last apply, the
 #: server has not established any CRD (a busy server establishes late, but it moves).
 ESTABLISHED_TIMEOUT_SECONDS = 120.0
@@ -64,6 +64,14 @@ TICK_SECONDS = 1.0
 ProgressCallback = Callable[[LoaderSample], Any]
 
 
+class ProblemLists(NamedTuple):
+    """The run's failed and skipped items, derived once per version of the run record."""
+
+    version: int
+    failures: tuple[ItemProblem, ...]
+    skips: tuple[ItemProblem, ...]
+
+
 class LoadEngine:
     """Loads one source into one cluster; see the module docstring."""
 
@@ -75,12 +83,13 @@ class LoadEngine:
         defaults = LoaderSettings()
         self.cluster = cluster
         self.source = open_source(source) if isinstance(source, str) else source
-        self.profile = profile or defaults.profile
+        chosen = profile or defaults.profile
+        if chosen not in PROFILES:
+            raise ConfigError(f"unknown profile '{chosen}' (one of: {', '.join(PROFILES)})")
+        self.profile: Profile = chosen
         self.rate = float(rate if rate is not None else defaults.rate)
         self.concurrency = int(concurrency if concurrency is not None else defaults.concurrency)
         self.limit = limit
-        if self.profile not in PROFILES:
-            raise ConfigError(f"unknown profile '{self.profile}' (one of: {', '.join(PROFILES)})")
         if not self.rate > 0:
             raise ConfigError(f"--rate must be a positive number of CRDs per second, not {rate}")
         if self.concurrency < 1:
@@ -100,7 +109,7 @@ class LoadEngine:
         #: The error that ended the run early (ConfigError or ClusterError), for the CLI's exit code.
         self.fatal: CrdscopeError | None = None
 
-        self._state = "idle"
+        self._state: LoaderState = "idle"
         self._gate = asyncio.Event()
         self._gate.set()
         self._stop_event = asyncio.Event()
@@ -122,11 +131,11 @@ class LoadEngine:
         self._applier: Applier | None = None
         self._limiter_waited = 0.0
         self._last_emit = 0.0
-        self._problem_cache: tuple[Any, tuple, tuple] = (None, (), ())
+        self._problem_cache = ProblemLists(-1, (), ())
 
     # -- control -----------------------------------------------------------------------
     @property
-    def state(self) -> str:
+    def state(self) -> LoaderState:
         return self._state
 
     @property
@@ -156,7 +165,7 @@ class LoadEngine:
     def stopping(self) -> bool:
         return self._stop_event.is_set()
 
-    def _set_state(self, state: str) -> None:
+    def _set_state(self, state: LoaderState) -> None:
         self._state = state
         self._emit(force=True)
 
@@ -349,7 +358,7 @@ class LoadEngine:
                 self._sent += 1
                 self._emit()
                 result = await self._applier.apply(item, precondition)
-        except ApplyFatal as exc:
+        except ApplyFatalError as exc:
             if self.fatal is None:
                 self.fatal = ClusterError(str(exc))
             self.stop()
@@ -426,11 +435,9 @@ class LoadEngine:
                     or current.established is not None:
                 continue
             patch = {"metadata": {"uid": uid, "annotations": {ESTABLISH_NUDGE_ANNOTATION: str(int(time.time()))}}}
-            try:
+            with contextlib.suppress(*TRANSPORT_ERRORS):  # the wait goes on; the timeout decides
                 await self.cluster.client.patch(crd_url(name), json=patch,
                                                 headers={"Content-Type": "application/merge-patch+json"})
-            except TRANSPORT_ERRORS:
-                pass  # the wait goes on; the timeout decides
 
     async def _report_not_established(self) -> None:
         """Fail what never became Established, with the server's conditions as the reason."""
@@ -454,7 +461,7 @@ class LoadEngine:
         self._ended = time.monotonic()
         finished = (not self.stopping and self.fatal is None and self._source_read
                     and self.record is not None and not self._awaiting and self._pending() == 0)
-        state = "done" if finished else "stopped"
+        state: LoaderState = "done" if finished else "stopped"
         if self.record is not None:
             sample = self.progress()
             summary = {k: getattr(sample, k) for k in ("requested", "created", "updated", "established",
@@ -549,10 +556,10 @@ class LoadEngine:
         if record is None:
             return (), ()
         version = record.version
-        if self._problem_cache[0] != version:
-            self._problem_cache = (
+        if self._problem_cache.version != version:
+            self._problem_cache = ProblemLists(
                 version,
                 tuple(ItemProblem(name, reason) for name, reason in record.problems("failed")),
                 tuple(ItemProblem(name, reason) for name, reason in record.problems("skipped")),
             )
-        return self._problem_cache[1], self._problem_cache[2]
+        return self._problem_cache.failures, self._problem_cache.skips

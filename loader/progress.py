@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Literal, get_args
 
 from crdscope.probes.samples import Sample
 
-STATES = ("idle", "running", "paused", "stopping", "stopped", "done")
+#: Where a load run is: idle (not started), running, paused (sending held), stopping (in-flight
+#: applies finishing), then stopped (ended early: stop, a fatal error) or done (everything settled).
+LoaderState = Literal["idle", "running", "paused", "stopping", "stopped", "done"]
+STATES: tuple[LoaderState, ...] = get_args(LoaderState)
+#: ``steady`` drips through a token bucket; ``burst`` sends as fast as the concurrency allows.
+Profile = Literal["steady", "burst"]
+PROFILES: tuple[Profile, ...] = get_args(Profile)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,8 +40,8 @@ class LoaderSample(Sample):
 
     source: str = ""
     run_id: str = ""
-    state: str = "idle"
-    profile: str = "steady"
+    state: LoaderState = "idle"
+    profile: Profile = "steady"
     #: The configured pace (None: unlimited, the burst profile) and in-flight cap.
     rate_limit_per_s: float | None = None
     concurrency: int = 0

@@ -33,14 +33,17 @@ import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 from collections.abc import Iterator
 
 from crdscope.probes.errors import ConfigError
 from crdscope.probes.paths import state_dir
 
-OUTCOMES = ("created", "updated", "skipped", "failed")
-APPLIED = ("created", "updated")
+#: What became of a CRD or a source entry; ``established`` is recorded on top of created/updated.
+Outcome = Literal["created", "updated", "skipped", "failed"]
+RecordedOutcome = Literal["created", "updated", "skipped", "failed", "established"]
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+APPLIED: tuple[Outcome, ...] = ("created", "updated")
 
 
 def runs_dir() -> Path:
@@ -58,7 +61,7 @@ def new_run_id(now: float | None = None) -> str:
 class ItemState:
     """The folded state of one CRD (by name) or one source entry (by origin)."""
 
-    outcome: str | None = None
+    outcome: Outcome | None = None
     reason: str | None = None
     established: bool = False
 
@@ -154,7 +157,7 @@ class RunRecord:
         path = directory / f"{run_id}.jsonl"
         info = RunInfo(run_id=run_id, source=source, source_key=source_key, server=server,
                        context=context, started=time.time(), path=path, ended=None)
-        handle = cls._lock(open(path, "a", encoding="utf-8"), run_id)
+        handle = cls._lock(open(path, "a", encoding="utf-8"), run_id)  # noqa: SIM115 - held (locked) for the run
         record = cls(path, info, handle, resumed=False)
         record._write({"run": run_id, "source": source, "source_key": source_key, "server": server,
                        "context": context, "started": info.started})
@@ -163,7 +166,7 @@ class RunRecord:
 
     @classmethod
     def _attach(cls, info: RunInfo, options: dict[str, Any] | None) -> RunRecord:
-        handle = cls._lock(open(info.path, "a", encoding="utf-8"), info.run_id)
+        handle = cls._lock(open(info.path, "a", encoding="utf-8"), info.run_id)  # noqa: SIM115 - held for the run
         with open(info.path, "rb") as existing:
             existing.seek(0, os.SEEK_END)
             if existing.tell():

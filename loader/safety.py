@@ -30,6 +30,7 @@ spelled out before crdscope writes to it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import logging
 import time
@@ -149,7 +150,7 @@ async def check_permissions(cluster: Cluster, verbs: tuple[str, ...], command: s
         return bool((response.json().get("status") or {}).get("allowed"))
 
     answers = await asyncio.gather(*(allowed(verb) for verb in verbs))
-    missing = [verb for verb, ok in zip(verbs, answers) if ok is False]
+    missing = [verb for verb, ok in zip(verbs, answers, strict=True) if ok is False]
     if missing:
         who = f"user '{cluster.config.user}'" if cluster.config.user else "this user"
         raise ClusterError(
@@ -357,11 +358,9 @@ async def _wait_gone(cluster: Cluster, watch: CRDWatch, names: set[str], deadlin
             return True
         for name in sorted(names & watch.crds.keys()):
             patch = {"metadata": {"annotations": {NUDGE_ANNOTATION: str(int(time.time()))}}}
-            try:
+            with contextlib.suppress(*TRANSPORT_ERRORS):  # the wait goes on; the deadline decides
                 await cluster.client.patch(crd_url(name), json=patch,
                                            headers={"Content-Type": "application/merge-patch+json"})
-            except TRANSPORT_ERRORS:
-                pass  # the wait goes on; the deadline decides
 
 
 async def delete_if_ours(cluster: Cluster, item: CleanItem, attempts: int = 4) -> str | None:

@@ -146,7 +146,7 @@ class StdinSource(Source):
     def prepare(self) -> None:
         stream = self.stream or sys.stdin.buffer
         digest = hashlib.sha256()
-        self._spool = tempfile.TemporaryFile()
+        self._spool = tempfile.TemporaryFile()  # noqa: SIM115 - read again by items(), closed there
         for block in iter(lambda: stream.read(1 << 20), b""):
             digest.update(block)
             self._spool.write(block)
@@ -212,16 +212,16 @@ class ArchiveSource(Source):
         try:
             for member in self._members():
                 count += member is not None and member[0].name.lower().endswith(YAML_SUFFIXES)
-        except _Unreadable:
+        except _UnreadableError:
             pass  # reported by items()
         self.estimate = count
 
     def _members(self) -> Iterator[tuple[tarfile.TarInfo, Any] | None]:
         """(member, tar) for each file member, None where unreadable bytes were skipped."""
         try:
-            tar = tarfile.open(self.path, "r:*", ignore_zeros=True)
+            tar = tarfile.open(self.path, "r:*", ignore_zeros=True)  # noqa: SIM115 - closed by the `with tar` below
         except (tarfile.TarError, OSError, EOFError, lzma.LZMAError, zlib.error) as exc:
-            raise _Unreadable(f"not a readable tar archive: {_one_line(exc)}") from None
+            raise _UnreadableError(f"not a readable tar archive: {_one_line(exc)}") from None
         expected = 0
         resyncs = 0
         with tar:
@@ -233,11 +233,11 @@ class ArchiveSource(Source):
                     # ignore_zeros; step over one block and let it look for the next good header.
                     resyncs += 1
                     if resyncs > 1_000_000 or "unexpected end of data" in str(exc):
-                        raise _Unreadable(f"archive damaged after byte {expected}: {_one_line(exc)}") from None
+                        raise _UnreadableError(f"archive damaged after byte {expected}: {_one_line(exc)}") from None
                     tar.offset += tarfile.BLOCKSIZE
                     continue
                 except (tarfile.TarError, OSError, EOFError, lzma.LZMAError, zlib.error) as exc:
-                    raise _Unreadable(f"archive damaged after byte {expected}: {_one_line(exc)}") from None
+                    raise _UnreadableError(f"archive damaged after byte {expected}: {_one_line(exc)}") from None
                 if member is None:
                     return
                 if member.offset > expected:
@@ -273,14 +273,14 @@ class ArchiveSource(Source):
                     yield SourceProblem(origin, f"not UTF-8 text ({exc.reason} at byte {exc.start}): a corrupt member?")
                     continue
                 yield from yaml_items(raw.splitlines(keepends=True), origin)
-        except _Unreadable as exc:
+        except _UnreadableError as exc:
             yield SourceProblem(name, str(exc))
             return
         if gap:
             yield SourceProblem(f"{name} (end)", "unreadable archive data (a corrupt member header) was skipped")
 
 
-class _Unreadable(Exception):
+class _UnreadableError(Exception):
     pass
 
 
@@ -323,13 +323,13 @@ class XpkgSource(Source):
                     except (tarfile.TarError, EOFError, zlib.error):
                         continue  # a config blob or a layer without package.yaml
         except (tarfile.TarError, OSError, EOFError, lzma.LZMAError, zlib.error) as exc:
-            raise _Unreadable(f"not a readable Crossplane package: {_one_line(exc)}") from None
-        raise _Unreadable("not a Crossplane package: no layer holds package.yaml")
+            raise _UnreadableError(f"not a readable Crossplane package: {_one_line(exc)}") from None
+        raise _UnreadableError("not a Crossplane package: no layer holds package.yaml")
 
     def items(self) -> Iterator[Item]:
         try:
             raw = self._package_yaml()
-        except _Unreadable as exc:
+        except _UnreadableError as exc:
             yield SourceProblem(self.spec, str(exc))
             return
         yield from yaml_items(raw.splitlines(keepends=True), f"{self.spec}:package.yaml")

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from crdscope.loader.apply import Applier, ApplyFatal
+from crdscope.loader.apply import Applier, ApplyFatalError
 from crdscope.loader.record import RunRecord, list_runs
 from crdscope.loader.safety import CREATE_ONLY
 from crdscope.loader.sources import document_items
@@ -119,7 +119,7 @@ async def test_5xx_is_retried_and_a_stop_during_backoff_leaves_the_crd_pending()
 async def test_403_ends_the_run_with_the_servers_words_and_422_fails_one_crd():
     forbidden = Applier(FakeCluster(lambda r: httpx.Response(403, json={"message": "user x cannot patch"})),
                         "run-1", asyncio.Event())
-    with pytest.raises(ApplyFatal, match="forbidden \\(403\\): user x cannot patch"):
+    with pytest.raises(ApplyFatalError, match="forbidden \\(403\\): user x cannot patch"):
         await forbidden.apply(document(), CREATE_ONLY)
     invalid = Applier(FakeCluster(lambda r: httpx.Response(422, json={"message": "spec.names.plural: Required"})),
                       "run-1", asyncio.Event())
