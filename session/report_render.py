@@ -183,12 +183,20 @@ def _memory(s: Summary) -> Section:
     current = [(crds, rss) for crds, rss, start in s.memory_points if start == fitted_start]
     others = [(crds, rss) for crds, rss, start in s.memory_points if start != fitted_start]
     lines = []
-    fit = LinearFit()
-    for crds, rss in current:
-        fit.add(crds, rss)
-    result = fit.result()
-    if result is not None:
-        lines.append((f"fit {result.slope:.3f} MiB/CRD", result.slope, result.intercept))
+    if s.mib_per_crd is not None and current:
+        # The line has the slope reported above (the health probe's fit over all its samples), placed
+        # through the points shown: a second, different slope in the legend would contradict the fact.
+        mean_x = sum(c for c, _ in current) / len(current)
+        mean_y = sum(r for _, r in current) / len(current)
+        lines.append((f"{s.mib_per_crd:.3f} MiB/CRD (reported fit)", s.mib_per_crd,
+                      mean_y - s.mib_per_crd * mean_x))
+    else:
+        fit = LinearFit()
+        for crds, rss in current:
+            fit.add(crds, rss)
+        result = fit.result()
+        if result is not None:
+            lines.append((f"fit of these points {result.slope:.3f} MiB/CRD", result.slope, result.intercept))
     series = [Series("RSS", current, "scatter")]
     if others:
         series.append(Series("RSS, other API server processes", others, "scatter"))
@@ -279,6 +287,7 @@ svg .series-0 { stroke: steelblue; fill: steelblue; } svg .series-0-text { fill:
 svg .series-1 { stroke: seagreen; fill: seagreen; } svg .series-1-text { fill: seagreen; }
 svg .series-2 { stroke: purple; fill: purple; } svg .series-2-text { fill: purple; }
 svg .empty { fill: gray; font-style: italic; font-size: 12px; }
+svg .flat { fill: gray; font-style: italic; font-size: 12px; }
 """
 
 

@@ -19,6 +19,10 @@ WIDTH, HEIGHT = 720, 260
 MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 64, 16, 28, 44
 #: Approximate width of a legend character (11 px sans-serif), to lay legends out side by side.
 LEGEND_CHAR_WIDTH = 6.2
+#: Share of the x range left empty on each side of a scatter plot.
+SCATTER_PAD = 0.03
+#: Tick labels closer than this to the plot's right edge are right-aligned.
+EDGE_LABEL_PX = 30
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,10 +79,17 @@ def chart(title: str, series: Sequence[Series], *, x_label: str = "", y_label: s
     x_min, x_max = min(xs), max(xs)
     if x_max == x_min:
         x_max = x_min + 1.0
+    if all(item.style == "scatter" for item in series):
+        # Dots on the plot's edge would be cut in half: leave a little room around them.
+        pad = (x_max - x_min) * SCATTER_PAD
+        x_min, x_max = x_min - pad, x_max + pad
     for _, slope, intercept in lines:
         ys += [slope * x_min + intercept, slope * x_max + intercept]
     y_min, y_max = (min(0.0, min(ys)) if y_from_zero else min(ys)), max(ys)
     y_ticks = nice_ticks(y_min, y_max)
+    if len(y_ticks) >= 2 and y_ticks[-1] < y_max:
+        # The top of the plot is a labelled tick above the highest point, never an unlabelled value.
+        y_ticks.append(round(y_ticks[-1] + (y_ticks[1] - y_ticks[0]), 10))
     y_low, y_high = y_ticks[0], max(y_ticks[-1], y_max)
     if y_high == y_low:
         y_high = y_low + 1.0
@@ -107,8 +118,10 @@ def chart(title: str, series: Sequence[Series], *, x_label: str = "", y_label: s
     for tick in nice_ticks(x_min, x_max, 6 if not time_axis else 4) if not time_axis else _time_ticks(x_min, x_max):
         if x_min <= tick <= x_max:
             x = sx(tick)
+            # A label centred on the plot's right edge would run off the chart: align it inside.
+            anchor = "end" if x > WIDTH - MARGIN_RIGHT - EDGE_LABEL_PX else "middle"
             parts.append(f'<text class="tick" x="{x:.1f}" y="{HEIGHT - MARGIN_BOTTOM + 16}" '
-                         f'text-anchor="middle">{x_text(tick)}</text>')
+                         f'text-anchor="{anchor}">{x_text(tick)}</text>')
     parts.append(f'<line class="axis" x1="{MARGIN_LEFT}" x2="{WIDTH - MARGIN_RIGHT}" '
                  f'y1="{MARGIN_TOP + plot_h}" y2="{MARGIN_TOP + plot_h}"/>')
     parts.append(f'<line class="axis" x1="{MARGIN_LEFT}" x2="{MARGIN_LEFT}" y1="{MARGIN_TOP}" '
@@ -139,6 +152,10 @@ def chart(title: str, series: Sequence[Series], *, x_label: str = "", y_label: s
     for css, label in reversed(legend):
         parts.append(f'<text class="legend {css}" x="{right}" y="18" text-anchor="end">{escape(label)}</text>')
         right -= LEGEND_CHAR_WIDTH * len(label) + 14
+    if all(p[1] == 0 for p in points) and not lines:
+        # A line along the axis is easy to miss: say it in words.
+        parts.append(f'<text class="flat" x="{MARGIN_LEFT + plot_w / 2:.1f}" y="{MARGIN_TOP + plot_h / 2:.1f}" '
+                     f'text-anchor="middle">0 throughout ({len(points)} samples)</text>')
     for x, label in markers:
         parts.append(f'<line class="marker" x1="{sx(x):.1f}" x2="{sx(x):.1f}" y1="{MARGIN_TOP}" '
                      f'y2="{MARGIN_TOP + plot_h}"><title>{escape(label)} {x_text(x)}</title></line>')
