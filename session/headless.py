@@ -43,8 +43,9 @@ class Crossing:
         return f"threshold crossed: {self.threshold.text} ({self.threshold.name} = {self.value:g})"
 
 
-class Watch:
-    """The sinks of a headless watch: events to lines (and the recording), thresholds to a stop."""
+class HeadlessSink:
+    """The monitor sink of a headless watch: events and findings to lines (and the recording),
+    samples to the metrics endpoint, ``--fail-if`` thresholds to a stop."""
 
     def __init__(self, detector: EventDetector, thresholds: Iterable[Threshold], *,
                  recorder: Any = None, collector: Any = None, out: TextIO | None = None,
@@ -169,24 +170,24 @@ async def _watch(cluster: Any, settings: Any, seconds: float | None, record: str
             stack.callback(recorder.close)
         monitor = Monitor(cluster, settings)
         wire_lab(monitor)
-        watch = Watch(EventDetector(settings.thresholds), thresholds, recorder=recorder,
-                      collector=collector, out=out)
-        await add_local_kubectl(watch.findings)
+        sink = HeadlessSink(EventDetector(settings.thresholds), thresholds, recorder=recorder,
+                            collector=collector, out=out)
+        await add_local_kubectl(sink.findings)
         if collector is not None:
-            collector.findings = watch.findings.current
-        monitor.add_sink(watch)
+            collector.findings = sink.findings.current
+        monitor.add_sink(sink)
         version = info.kubernetes_version or "version unknown"
-        watch.say(f"watching {info.server} ({version}, context {info.context}); probes: "
+        sink.say(f"watching {info.server} ({version}, context {info.context}); probes: "
                   f"{', '.join(p.name for p in monitor.scheduler.probes)}"
                   + (f"; for {format_seconds(seconds)}" if seconds else ""))
         if recorder is not None:
-            watch.say(f"recording to {recorder.path}")
+            sink.say(f"recording to {recorder.path}")
         if server is not None:
-            watch.say(f"serving metrics on {server.url}")
+            sink.say(f"serving metrics on {server.url}")
         _install_signals(stopped.set)
         stack.callback(_remove_signals)
         running = asyncio.create_task(monitor.run(), name="monitor")
-        waiters = [asyncio.create_task(watch.done.wait()), asyncio.create_task(stopped.wait())]
+        waiters = [asyncio.create_task(sink.done.wait()), asyncio.create_task(stopped.wait())]
         done, _ = await asyncio.wait([running, *waiters], timeout=seconds,
                                      return_when=asyncio.FIRST_COMPLETED)
         for task in (running, *waiters):
@@ -195,14 +196,14 @@ async def _watch(cluster: Any, settings: Any, seconds: float | None, record: str
         if running in done and not running.cancelled() and running.exception() is not None:
             raise running.exception()
         elapsed = format_seconds(time.monotonic() - started)
-        if watch.crossing is not None:
+        if sink.crossing is not None:
             outcome = "crossed"
         elif stopped.is_set():
             outcome = "interrupted"
         else:
             outcome = "completed"
-        watch.say(f"watch {outcome} after {elapsed}: {watch.samples} samples, {len(watch.events)} events"
-                  + ("" if watch.crossing else ", no threshold crossed"))
+        sink.say(f"watch {outcome} after {elapsed}: {sink.samples} samples, {len(sink.events)} events"
+                  + ("" if sink.crossing else ", no threshold crossed"))
         return outcome
     finally:
         stack.close()
