@@ -14,9 +14,11 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# kube-apiserver and etcd from Go modules (lab/go.mod), cached in ~/.cache/crdscope.
+# kube-apiserver and etcd from Go modules (lab/go.mod), cached in ~/.cache/crdscope; also the
+# oldest supported Kubernetes (1.26), which the version tests (tests/e2e/test_versions.py) run.
 lab-binaries: venv
 	$(BIN)/crdscope lab build
+	$(BIN)/crdscope lab build --kubernetes 1.26
 
 # Debian packages the end-to-end tests use as real components (Prometheus server, tmux, haproxy, chromium).
 system-deps:
@@ -42,6 +44,7 @@ demo: venv lab-binaries
 
 bench: venv lab-binaries system-deps
 	$(BIN)/python -m bench
+	$(BIN)/python -m bench versions
 
 soak: venv lab-binaries system-deps
 	$(BIN)/python -m pytest -m "soak or slow" tests

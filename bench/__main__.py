@@ -2,6 +2,7 @@
 
 NAME is any of: discovery, loader, overhead, ui_latency, metrics_parse, cli (default: all).
 ``python -m bench calibrate [--help]`` fits the cost model instead (bench/calibrate.py).
+``python -m bench versions [--help]`` loads the AWS set into each built Kubernetes version (bench/versions.py).
 """
 
 from __future__ import annotations
@@ -59,6 +60,13 @@ def _interrupt(*_: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args_given = sys.argv[1:] if argv is None else argv
+    if args_given[:1] == ["versions"]:
+        # Not in the default set (a whole AWS load per Kubernetes version): its own options
+        # (--kubernetes, --memory-limit, ...; see bench/versions.py); `make bench` runs it.
+        from .versions import main as versions
+
+        signal.signal(signal.SIGTERM, _interrupt)
+        return versions(args_given[1:])
     if args_given[:1] == ["calibrate"]:
         # Not a benchmark: fits the cost model (its own options; see bench/calibrate.py).
         from .calibrate import main as calibrate

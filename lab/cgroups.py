@@ -116,6 +116,20 @@ def create(name: str, limit: int) -> Path:
     return group
 
 
+def set_limit(group: Path, limit: int) -> None:
+    """Change a group's limit while its process runs (lowering it below the usage may be refused)."""
+    names = ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes") if (group / "memory.limit_in_bytes").exists() \
+        else ("memory.max",)
+    if limit > usage(group) and len(names) == 2:
+        names = names[::-1]  # v1: memsw must stay >= the plain limit, so raise it first
+    try:
+        for name in names:
+            if (group / name).exists():
+                (group / name).write_text(str(limit))
+    except OSError as exc:
+        raise LabError(f"cannot set the memory limit of {group}: {exc.strerror or exc}") from None
+
+
 def join(group: Path, pid: int) -> None:
     """Move ``pid`` into ``group``."""
     try:

@@ -499,6 +499,21 @@ class Lab:
         raise LabError(f"kube-apiserver did not restart ({outcome}); last lines of {component.log}:",
                        detail=tail(component.log))
 
+    def set_memory_limit(self, limit: int) -> LabState:
+        """Change the API servers' memory limit in place, as a provider resizes a control plane.
+
+        The running (or crash-looping) API server keeps its pid; the next restart gets the new room.
+        """
+        state = self.require()
+        limited = [c for c in state.apiservers() if c.cgroup]
+        if not limited:
+            raise LabError("this lab has no memory limit; start it with `crdscope lab up --memory-limit SIZE`")
+        for component in limited:
+            cgroups.set_limit(Path(component.cgroup), limit)
+        state.memory_limit = limit
+        self.save(state)
+        return state
+
     def mint_user(self, user: str, groups: list[str] | tuple[str, ...] = (), *, path: Path | None = None,
                   **validity) -> Path:
         """Write a kubeconfig for a new client-certificate user signed by the lab's CA."""

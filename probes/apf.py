@@ -90,6 +90,9 @@ class FlowcontrolNames:
     """
 
     BASE = "/apis/flowcontrol.apiserver.k8s.io/v1"
+    #: The API's versions, newest first: v1 from Kubernetes 1.29; 1.26-1.28 serve v1beta3
+    #: (and v1beta2), older ones v1beta2/v1beta1.  The first that answers is kept.
+    VERSIONS = ("v1", "v1beta3", "v1beta2", "v1beta1")
     REFRESH_SECONDS = 300.0
     UNKNOWN_REFRESH_SECONDS = 30.0
 
@@ -102,6 +105,8 @@ class FlowcontrolNames:
         self.error: str | None = None
         self._fetched_at: float | None = None
         self._not_found: set[str] = set()
+        #: The flowcontrol API version the server answered (empty until listed).
+        self.api_version = ""
 
     async def refresh(self, uids: set[str] = frozenset(), levels: set[str] = frozenset()) -> None:
         """List both kinds again if the cache is old, or if it lacks one of ``uids`` or ``levels`` (names)."""
@@ -114,17 +119,23 @@ class FlowcontrolNames:
                 unknown and age >= self.UNKNOWN_REFRESH_SECONDS):
             return
         self._fetched_at = now
-        schemas, listed_levels = await asyncio.gather(
-            self.cluster.get_json(f"{self.BASE}/flowschemas"),
-            self.cluster.get_json(f"{self.BASE}/prioritylevelconfigurations"),
-            return_exceptions=True,
-        )
+        for version in [self.api_version] if self.api_version else self.VERSIONS:
+            base = self.BASE.rsplit("/", 1)[0] + "/" + version
+            schemas, listed_levels = await asyncio.gather(
+                self.cluster.get_json(f"{base}/flowschemas"),
+                self.cluster.get_json(f"{base}/prioritylevelconfigurations"),
+                return_exceptions=True,
+            )
+            missing = [a for a in (schemas, listed_levels) if isinstance(a, ClusterError) and "answered 404" in str(a)]
+            if not missing:
+                break
         for answer in (schemas, listed_levels):
             if isinstance(answer, ClusterError):
                 self.error = f"flowcontrol API: {answer}"
                 return
             if isinstance(answer, BaseException):
                 raise answer
+        self.api_version = version
         self.error = None
         self.flow_schemas = _uid_names(schemas)
         self.priority_levels = _uid_names(listed_levels)

@@ -113,6 +113,8 @@ class ThrottlingSample(Sample):
     client_models: tuple[ClientModel, ...] = ()
     scrape_bytes: int = 0
     scrape_seconds: float = 0.0
+    #: The flowcontrol.apiserver.k8s.io version the names came from (v1 from 1.29, v1beta3 on 1.26-1.28).
+    flowcontrol_api: str = ""
     #: figure -> why it could not be observed
     unobservable: dict[str, str] = field(default_factory=dict)
 
@@ -259,6 +261,7 @@ class ThrottlingProbe:
             client_models=models,
             scrape_bytes=scrape.bytes,
             scrape_seconds=scrape.seconds,
+            flowcontrol_api=self.names.api_version,
             unobservable=unobservable,
         )
 

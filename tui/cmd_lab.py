@@ -171,6 +171,18 @@ def lab_status(name: str, as_json: bool) -> None:
             click.echo(tail(component["log"]))
 
 
+@lab.command("limit")
+@click.argument("size")
+@name_option
+def lab_limit(size: str, name: str) -> None:
+    """Change the API server's memory limit in place (e.g. to end an OOM crash loop)."""
+    from crdscope.lab.cgroups import parse_size
+    from crdscope.lab.controlplane import Lab
+
+    state = Lab(name=name).set_memory_limit(parse_size(size))
+    click.echo(f"memory limit: {state.memory_limit / 2**20:.0f} MiB")
+
+
 @lab.command("kubeconfig")
 @name_option
 def lab_kubeconfig(name: str) -> None:

@@ -1,0 +1,331 @@
+"""Benchmark: the published CRD-scaling figures, Kubernetes version by Kubernetes version.
+
+``python -m bench versions [--kubernetes 1.26,1.37] [--memory-limit SIZE] [--limit N]``: for each
+built version, a fresh lab; the AWS set (``../shared/crds/provider-aws.tar.xz``) loaded with
+``crdscope load`` at its default pace, while a sampler records every few seconds:
+
+- resident memory and Go heap (``/metrics``) against the CRDs stored
+  (``apiserver_storage_objects``), fitted to MiB per CRD; the API server's TCP connections to
+  etcd (from /proc, lab/sockets.py) against the CRDs;
+- a latency canary (``GET /api/v1/namespaces/default`` every second): p99, failures, and outage
+  windows (consecutive failures); the lab supervisor's kills and restarts with ``--memory-limit``;
+- the ``/openapi/v3`` index every 2 s: when each group-version's hash changed, giving each CRD's
+  publication lag (first change at or after its creation; 2 s resolution).
+
+After the load: ``crdscope probe discovery --legacy --json`` (requests, bytes, seconds and the
+client models), whether aggregated discovery is served, and the first ``/openapi/v2`` (seconds,
+bytes).  With ``--memory-limit`` the load runs against a capped, supervised API server and the
+run stops after ``--capped-minutes``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from crdscope.lab.binaries import ensure_binaries, supported_minors
+from crdscope.lab.cgroups import parse_size
+from crdscope.lab.controlplane import Lab, LabOptions, LabState, admin_tls
+from crdscope.lab.sockets import etcd_connection_counter
+from crdscope.lab.supervisor import read_events
+
+from .common import BenchError, Options, Result, say
+from .discovery import crdscope_command
+from .labs import crd_dir, crd_files
+
+SET = "provider-aws"
+CRD_RESOURCE = "customresourcedefinitions.apiextensions.k8s.io"
+METRIC_SECONDS = 5.0
+CANARY_SECONDS = 1.0
+OPENAPI_SECONDS = 2.0
+PUBLISHED = {
+    "discovery_192gv_5_100_s": 20.3, "discovery_192gv_50_300_s": 9.6,
+    "discovery_368gv_5_100_s": 50.0, "discovery_368gv_50_300_s": 29.8,
+    "mib_per_crd_780": 3.3, "rss_gib_1900_crds": "5.5-6.5",
+    "etcd_connections_1878_crds": 1937, "openapi_slow_for": "up to an hour",
+}
+
+
+def _metric(text: str, name: str, labels: str = "") -> float | None:
+    pattern = rf"^{re.escape(name)}(?:\{{[^}}]*{re.escape(labels)}[^}}]*\}})?\s+(\S+)$"
+    match = re.search(pattern, text, re.M)
+    return float(match.group(1)) if match else None
+
+
+def _fit(points: list[tuple[float, float]]) -> float | None:
+    """Least-squares slope of y over x (None with fewer than 3 distinct x)."""
+    if len({x for x, _ in points}) < 3:
+        return None
+    return statistics.linear_regression([x for x, _ in points], [y for _, y in points]).slope
+
+
+def _percentile(values: list[float], share: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+@dataclass
+class Sampler:
+    """Background threads measuring one lab while it is loaded."""
+
+    state: LabState
+    home: Path
+    stop: threading.Event = field(default_factory=threading.Event)
+    memory: list[dict[str, float]] = field(default_factory=list)
+    canary: list[tuple[float, float | None]] = field(default_factory=list)
+    v3_changes: dict[str, list[float]] = field(default_factory=dict)
+    threads: list[threading.Thread] = field(default_factory=list)
+
+    def client(self, timeout: float = 10) -> httpx.Client:
+        return httpx.Client(base_url=self.state.server, verify=admin_tls(self.state.pki_dir), timeout=timeout)
+
+    def start(self) -> None:
+        for target in (self._metrics, self._canary, self._openapi):
+            thread = threading.Thread(target=target, daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def finish(self) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=60)
+
+    def _metrics(self) -> None:
+        connections = etcd_connection_counter(self.state.server, self.home)
+        with self.client(30) as client:
+            while not self.stop.wait(METRIC_SECONDS):
+                try:
+                    text = client.get("/metrics").text
+                except httpx.HTTPError:
+                    continue
+                # 1.37 counts objects in apiserver_resource_objects{group,resource}; older servers
+                # in apiserver_storage_objects{resource="<resource>.<group>"}.
+                crds = _metric(text, "apiserver_resource_objects", 'resource="customresourcedefinitions"')
+                if crds is None:
+                    crds = _metric(text, "apiserver_storage_objects", f'resource="{CRD_RESOURCE}"')
+                rss = _metric(text, "process_resident_memory_bytes")
+                if crds is None or rss is None:
+                    continue
+                heap = _metric(text, "go_memstats_heap_inuse_bytes") or 0.0
+                etcd = connections() if connections else None
+                self.memory.append({"at": time.time(), "crds": crds, "rss": rss, "heap": heap,
+                                    "etcd": float(etcd) if etcd is not None else -1.0})
+
+    def _canary(self) -> None:
+        with self.client(10) as client:
+            while not self.stop.wait(CANARY_SECONDS):
+                started = time.perf_counter()
+                try:
+                    ok = client.get("/api/v1/namespaces/default").status_code == 200
+                except httpx.HTTPError:
+                    ok = False
+                self.canary.append((time.time(), time.perf_counter() - started if ok else None))
+
+    def _openapi(self) -> None:
+        seen: dict[str, str] = {}
+        with self.client(30) as client:
+            while not self.stop.wait(OPENAPI_SECONDS):
+                try:
+                    paths = client.get("/openapi/v3").json().get("paths") or {}
+                except (httpx.HTTPError, ValueError):
+                    continue
+                now = time.time()
+                for path, entry in paths.items():
+                    url = entry.get("serverRelativeURL", "") if isinstance(entry, dict) else ""
+                    if seen.get(path) != url:
+                        seen[path] = url
+                        self.v3_changes.setdefault(path, []).append(now)
+
+    def outages(self) -> list[float]:
+        """Lengths of the windows in which every canary request failed (seconds)."""
+        windows, began = [], None
+        for at, latency in self.canary:
+            if latency is None and began is None:
+                began = at
+            elif latency is not None and began is not None:
+                windows.append(round(at - began, 1))
+                began = None
+        if began is not None:
+            windows.append(round(self.canary[-1][0] - began, 1))
+        return windows
+
+
+def _crd_creations(state: LabState) -> list[tuple[str, list[str], float]]:
+    """(group, served versions, creation time) of every CRD, read in pages."""
+    from crdscope.probes.credentials import parse_rfc3339
+
+    found, token = [], ""
+    with httpx.Client(base_url=state.server, verify=admin_tls(state.pki_dir), timeout=300) as client:
+        while True:
+            page = client.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                              params={"limit": "200", **({"continue": token} if token else {})}).json()
+            for item in page.get("items", []):
+                spec = item.get("spec") or {}
+                versions = [v["name"] for v in spec.get("versions") or [] if v.get("served")]
+                found.append((spec.get("group", ""), versions, parse_rfc3339(item["metadata"]["creationTimestamp"])))
+            token = (page.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return found
+
+
+def _v3_lags(state: LabState, changes: dict[str, list[float]]) -> list[float]:
+    lags = []
+    for group, versions, created in _crd_creations(state):
+        for version in versions:
+            after = [t for t in changes.get(f"apis/{group}/{version}", []) if t >= created]
+            if after:
+                lags.append(after[0] - created)
+    return lags
+
+
+def _probe_json(state: LabState, *args: str) -> dict[str, Any]:
+    done = subprocess.run([*crdscope_command(), "probe", *args, "--json", "--kubeconfig", state.kubeconfig,
+                           "--context", state.admin_context], capture_output=True, text=True, timeout=1800)
+    try:
+        return json.loads(done.stdout)
+    except ValueError:
+        return {"error": (done.stderr.strip().splitlines() or ["no output"])[-1]}
+
+
+def _after_load(state: LabState, figures: dict[str, Any]) -> None:
+    walk = _probe_json(state, "discovery", "--legacy")
+    figures["discovery_requests"] = walk.get("requests")
+    figures["discovery_bytes"] = walk.get("bytes")
+    figures["discovery_seconds"] = walk.get("seconds")
+    figures["group_versions"] = walk.get("group_versions")
+    figures["client_models_s"] = {m["name"]: round(m["seconds"], 1) for m in walk.get("client_models") or []}
+    aggregated = _probe_json(state, "discovery")
+    figures["aggregated_discovery"] = aggregated.get("mode") == "aggregated"
+    figures["discovery_fallback_reason"] = aggregated.get("fallback_reason")
+    with httpx.Client(base_url=state.server, verify=admin_tls(state.pki_dir), timeout=1800) as client:
+        started = time.perf_counter()
+        try:
+            body = client.get("/openapi/v2", headers={"Accept": "application/json"}).content
+            figures["openapi_v2_first_s"] = round(time.perf_counter() - started, 1)
+            figures["openapi_v2_mib"] = round(len(body) / 2**20, 1)
+        except httpx.HTTPError as exc:
+            figures["openapi_v2_first_s"] = f"failed: {exc}"
+
+
+def _summarise(sampler: Sampler, state: LabState, figures: dict[str, Any]) -> None:
+    points = [m for m in sampler.memory if m["crds"] > 0]
+    if points:
+        figures["crds_stored"] = int(max(m["crds"] for m in points))
+        figures["rss_end_mib"] = round(points[-1]["rss"] / 2**20)
+        rss, heap = _fit([(m["crds"], m["rss"]) for m in points]), _fit([(m["crds"], m["heap"]) for m in points])
+        figures["rss_mib_per_crd"] = round(rss / 2**20, 2) if rss else None
+        figures["heap_mib_per_crd"] = round(heap / 2**20, 2) if heap else None
+        etcd = [(m["crds"], m["etcd"]) for m in points if m["etcd"] >= 0]
+        slope = _fit(etcd)
+        figures["etcd_connections_per_crd"] = round(slope, 2) if slope is not None else None
+        figures["etcd_connections_end"] = int(etcd[-1][1]) if etcd else None
+    latencies = [latency for _, latency in sampler.canary if latency is not None]
+    p99 = _percentile(latencies, 0.99)
+    figures["canary_p99_ms"] = round(p99 * 1000) if p99 is not None else None
+    figures["canary_failures"] = sum(1 for _, latency in sampler.canary if latency is None)
+    figures["outages_s"] = sampler.outages()
+    lags = _v3_lags(state, sampler.v3_changes)
+    p95 = _percentile(lags, 0.95)
+    figures["openapi_v3_lag_p95_s"] = round(p95, 1) if p95 is not None else None
+    figures["openapi_v3_lag_max_s"] = round(max(lags), 1) if lags else None
+    events = read_events(state.events_log) if state.events_log else []
+    deaths = [e for e in events if e.get("event") == "died"]
+    figures["restarts"] = sum(1 for e in events if e.get("event") == "restarted")
+    figures["oom_kills"] = sum(1 for e in deaths if e.get("oom_killed"))
+    if deaths:
+        first = deaths[0]["at"]
+        before = [m["crds"] for m in sampler.memory if m["at"] <= first]
+        figures["crds_at_first_kill"] = int(before[-1]) if before else None
+        figures["restart_outages_s"] = [e["outage_seconds"] for e in events if e.get("event") == "restarted"]
+
+
+def measure(minor: str, directory: Path, *, memory_limit: int = 0, capped_minutes: float = 20.0,
+            limit: int | None = None) -> dict[str, Any]:
+    """Load the set into a fresh lab of ``minor`` and return its figures."""
+    binaries = ensure_binaries(kubernetes=minor, progress=say)
+    with tempfile.TemporaryDirectory(prefix="crdscope-bench-versions-") as home:
+        lab = Lab(Path(home))
+        state = lab.up(binaries, say=say, options=LabOptions(memory_limit=memory_limit))
+        figures: dict[str, Any] = {"kubernetes": state.kubernetes_version, "memory_limit_mib": memory_limit >> 20}
+        sampler = Sampler(state, Path(home))
+        try:
+            time.sleep(METRIC_SECONDS * 2)  # a baseline before the first CRD (the sampler's first points)
+            sampler.start()
+            time.sleep(METRIC_SECONDS * 2)
+            argv = [*crdscope_command(), "load", str(directory), "--json", "--new-run", "--kubeconfig",
+                    state.kubeconfig, "--context", state.admin_context, *(["--limit", str(limit)] if limit else [])]
+            started = time.monotonic()
+            timeout = capped_minutes * 60 if memory_limit else 3 * 3600
+            try:
+                done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+                figures["load_exit"] = done.returncode
+                figures["load"] = json.loads(done.stdout) if done.stdout.strip().startswith("{") else None
+            except subprocess.TimeoutExpired:
+                figures["load_exit"] = f"stopped after {capped_minutes:.0f} min"
+            figures["load_seconds"] = round(time.monotonic() - started)
+            sampler.finish()
+            _summarise(sampler, lab.require(), figures)
+            if not memory_limit:
+                _after_load(state, figures)
+        finally:
+            sampler.finish()
+            lab.down()
+    return figures
+
+
+def run(options: Options, minors: list[str] | None = None, memory_limit: int = 0,
+        limit: int | None = None, capped_minutes: float = 20.0) -> list[Result]:
+    """Every chosen version (default: each one built), one Result each."""
+    from crdscope.lab.binaries import cached_binaries, versions_for
+
+    minors = minors or [m for m in supported_minors() if cached_binaries(versions_for(m))]
+    if not minors:
+        raise BenchError("no Kubernetes version is built (crdscope lab build --kubernetes 1.26)")
+    directory = crd_dir(SET, limit)
+    results = []
+    for minor in minors:
+        say(f"versions: Kubernetes {minor}, {len(crd_files(directory))} CRDs of {SET}"
+            + (f", memory limit {memory_limit >> 20} MiB" if memory_limit else ""))
+        figures = measure(minor, directory, memory_limit=memory_limit, capped_minutes=capped_minutes, limit=limit)
+        figures["published"] = PUBLISHED
+        result = Result(name="versions" + ("-capped" if memory_limit else ""), kubernetes=figures["kubernetes"],
+                        sizes=f"{SET}:{limit or 'all'}", figures=figures)
+        results.append(result)
+        say(json.dumps(figures, default=str))
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench versions [--kubernetes LIST] [--memory-limit SIZE] [--limit N]``."""
+    parser = argparse.ArgumentParser(prog="python -m bench versions", description=__doc__)
+    parser.add_argument("--kubernetes", default="", help="comma-separated minors (default: every built one)")
+    parser.add_argument("--memory-limit", default="", help="cap the API server (e.g. 2Gi) and count kills")
+    parser.add_argument("--capped-minutes", type=float, default=20.0, help="stop a capped run after this long")
+    parser.add_argument("--limit", type=int, default=None, help="load only the first N CRDs of the set")
+    parser.add_argument("--output", type=Path, default=None, help="directory of the JSON results")
+    args = parser.parse_args(argv)
+    options = Options(append_results_md=False)
+    if args.output:
+        options.output = args.output
+    minors = [m.strip() for m in args.kubernetes.split(",") if m.strip()] or None
+    limit = parse_size(args.memory_limit) if args.memory_limit else 0
+    try:
+        for result in run(options, minors, limit, args.limit, args.capped_minutes):
+            print(json.dumps({"benchmark": result.name, "result": str(result.write(options))}), flush=True)
+    except BenchError as exc:
+        print(f"bench: versions: {exc}", flush=True)
+        return 1
+    return 0

@@ -1,0 +1,188 @@
+"""The lab across Kubernetes versions: the oldest supported (1.26) beside the default, and a memory cap.
+
+A compact suite against 1.26 (built by `make lab-binaries`): the version it reports, every
+one-shot probe (discovery falls back to the legacy walk and says why; APF names come from
+flowcontrol v1beta3; OpenAPI v3 is beta there), a loader run of 200 CRDs, aggregated
+discovery switched on by a feature gate, and an API server OOM-killed by its cgroup limit,
+restarted by the lab's supervisor and serving again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from crdscope.lab.controlplane import Lab, LabOptions, admin_tls, pid_alive
+from crdscope.lab.supervisor import read_events
+from tests.conftest import LabHandle
+from tests.crdsets import tiny_crd
+from tests.e2e.monitoring import running_monitor
+from tests.helpers import async_wait_for
+
+pytestmark = pytest.mark.lab
+
+CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
+OLD = "1.26"
+#: The memory cap of the kill test: above what an idle 1.26 API server needs (about 300 MiB here)
+#: and below what a few hundred CRDs need (about 6.5 MiB each on 1.26).
+CAP_MIB = 420
+
+
+def crdscope(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([*CRDSCOPE, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def probe(handle: LabHandle, name: str, *extra: str) -> dict:
+    done = crdscope("probe", name, "--json", "--kubeconfig", handle.kubeconfig, "--context", handle.admin_context,
+                    *extra)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def old_binaries():
+    from crdscope.lab.binaries import ensure_binaries
+
+    return ensure_binaries(kubernetes=OLD, progress=lambda line: print(line, file=sys.stderr))
+
+
+def _handle(lab: Lab, state) -> LabHandle:
+    return LabHandle(lab=lab, state=state, kubeconfig=state.kubeconfig, admin_context=state.admin_context,
+                     restricted_context=state.restricted_context)
+
+
+@pytest.fixture(scope="module")
+def old_lab(tmp_path_factory: pytest.TempPathFactory, old_binaries):
+    lab = Lab(tmp_path_factory.mktemp("old-lab"), name="old")
+    state = lab.up(old_binaries, options=LabOptions(name="old"))
+    yield _handle(lab, state)
+    lab.down()
+
+
+def test_two_versions_side_by_side_each_report_their_own(old_lab, lab):
+    assert old_lab.state.kubernetes_version.startswith("v1.26.")
+    merged = f"{old_lab.kubeconfig}{os.pathsep}{lab.kubeconfig}"
+    versions = {}
+    for context in (old_lab.admin_context, lab.admin_context):
+        done = subprocess.run(["kubectl", "version", "-o", "json", f"--context={context}"], capture_output=True,
+                              text=True, timeout=60, env={**os.environ, "KUBECONFIG": merged})
+        assert done.returncode == 0, done.stderr
+        versions[context] = json.loads(done.stdout)["serverVersion"]["gitVersion"]
+    assert old_lab.admin_context == "crdscope-lab-old" and lab.admin_context == "crdscope-lab"
+    assert versions["crdscope-lab-old"] == old_lab.state.kubernetes_version
+    assert versions["crdscope-lab"] != versions["crdscope-lab-old"]
+    assert probe(old_lab, "version")["git_version"] == versions["crdscope-lab-old"]
+
+
+def test_discovery_on_126_is_the_legacy_walk_with_its_reason(old_lab):
+    sample = probe(old_lab, "discovery")
+    assert sample["error"] is None
+    assert sample["mode"] == "legacy"
+    assert "no aggregated discovery" in sample["fallback_reason"] or "406" in sample["fallback_reason"]
+    reference = old_lab.kubectl("api-versions").stdout.split()
+    assert sample["group_versions"] == len(reference)
+    assert sample["requests"] == 2 + len(reference)  # /api, /apis and one per group-version
+
+
+def test_throttling_on_126_names_levels_through_flowcontrol_v1beta3(old_lab):
+    sample = probe(old_lab, "throttling")
+    assert sample["error"] is None
+    assert sample["flowcontrol_api"] == "v1beta3"
+    assert "names" not in sample["unobservable"]
+    levels = {level["name"] for level in sample["priority_levels"]}
+    assert {"exempt", "global-default"} <= levels
+    # Whatever 1.26 does not export is named with a reason, never reported as zero.
+    for figure, reason in sample["unobservable"].items():
+        assert reason, figure
+
+
+def test_openapi_and_health_on_126(old_lab):
+    openapi = probe(old_lab, "openapi")
+    assert openapi["error"] is None and openapi["v3_status"] == 200 and openapi["v3_paths"] > 10
+    health = probe(old_lab, "health")
+    assert health["error"] is None and health["ready"] is True
+    assert health["rss_bytes"] > 50 * 2**20 and health["restarts"] == 0
+    for figure, reason in health["unobservable"].items():
+        assert reason, figure
+
+
+def test_loader_run_of_200_crds_on_126(old_lab):
+    done = crdscope("load", "synthetic:200", "--seed", "126", "--json", "--kubeconfig", old_lab.kubeconfig,
+                    "--context", old_lab.admin_context, timeout=900)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["established"] == 200 and summary["failed"] == 0
+    listed = old_lab.kubectl("get", "crd", "-l", "app.kubernetes.io/managed-by=crdscope", "-o", "name").stdout
+    assert len(listed.split()) == 200
+    walk = probe(old_lab, "discovery", "--legacy")
+    assert walk["group_versions"] >= 200 // 10  # the synthetic groups are now in the legacy walk
+
+
+def test_feature_gate_turns_aggregated_discovery_on_in_126(old_binaries, tmp_path: Path):
+    env = {"CRDSCOPE_LAB_HOME": str(tmp_path / "home")}
+    up = crdscope("lab", "up", "--kubernetes", OLD, "--name", "gated", "--feature-gates",
+                  "AggregatedDiscoveryEndpoint=true", "--", "--max-requests-inflight=150", env=env)
+    assert up.returncode == 0, up.stderr
+    try:
+        status = json.loads(crdscope("lab", "status", "--name", "gated", "--json", env=env).stdout)
+        assert status["kubernetes_version"].startswith("v1.26.") and status["context"] == "crdscope-lab-gated"
+        argv = Path(f"/proc/{status['components']['apiserver']['pid']}/cmdline").read_bytes().split(b"\0")
+        assert b"--max-requests-inflight=150" in argv
+        sample = json.loads(crdscope("probe", "discovery", "--json", "--kubeconfig", status["kubeconfig"]).stdout)
+        assert sample["mode"] == "aggregated" and sample["fallback_reason"] is None
+        assert "v2beta1" in sample["format"]
+    finally:
+        assert crdscope("lab", "down", "--name", "gated", env=env).returncode == 0
+
+
+async def _apply(client: httpx.AsyncClient, documents: list[dict]) -> None:
+    for document in documents:
+        try:
+            await client.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=document)
+        except httpx.HTTPError:
+            return  # the server went away: the kill this test waits for
+
+
+async def test_memory_cap_kills_the_apiserver_and_the_lab_restarts_it(old_binaries, tmp_path: Path):
+    env = {"CRDSCOPE_LAB_HOME": str(tmp_path / "home")}
+    lab = Lab(tmp_path / "home" / "named" / "capped", name="capped")  # where `crdscope lab ... --name` finds it
+    state = lab.up(old_binaries, options=LabOptions(name="capped", memory_limit=CAP_MIB << 20))
+    handle = _handle(lab, state)
+    try:
+        assert state.supervisor_pid and pid_alive(state.supervisor_pid)
+        async with running_monitor(handle, ["health"], health=1.0) as (_, collected):
+            before = await collected.next("health", lambda s: s.start_time is not None and s.ready)
+            assert before.restarts == 0
+            loaded = 0
+            async with httpx.AsyncClient(base_url=state.server, verify=admin_tls(state.pki_dir), timeout=30) as client:
+                while not any(e["event"] == "died" for e in read_events(state.events_log)):
+                    assert loaded < 1500, f"{loaded} CRDs did not exceed a {CAP_MIB} MiB cap"
+                    batch = [tiny_crd(f"g{n // 5}.cap.crdscope.test", f"Cap{n}") for n in range(loaded, loaded + 20)]
+                    await _apply(client, batch)
+                    loaded += len(batch)
+            died = next(e for e in read_events(state.events_log) if e["event"] == "died")
+            assert died["oom_killed"] is True, died
+            # With its CRDs an API server needs more at start than the cap that killed it (it
+            # crash-loops, as managed control planes did): give it room, as a provider resizes one.
+            resized = crdscope("lab", "limit", "2Gi", "--name", "capped", env=env)
+            assert resized.returncode == 0, resized.stderr
+            await async_wait_for(lambda: any(e["event"] == "restarted" for e in read_events(state.events_log)),
+                                 timeout=300, interval=0.5, message="the supervisor's restart")
+            back = await collected.next("health", lambda s: s.ready and s.restarts >= 1, timeout=120,
+                                        message="the health probe counting the restart")
+        assert back.start_time > before.start_time
+        status = json.loads(crdscope("lab", "status", "--name", "capped", "--json", env=env).stdout)
+        assert status["ready"] is True and status["components"]["apiserver"]["restarts"] >= 1
+        after = probe(handle, "health")
+        assert after["start_time"] >= died["at"] - 1  # the process serving now started after the kill
+        outages = [e["outage_seconds"] for e in read_events(state.events_log) if e["event"] == "restarted"]
+        print(f"\nkilled after {loaded} CRDs applied; outages {outages} s")
+    finally:
+        lab.down()
