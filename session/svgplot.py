@@ -65,6 +65,30 @@ def clock_label(timestamp: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(timestamp))
 
 
+def _x_range(xs: Sequence[float], *, scatter_only: bool) -> tuple[float, float]:
+    """The x axis's span: never empty, with room around dots so that none is cut in half."""
+    x_min, x_max = min(xs), max(xs)
+    if x_max == x_min:
+        x_max = x_min + 1.0
+    if scatter_only:
+        pad = (x_max - x_min) * SCATTER_PAD
+        x_min, x_max = x_min - pad, x_max + pad
+    return x_min, x_max
+
+
+def _y_scale(ys: Sequence[float], from_zero: bool) -> tuple[list[float], float, float]:
+    """(ticks, bottom, top) of the y axis; the top is a labelled tick above the highest point."""
+    y_min, y_max = (min(0.0, min(ys)) if from_zero else min(ys)), max(ys)
+    y_ticks = nice_ticks(y_min, y_max)
+    if len(y_ticks) >= 2 and y_ticks[-1] < y_max:
+        # The top of the plot is a labelled tick above the highest point, never an unlabelled value.
+        y_ticks.append(round(y_ticks[-1] + (y_ticks[1] - y_ticks[0]), 10))
+    y_low, y_high = y_ticks[0], max(y_ticks[-1], y_max)
+    if y_high == y_low:
+        y_high = y_low + 1.0
+    return y_ticks, y_low, y_high
+
+
 def chart(title: str, series: Sequence[Series], *, x_label: str = "", y_label: str = "",
           time_axis: bool = False, bands: Sequence[tuple[float, float]] = (),
           markers: Sequence[tuple[float, str]] = (), lines: Sequence[tuple[str, float, float]] = (),
@@ -75,24 +99,11 @@ def chart(title: str, series: Sequence[Series], *, x_label: str = "", y_label: s
         return (f'<svg class="chart" viewBox="0 0 {WIDTH} 60" role="img"><title>{escape(title)}</title>'
                 f'<text x="8" y="36" class="empty">{escape(title)}: no data recorded</text></svg>')
     xs = [p[0] for p in points] + [b for band in bands for b in band] + [m[0] for m in markers]
+    x_min, x_max = _x_range(xs, scatter_only=all(item.style == "scatter" for item in series))
     ys = [p[1] for p in points]
-    x_min, x_max = min(xs), max(xs)
-    if x_max == x_min:
-        x_max = x_min + 1.0
-    if all(item.style == "scatter" for item in series):
-        # Dots on the plot's edge would be cut in half: leave a little room around them.
-        pad = (x_max - x_min) * SCATTER_PAD
-        x_min, x_max = x_min - pad, x_max + pad
     for _, slope, intercept in lines:
         ys += [slope * x_min + intercept, slope * x_max + intercept]
-    y_min, y_max = (min(0.0, min(ys)) if y_from_zero else min(ys)), max(ys)
-    y_ticks = nice_ticks(y_min, y_max)
-    if len(y_ticks) >= 2 and y_ticks[-1] < y_max:
-        # The top of the plot is a labelled tick above the highest point, never an unlabelled value.
-        y_ticks.append(round(y_ticks[-1] + (y_ticks[1] - y_ticks[0]), 10))
-    y_low, y_high = y_ticks[0], max(y_ticks[-1], y_max)
-    if y_high == y_low:
-        y_high = y_low + 1.0
+    y_ticks, y_low, y_high = _y_scale(ys, y_from_zero)
     plot_w = WIDTH - MARGIN_LEFT - MARGIN_RIGHT
     plot_h = HEIGHT - MARGIN_TOP - MARGIN_BOTTOM
 
@@ -126,12 +137,7 @@ def chart(title: str, series: Sequence[Series], *, x_label: str = "", y_label: s
                  f'y1="{MARGIN_TOP + plot_h}" y2="{MARGIN_TOP + plot_h}"/>')
     parts.append(f'<line class="axis" x1="{MARGIN_LEFT}" x2="{MARGIN_LEFT}" y1="{MARGIN_TOP}" '
                  f'y2="{MARGIN_TOP + plot_h}"/>')
-    if x_label:
-        parts.append(f'<text class="label" x="{MARGIN_LEFT + plot_w / 2:.1f}" y="{HEIGHT - 6}" '
-                     f'text-anchor="middle">{escape(x_label)}</text>')
-    if y_label:
-        parts.append(f'<text class="label" x="12" y="{MARGIN_TOP + plot_h / 2:.1f}" text-anchor="middle" '
-                     f'transform="rotate(-90 12 {MARGIN_TOP + plot_h / 2:.1f})">{escape(y_label)}</text>')
+    parts += _axis_labels(x_label, y_label, plot_w, plot_h)
     legend: list[tuple[str, str]] = []
     for index, item in enumerate(series):
         css = f"series-{index % 6}"
@@ -147,11 +153,7 @@ def chart(title: str, series: Sequence[Series], *, x_label: str = "", y_label: s
                      f'x2="{sx(x_max):.1f}" y2="{sy(slope * x_max + intercept):.1f}"><title>{escape(label)}'
                      f"</title></line>")
         legend.append(("fit-text", label))
-    # The legend sits in the title row, right-aligned, so it never hides a line.
-    right = WIDTH - MARGIN_RIGHT
-    for css, label in reversed(legend):
-        parts.append(f'<text class="legend {css}" x="{right}" y="18" text-anchor="end">{escape(label)}</text>')
-        right -= LEGEND_CHAR_WIDTH * len(label) + 14
+    parts += _legend(legend)
     if all(p[1] == 0 for p in points) and not lines:
         # A line along the axis is easy to miss: say it in words.
         parts.append(f'<text class="flat" x="{MARGIN_LEFT + plot_w / 2:.1f}" y="{MARGIN_TOP + plot_h / 2:.1f}" '
@@ -161,6 +163,28 @@ def chart(title: str, series: Sequence[Series], *, x_label: str = "", y_label: s
                      f'y2="{MARGIN_TOP + plot_h}"><title>{escape(label)} {x_text(x)}</title></line>')
     parts.append("</svg>")
     return "\n".join(parts)
+
+
+def _axis_labels(x_label: str, y_label: str, plot_w: float, plot_h: float) -> list[str]:
+    """The x label under the plot, the y label turned along its left side."""
+    parts = []
+    if x_label:
+        parts.append(f'<text class="label" x="{MARGIN_LEFT + plot_w / 2:.1f}" y="{HEIGHT - 6}" '
+                     f'text-anchor="middle">{escape(x_label)}</text>')
+    if y_label:
+        parts.append(f'<text class="label" x="12" y="{MARGIN_TOP + plot_h / 2:.1f}" text-anchor="middle" '
+                     f'transform="rotate(-90 12 {MARGIN_TOP + plot_h / 2:.1f})">{escape(y_label)}</text>')
+    return parts
+
+
+def _legend(entries: Sequence[tuple[str, str]]) -> list[str]:
+    """(css class, label) entries in the title row, right-aligned, so that they never hide a line."""
+    parts = []
+    right = WIDTH - MARGIN_RIGHT
+    for css, label in reversed(entries):
+        parts.append(f'<text class="legend {css}" x="{right}" y="18" text-anchor="end">{escape(label)}</text>')
+        right -= LEGEND_CHAR_WIDTH * len(label) + 14
+    return parts
 
 
 def _time_ticks(low: float, high: float) -> list[float]:
