@@ -37,8 +37,8 @@ class Interval:
 
     @classmethod
     def around(cls, value: float, relative: float) -> Interval:
-        """``value`` +- ``relative`` of it."""
-        return cls(value, value * (1 - relative), value * (1 + relative))
+        """``value`` +- ``relative`` of it (never below zero: these are sizes, counts and times)."""
+        return cls(value, max(0.0, value * (1 - relative)), value * (1 + relative))
 
     def plus(self, offset: float) -> Interval:
         """The interval moved by ``offset``."""

@@ -207,3 +207,22 @@ def test_the_first_crds_one_time_cost_is_not_per_crd(tmp_path, monkeypatch):
     # From 300 MiB: the one-time 100 MiB, then 1 MiB a CRD up to 1024 MiB.
     assert empty.crds_until_limit == 1024 - 300 - 100
     assert empty.top_crds[0].memory_bytes == pytest.approx(2**20)
+
+
+async def test_a_file_sources_features_are_cached_until_the_file_changes(tmp_path):
+    import os
+
+    from crdscope.costmodel.source import read_source
+
+    path = tmp_path / "crds.yaml"
+    documents = [{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                  "metadata": {"name": f"k{i}s.g.example"}, "spec": spec(("v1",), group="g.example", kind=f"K{i}")}
+                 for i in range(3)]
+    path.write_text("---\n".join(json.dumps(d) for d in documents))
+    first = await read_source(str(path))
+    again = await read_source(str(path))
+    assert again.crds == first.crds and len(first.crds) == 3
+    path.write_text(json.dumps(documents[0]))
+    os.utime(path, ns=(1, 1))  # another size and mtime: another key
+    changed = await read_source(str(path))
+    assert [crd.name for crd in changed.crds] == ["k0s.g.example"]
