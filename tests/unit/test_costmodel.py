@@ -218,7 +218,7 @@ async def test_a_file_sources_features_are_cached_until_the_file_changes(tmp_pat
     documents = [{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
                   "metadata": {"name": f"k{i}s.g.example"}, "spec": spec(("v1",), group="g.example", kind=f"K{i}")}
                  for i in range(3)]
-    path.write_text("---\n".join(json.dumps(d) for d in documents))
+    path.write_text("\n---\n".join(json.dumps(d) for d in documents))
     first = await read_source(str(path))
     again = await read_source(str(path))
     assert again.crds == first.crds and len(first.crds) == 3
