@@ -36,7 +36,7 @@ INSTALL_TERMS = ("fixed", "crds", "schema_bytes")
 
 def read_features(paths: list[str]) -> list[CRDFeatures]:
     """The features of the CRDs in ``paths`` (one or more documents per file)."""
-    found = []
+    found: list[CRDFeatures] = []
     for path in paths:
         with open(path, "rb") as handle:
             found.extend(features_of(item) for item in yaml_items(handle, path) if isinstance(item, CRDDocument))

@@ -72,7 +72,7 @@ def _count_schema(node: Any) -> tuple[int, int]:
 
 def features_of_spec(name: str, spec: dict[str, Any]) -> CRDFeatures:
     """The features of a CRD given its ``spec`` (as parsed JSON/YAML)."""
-    names = spec.get("names") if isinstance(spec.get("names"), dict) else {}
+    names: dict[str, Any] = spec["names"] if isinstance(spec.get("names"), dict) else {}
     versions = [v for v in spec.get("versions") or [] if isinstance(v, dict)]
     served = [v for v in versions if v.get("served", True)]
     storage = next((str(v.get("name", "")) for v in versions if v.get("storage")), "")
@@ -87,7 +87,7 @@ def features_of_spec(name: str, spec: dict[str, Any]) -> CRDFeatures:
             rules += cel
         columns += len(version.get("additionalPrinterColumns") or [])
         subresources.update(str(key) for key in (version.get("subresources") or {}))
-    conversion = spec.get("conversion") if isinstance(spec.get("conversion"), dict) else {}
+    conversion: dict[str, Any] = spec["conversion"] if isinstance(spec.get("conversion"), dict) else {}
     kind = str(names.get("kind", ""))
     return CRDFeatures(
         name=name, group=str(spec.get("group", "")), kind=kind,

@@ -12,6 +12,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from crdscope.loader.sources import CRDDocument, SourceProblem, UniqueNames, open_source
 from crdscope.probes.paths import cache_dir
@@ -67,10 +68,14 @@ def _cache_path(key: str) -> Path | None:
 def _read_cache(path: Path) -> tuple[CRDFeatures, ...] | None:
     try:
         rows = json.loads(path.read_text())
-        return tuple(CRDFeatures(**{k: tuple(v) if isinstance(v, list) else v for k, v in row.items()})
-                     for row in rows)
+        return tuple(_features_of_row(row) for row in rows)
     except (OSError, ValueError, TypeError):
         return None  # absent or from another version: read the source again
+
+
+def _features_of_row(row: dict[str, Any]) -> CRDFeatures:
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in row.items()}
+    return CRDFeatures(**fields)
 
 
 def _write_cache(path: Path, crds: list[CRDFeatures]) -> None:
