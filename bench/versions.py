@@ -25,6 +25,7 @@ import json
 import re
 import statistics
 import subprocess
+import tarfile
 import tempfile
 import threading
 import time
@@ -40,7 +41,9 @@ from crdscope.lab.controlplane import Lab, LabOptions, LabState, admin_tls
 from crdscope.lab.sockets import etcd_connection_counter
 from crdscope.lab.supervisor import read_events
 
-from .common import BenchError, Options, Result, say
+from crdscope.probes.paths import cache_dir
+
+from .common import SHARED_CRDS, BenchError, Options, Result, isolate_environment, say
 from .discovery import crdscope_command
 from .labs import crd_dir, crd_files
 
@@ -68,6 +71,28 @@ def _fit(points: list[tuple[float, float]]) -> float | None:
     if len({x for x, _ in points}) < 3:
         return None
     return statistics.linear_regression([x for x, _ in points], [y for _, y in points]).slope
+
+
+def unpack_whole_set(set_name: str = SET) -> Path:
+    """The whole archive unpacked once into the cache :func:`labs.crd_dir` reads, in one streaming pass.
+
+    ``crd_dir`` seeks member by member, which re-reads an .xz archive from its start each
+    time: minutes for 2,000 files on a busy machine; streaming is one pass.
+    """
+    target = cache_dir() / "bench-crds" / f"{set_name}-all"
+    if (target / ".complete").exists():
+        return target
+    archive = SHARED_CRDS / f"{set_name}.tar.xz"
+    if not archive.exists():
+        raise BenchError(f"{archive} is absent (real CRD sets live beside the checkout)")
+    target.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive, "r|xz") as tar:
+        for member in tar:
+            extracted = tar.extractfile(member) if member.isfile() and member.name.endswith(".yaml") else None
+            if extracted is not None:
+                (target / Path(member.name).name).write_bytes(extracted.read())
+    (target / ".complete").write_text("")
+    return target
 
 
 def _percentile(values: list[float], share: float) -> float | None:
@@ -294,7 +319,7 @@ def run(options: Options, minors: list[str] | None = None, memory_limit: int = 0
     minors = minors or [m for m in supported_minors() if cached_binaries(versions_for(m))]
     if not minors:
         raise BenchError("no Kubernetes version is built (crdscope lab build --kubernetes 1.26)")
-    directory = crd_dir(SET, limit)
+    directory = crd_dir(SET, limit) if limit else unpack_whole_set()
     results = []
     for minor in minors:
         say(f"versions: Kubernetes {minor}, {len(crd_files(directory))} CRDs of {SET}"
@@ -318,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=None, help="directory of the JSON results")
     args = parser.parse_args(argv)
     options = Options(append_results_md=False)
+    isolate_environment()
     if args.output:
         options.output = args.output
     minors = [m.strip() for m in args.kubernetes.split(",") if m.strip()] or None
@@ -328,4 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as exc:
         print(f"bench: versions: {exc}", flush=True)
         return 1
+    except KeyboardInterrupt:
+        print("bench: versions: interrupted", flush=True)
+        return 130
     return 0
