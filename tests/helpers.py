@@ -1,11 +1,13 @@
-"""Test helpers: waiting on conditions with deadlines (never fixed sleeps)."""
+"""Test helpers: waiting on conditions with deadlines (never fixed sleeps), timing keys."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from typing import TypeVar
-from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Iterator
 
 T = TypeVar("T")
 
@@ -36,3 +38,73 @@ async def async_wait_for(predicate: Callable[[], Awaitable[T] | T], *, timeout: 
             return last
         await asyncio.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {message} (last: {last!r})")
+
+
+class KeyTimer:
+    """Times key presses from sending the key until its action runs (see :func:`timed_action`)."""
+
+    def __init__(self, app: Any, action: Callable[[], Any]) -> None:
+        self.app = app
+        self.action = action
+        self.answered: list[float] = []
+        #: Seconds from each press to its action, in press order.
+        self.timings: list[float] = []
+
+    def run_action(self) -> None:
+        self.answered.append(time.perf_counter())
+        self.action()
+
+    async def press(self, key: str, *, timeout: float = 10.0) -> float:
+        """Press ``key`` and wait until its action ran; returns how long that took."""
+        pressed = time.perf_counter()
+        self.app.simulate_key(key)
+        await async_wait_for(lambda: len(self.answered) > len(self.timings), timeout=timeout, interval=0.002,
+                             message="the key's action")
+        self.timings.append(self.answered[-1] - pressed)
+        return self.timings[-1]
+
+
+@contextlib.contextmanager
+def timed_action(app: Any, action: str) -> Iterator[KeyTimer]:
+    """Wrap the app's ``action_<action>`` so that presses of its key can be timed; restored on exit.
+
+    Textual's bindings look the action up on the instance, so the wrapper replaces it there.
+    """
+    name = f"action_{action}"
+    timer = KeyTimer(app, getattr(app, name))
+    setattr(app, name, timer.run_action)
+    try:
+        yield timer
+    finally:
+        delattr(app, name)  # the class's own method again
+
+
+def lab_app(handle: Any, *, load: int = 120, size: str = "tabs") -> Any:
+    """The monitor as ``crdscope lab`` opens it, loading a modest synthetic set quickly."""
+    from crdscope.probes.settings import LoaderSettings, Settings
+    from crdscope.tui.launch import build_app
+
+    settings = Settings(loader=LoaderSettings(source=f"synthetic:{load}", rate=60.0, concurrency=8))
+    return build_app(handle.kubeconfig, handle.admin_context, record=None, settings=settings, layout=size,
+                     lab=handle.lab)
+
+
+def secrets_of(kubeconfig: str, pki: Path) -> list[bytes]:
+    """The lab's key material, in every form a leak could take (kubeconfig base64, PEM body lines)."""
+    import base64
+
+    import yaml
+
+    document = yaml.safe_load(Path(kubeconfig).read_text())
+    found: list[bytes] = []
+    for user in document["users"]:
+        for key in ("client-key-data", "client-certificate-data"):
+            value = user["user"].get(key)
+            if value:
+                found.append(value.encode())
+                pem = base64.b64decode(value)
+                found += [line for line in pem.splitlines() if len(line) > 40 and not line.startswith(b"-----")]
+    for key_file in pki.glob("*.key"):
+        found += [line for line in key_file.read_bytes().splitlines() if len(line) > 40 and not line.startswith(b"-----")]
+    assert found, "no key material found to look for"
+    return found

@@ -9,7 +9,6 @@ ones replayed from the file; replay and report then run as a person runs them, a
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
 import re
 import signal
@@ -20,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import async_wait_for, wait_for
+from tests.helpers import async_wait_for, secrets_of, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -35,23 +34,6 @@ CADENCES = {"version": 5.0, "inventory": 1.0, "discovery": 3.0, "throttling": 2.
 def crdscope(*args: str, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
     """Run the crdscope command line as a subprocess (the test's XDG/KUBECONFIG environment)."""
     return subprocess.run([*CRDSCOPE, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT, **kwargs)
-
-
-def secrets_of(kubeconfig: str, pki: Path) -> list[bytes]:
-    """The lab's key material, in every form a leak could take (kubeconfig base64, PEM body lines)."""
-    document = yaml.safe_load(Path(kubeconfig).read_text())
-    found: list[bytes] = []
-    for user in document["users"]:
-        for key in ("client-key-data", "client-certificate-data"):
-            value = user["user"].get(key)
-            if value:
-                found.append(value.encode())
-                pem = base64.b64decode(value)
-                found += [line for line in pem.splitlines() if len(line) > 40 and not line.startswith(b"-----")]
-    for key_file in pki.glob("*.key"):
-        found += [line for line in key_file.read_bytes().splitlines() if len(line) > 40 and not line.startswith(b"-----")]
-    assert found, "no key material found to look for"
-    return found
 
 
 async def test_record_a_load_and_a_restart_then_replay_and_report(fresh_lab, tmp_path):

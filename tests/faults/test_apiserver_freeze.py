@@ -25,7 +25,7 @@ from crdscope.probes.cluster import DEFAULT_TIMEOUT
 from crdscope.probes.health import CHECK_TIMEOUT
 from crdscope.probes.settings import LoaderSettings, Settings
 from tests.faults.helpers import count_requests
-from tests.helpers import async_wait_for
+from tests.helpers import async_wait_for, timed_action
 from tests.tui.conftest import status_text
 from crdscope.tui.launch import build_app
 from crdscope.tui.loader_actions import run_action
@@ -69,27 +69,14 @@ async def test_a_frozen_apiserver_times_out_piles_nothing_up_and_keys_answer(fre
 
         await asyncio.to_thread(fresh_lab.lab.stop, "apiserver")
         frozen_at = time.monotonic()
-        answered: list[float] = []
-        toggle = app.action_toggle_pause
-
-        def timed_toggle() -> None:
-            answered.append(time.perf_counter())
-            toggle()
-
-        app.action_toggle_pause = timed_toggle  # the binding looks the action up on the instance
-        timings: list[float] = []
         try:
-            while time.monotonic() - frozen_at < FREEZE_SECONDS:
-                pressed = time.perf_counter()
-                app.simulate_key("p")
-                await async_wait_for(lambda: len(answered) > len(timings), timeout=10, interval=0.005,
-                                     message="the key's action")
-                timings.append(answered[-1] - pressed)
-                await asyncio.sleep(0.2)  # a person's pace between presses, not a synchronisation
+            with timed_action(app, "toggle_pause") as keys:
+                while time.monotonic() - frozen_at < FREEZE_SECONDS:
+                    await keys.press("p")
+                    await asyncio.sleep(0.2)  # a person's pace between presses, not a synchronisation
         finally:
-            app.action_toggle_pause = toggle
             if app.probes_paused:
-                toggle()
+                app.action_toggle_pause()
             in_flight_at_thaw = counting.in_flight
             await asyncio.to_thread(fresh_lab.lab.start, "apiserver")  # SIGCONT
         thawed_at = time.monotonic()
@@ -102,6 +89,7 @@ async def test_a_frozen_apiserver_times_out_piles_nothing_up_and_keys_answer(fre
             timeout=300, message="the load to finish")
 
     # Keys answered all along (the freeze is on the server, never in the UI's loop).
+    timings = keys.timings
     ordered = sorted(timings)
     print(f"\n{len(timings)} key presses while frozen: median {ordered[len(ordered) // 2] * 1000:.1f} ms, "
           f"max {ordered[-1] * 1000:.1f} ms; requests in flight: peak {counting.peak} (while frozen "

@@ -27,9 +27,8 @@ import yaml
 from crdscope.lab.controlplane import free_port
 from crdscope.lab.pki import CertificateAuthority
 from crdscope.probes.settings import LoaderSettings, Settings
-from tests.e2e.test_session import secrets_of
 from tests.faults.helpers import crdscope, spawn
-from tests.helpers import async_wait_for, wait_for
+from tests.helpers import async_wait_for, secrets_of, wait_for
 from crdscope.tui.launch import build_app
 from crdscope.tui.loader_actions import run_action
 

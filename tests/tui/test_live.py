@@ -14,29 +14,21 @@ import time
 
 import pytest
 
-from crdscope.probes.settings import LoaderSettings, Settings
 from tests.conftest import ROOT
-from tests.helpers import async_wait_for
+from tests.helpers import async_wait_for, lab_app
 from tests.tui.conftest import shown, status_text, widget_text
-from crdscope.tui.launch import build_app
 from crdscope.tui.panels.discovery import DiscoveryPanel
 from crdscope.tui.panels.health import HealthPanel
 from crdscope.tui.panels.inventory import InventoryPanel
 from crdscope.tui.panels.loader import LoaderPanel
 from crdscope.tui.panels.openapi import OpenAPIPanel
 from crdscope.tui.screens.dialogs import ChoiceScreen, ConfirmScreen
+from crdscope.tui.screens.loader_setup import LoaderSetupScreen
 
 pytestmark = pytest.mark.lab
 
 LOAD = 120
 OWNED = "app.kubernetes.io/managed-by=crdscope"
-
-
-def lab_app(handle, *, size: str = "tabs"):
-    """The monitor as ``crdscope lab`` opens it, loading a modest synthetic set quickly."""
-    settings = Settings(loader=LoaderSettings(source=f"synthetic:{LOAD}", rate=60.0, concurrency=8))
-    return build_app(handle.kubeconfig, handle.admin_context, record=None, settings=settings, layout=size,
-                     lab=handle.lab)
 
 
 async def probe_json(handle, name: str) -> dict:
@@ -65,7 +57,7 @@ async def choose(pilot, screen_type, label_start: str) -> None:
 
 
 async def test_load_from_the_keyboard_and_panels_agree_with_probe_json(lab):
-    app = lab_app(lab)
+    app = lab_app(lab, load=LOAD)
     async with app.run_test(size=(80, 24)) as pilot:
         screen = app.monitor_screen
         await async_wait_for(lambda: all(app.store.last_good(p) for p in ("inventory", "health", "openapi")),
@@ -73,6 +65,11 @@ async def test_load_from_the_keyboard_and_panels_agree_with_probe_json(lab):
 
         await pilot.press("l")
         await choose(pilot, ChoiceScreen, "Start")
+        # The set-up dialog shows what the run will do; ctrl+s starts it as configured.
+        await async_wait_for(lambda: isinstance(app.screen, LoaderSetupScreen), timeout=10, message="the set-up")
+        await async_wait_for(lambda: f"Will apply {LOAD} CRDs" in str(app.screen.query_one("#plan").render()),
+                             timeout=30, message="the plan")
+        await pilot.press("ctrl+s")
         done = await async_wait_for(
             lambda: (s := app.store.latest("loader")) is not None and s.state == "done" and s,
             timeout=300, message="the load to finish")
@@ -113,7 +110,7 @@ async def test_load_from_the_keyboard_and_panels_agree_with_probe_json(lab):
 
 
 async def test_pause_stops_the_probes_and_resume_starts_them(lab):
-    app = lab_app(lab)
+    app = lab_app(lab, load=LOAD)
     async with app.run_test(size=(80, 24)) as pilot:
         screen = app.monitor_screen
         await async_wait_for(lambda: app.store.last_good("inventory"), timeout=60, message="a first sample")

@@ -9,9 +9,8 @@ import asyncio
 
 import pytest
 
-from tests.helpers import async_wait_for
+from tests.helpers import async_wait_for, lab_app
 from tests.tui.conftest import status_text, widget_text
-from tests.tui.test_live import lab_app
 from crdscope.tui.panels.discovery import DiscoveryPanel
 from crdscope.tui.panels.health import HealthPanel
 from crdscope.tui.panels.inventory import InventoryPanel

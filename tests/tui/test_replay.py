@@ -89,10 +89,17 @@ async def test_a_bad_seek_is_one_line_on_screen(recording):
 
     app = build_replay_app(recording, speed=1.0, layout="tabs")
     app.feed.pause()
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
         await pilot.press("g")
         await pilot.pause()
         await pilot.press(*"later", "enter")
-        await pilot.pause()
-        assert any("cannot seek to 'later'" in str(n.message) for n in app._notifications)
+        # What a person reads: the toast on screen, one line.
+        shown = await async_wait_for(lambda: [text for text in toasts(app) if "cannot seek to 'later'" in text],
+                                     timeout=5, message="the seek error on screen")
+        assert len(shown) == 1 and "\n" not in shown[0], shown
         assert app.feed.now() == START
+
+
+def toasts(app) -> list[str]:
+    """The text of the notifications on screen (Textual's Toast widgets, selected by type name)."""
+    return [str(toast.render()) for toast in app.screen.query("Toast")]

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import time
 
 import pytest
 
 from crdscope.probes.discovery import once as discovery_once
 from crdscope.probes.metrics import MetricsSource
-from tests.helpers import async_wait_for
-from tests.tui.test_live import lab_app
+from tests.helpers import async_wait_for, lab_app, timed_action
 
 pytestmark = pytest.mark.lab
 
@@ -48,27 +46,16 @@ async def test_keys_answer_within_100ms_during_a_scrape_and_a_legacy_walk(lab):
                 scraped.append(scrape.bytes)
                 walks.append(walk.requests)
 
-        answered: list[float] = []
-        toggle = app.action_toggle_pause
-
-        def timed_toggle() -> None:
-            answered.append(time.perf_counter())
-            toggle()
-
-        app.action_toggle_pause = timed_toggle  # the binding looks the action up on the instance
         worker = asyncio.create_task(busy())
         try:
-            timings = []
             in_flight = 0
-            while len(timings) < PRESSES:
-                paused_before = app.feed.paused
-                started = time.perf_counter()
-                app.simulate_key("p")
-                await async_wait_for(lambda: len(answered) > len(timings), timeout=10, interval=0.002,
-                                     message="the key's action")
-                timings.append(answered[-1] - started)
-                in_flight += not worker.done()
-                assert app.feed.paused != paused_before
+            with timed_action(app, "toggle_pause") as keys:
+                while len(keys.timings) < PRESSES:
+                    paused_before = app.feed.paused
+                    await keys.press("p")
+                    in_flight += not worker.done()
+                    assert app.feed.paused != paused_before
+            timings = keys.timings
             await async_wait_for(lambda: scraped and walks, timeout=60, message="a scrape and a walk finished")
         finally:
             stop.set()

@@ -90,7 +90,8 @@ async def test_pause_stops_new_runs():
     task = asyncio.create_task(scheduler.run())
     await async_wait_for(lambda: probe.runs >= 3, timeout=5)
     scheduler.pause()
-    await asyncio.sleep(0.01)  # let a run in flight finish (it takes no time)
+    await async_wait_for(lambda: probe.running == 0, timeout=5, interval=0.001,
+                         message="the run in flight to finish")
     frozen = probe.runs
     for _ in range(50):
         await asyncio.sleep(0)
