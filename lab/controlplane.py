@@ -419,7 +419,7 @@ class Lab:
         }
 
     @staticmethod
-    def _balancer_status(state: LabState) -> dict:
+    def _balancer_status(state: LabState) -> dict[str, object]:
         """Replica index -> component name, and haproxy's view of each (labs of several API servers)."""
         if "balancer" not in state.components:
             return {}

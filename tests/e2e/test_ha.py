@@ -24,6 +24,8 @@ from tests.helpers import wait_for
 pytestmark = pytest.mark.lab
 
 CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
+#: Requests per second no priority level of an idle lab reaches (the monitor's own are a few).
+RATE_CEILING = 200.0
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +109,7 @@ async def test_kill_and_start_one_replica_is_one_restart_of_it_and_the_cluster_k
             later = await collected.next("health", timeout=30)
         health = collected.of("health")
         responsiveness = collected.of("responsiveness")
+        throttling = collected.of("throttling")
 
     assert restarted.restarts == later.restarts == 1
     (again,) = [r for r in later.replicas if r.start_time == new]
@@ -117,5 +120,10 @@ async def test_kill_and_start_one_replica_is_one_restart_of_it_and_the_cluster_k
     assert not [s for s in health if s.down or s.error], "the cluster was down while replica 2 served"
     worst = max((s.unanswered_seconds or 0.0) for s in responsiveness)
     assert worst < 5.0, f"a request waited {worst:.1f} s (\"not answering\") while replica 2 served"
+    # Rates from counters never mix replicas: subtracting one replica's counter from the other's
+    # reads as a reset, i.e. the whole counter (thousands on a fresh lab) within one second.
+    rates = [level.dispatched_per_s for sample in throttling for level in sample.priority_levels
+             if level.dispatched_per_s is not None]
+    assert rates and all(0 <= rate < RATE_CEILING for rate in rates), max(rates, default=None)
     wait_for(lambda: ha_lab.lab.status()["balancer"].get("apiserver") == "UP", timeout=30,
              message="haproxy to take replica 1 back")
