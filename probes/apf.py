@@ -12,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from collections.abc import Collection
 from typing import Any
 
 from .cluster import Cluster
 from .errors import ClusterError
-from .metrics import Scrape, buckets, delta_buckets, histogram_quantile, merge_buckets
+from .metrics import LabelKey, Scrape, buckets, delta_buckets, histogram_quantile, merge_buckets
 
 #: The quantile of the queue wait reported per priority level.
 WAIT_QUANTILE = 0.99
@@ -108,7 +109,7 @@ class FlowcontrolNames:
         #: The flowcontrol API version the server answered (empty until listed).
         self.api_version = ""
 
-    async def refresh(self, uids: set[str] = frozenset(), levels: set[str] = frozenset()) -> None:
+    async def refresh(self, uids: Collection[str] = frozenset(), levels: Collection[str] = frozenset()) -> None:
         """List both kinds again if the cache is old, or if it lacks one of ``uids`` or ``levels`` (names)."""
         now = time.monotonic()
         age = None if self._fetched_at is None else now - self._fetched_at
@@ -119,6 +120,9 @@ class FlowcontrolNames:
                 unknown and age >= self.UNKNOWN_REFRESH_SECONDS):
             return
         self._fetched_at = now
+        schemas: Any = None
+        listed_levels: Any = None
+        version = self.api_version
         for version in [self.api_version] if self.api_version else self.VERSIONS:
             base = self.BASE.rsplit("/", 1)[0] + "/" + version
             schemas, listed_levels = await asyncio.gather(
@@ -153,7 +157,7 @@ class FlowcontrolNames:
         return self.priority_levels.get(uid) if uid else None
 
 
-def _items(listing: Any) -> list[dict]:
+def _items(listing: Any) -> list[dict[str, Any]]:
     items = listing.get("items") if isinstance(listing, dict) else None
     return [item for item in items or [] if isinstance(item, dict)]
 
@@ -163,7 +167,7 @@ def _uid_names(listing: Any) -> dict[str, str]:
             if item.get("metadata", {}).get("uid") and item["metadata"].get("name")}
 
 
-def _limit_response(spec: dict) -> str:
+def _limit_response(spec: dict[str, Any]) -> str:
     if spec.get("type") == "Exempt":
         return "Exempt"
     return str(((spec.get("limited") or {}).get("limitResponse") or {}).get("type") or "Queue")
@@ -256,18 +260,18 @@ def priority_levels(newer: Scrape, older: Scrape | None, limit_responses: dict[s
             wait_p99_seconds=_wait_quantile(waits_now, waits_before, name) if older is not None else None,
         ))
 
-    schemas = []
+    schemas: list[FlowSchemaActivity] = []
     for level, schema in sorted({k[:2] for k in rejected_now} | set(dispatched_now) | set(inqueue)
                                 | set(executing_seats)):
-        rejected = sum(c for k, c in (rejected_window or {}).items() if k[:2] == (level, schema))
-        dispatched = (dispatched_window or {}).get((level, schema), 0.0)
+        schema_rejected = sum(c for k, c in (rejected_window or {}).items() if k[:2] == (level, schema))
+        schema_dispatched = (dispatched_window or {}).get((level, schema), 0.0)
         waiting = inqueue.get((level, schema), 0.0)
         seats = executing_seats.get((level, schema), 0.0)
-        if rejected or dispatched or waiting or seats:
+        if schema_rejected or schema_dispatched or waiting or seats:
             schemas.append(FlowSchemaActivity(
                 name=schema, priority_level=level, inqueue=int(waiting), executing_seats=int(seats),
-                rejected=int(rejected), rejected_per_s=_rate(rejected, interval) or 0.0,
-                dispatched=int(dispatched), dispatched_per_s=_rate(dispatched, interval) or 0.0,
+                rejected=int(schema_rejected), rejected_per_s=_rate(schema_rejected, interval) or 0.0,
+                dispatched=int(schema_dispatched), dispatched_per_s=_rate(schema_dispatched, interval) or 0.0,
             ))
     return tuple(levels), tuple(schemas)
 
@@ -287,7 +291,8 @@ def _int_or_none(value: float | None) -> int | None:
     return None if value is None else int(value)
 
 
-def _wait_quantile(now: dict, before: dict | None, level: str) -> float | None:
+def _wait_quantile(now: dict[LabelKey, list[tuple[float, float]]],
+                   before: dict[LabelKey, list[tuple[float, float]]] | None, level: str) -> float | None:
     """The queue-wait quantile of one level's requests between the scrapes (executed or not)."""
     deltas = [delta_buckets(series, (before or {}).get(key))
               for key, series in now.items() if dict(key).get("priority_level") == level]

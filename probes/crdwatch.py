@@ -217,7 +217,7 @@ def slim(obj: dict[str, Any]) -> dict[str, Any]:
 
 def _decode_page(raw: bytes) -> dict[str, Any]:
     """A list page with its items slimmed, so the full documents die inside the call."""
-    page = json.loads(raw)
+    page: dict[str, Any] = json.loads(raw)
     page["items"] = [slim(item) for item in page.get("items") or []]
     return page
 
@@ -294,6 +294,10 @@ class WatchError(Exception):
     def __init__(self, message: str, code: int | None = None) -> None:
         super().__init__(message)
         self.code = code
+
+
+#: What ends one list-or-watch attempt and makes the watch retry (after a backoff).
+_WATCH_INTERRUPTIONS: tuple[type[Exception], ...] = (*TRANSPORT_ERRORS, WatchError, ValueError)
 
 
 class CRDWatch:
@@ -441,7 +445,7 @@ class CRDWatch:
         timeout = httpx.Timeout(connect=5.0, read=WATCH_TIMEOUT_SECONDS + 30.0, write=10.0, pool=10.0)
         async with self.cluster.client.stream("GET", CRD_PATH, params=params, timeout=timeout) as response:
             if response.status_code == 410:
-                raise _Gone()
+                raise _GoneError()
             if response.status_code != 200:
                 await response.aread()
                 raise WatchError(f"watch CRDs answered {response.status_code}: {status_message(response)}",
@@ -463,7 +467,7 @@ class CRDWatch:
         metadata = obj.get("metadata") or {}
         if kind == "ERROR":
             if obj.get("code") == 410:
-                raise _Gone()
+                raise _GoneError()
             raise WatchError(f"watch error: {obj.get('message', obj)}", obj.get("code"))
         new_rv = metadata.get("resourceVersion") or resource_version
         self.status.resource_version = new_rv
@@ -499,10 +503,10 @@ class CRDWatch:
                     backoff = 0.5
                 resource_version = await self._watch(resource_version)
                 backoff = 0.5  # a watch that ended by its own timeout is healthy
-            except _Gone:
+            except _GoneError:
                 self.status.relists_after_gone += 1
                 resource_version = None
-            except (*TRANSPORT_ERRORS, WatchError, ValueError) as exc:
+            except _WATCH_INTERRUPTIONS as exc:
                 message = explain(exc, self.cluster.server) if isinstance(exc, TRANSPORT_ERRORS) else str(exc)
                 if self.status.connected or self.status.last_error is None:
                     log.warning("CRD watch interrupted: %s", message)  # a transition, logged once
@@ -529,5 +533,5 @@ class CRDWatch:
         return counts
 
 
-class _Gone(Exception):
+class _GoneError(Exception):
     """The watch's resourceVersion is too old (410): list again."""

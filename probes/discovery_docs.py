@@ -57,7 +57,7 @@ async def decode_in_pieces(raw: bytes, piece: int = PIECE_CHARS) -> Any:
     loop after every ``piece`` characters.  Raises ``ValueError`` as ``json.loads``.
     """
     text = raw.decode("utf-8") if isinstance(raw, (bytes, bytearray)) else raw
-    position = _SPACE.match(text, 0).end()
+    position = _skip_space(text, 0)
     if len(text) <= piece or not text.startswith("{", position):
         return json.loads(text)
     try:
@@ -66,9 +66,15 @@ async def decode_in_pieces(raw: bytes, piece: int = PIECE_CHARS) -> Any:
         raise ValueError("unexpected end of JSON document") from None
 
 
+def _skip_space(text: str, at: int) -> int:
+    """The first position at or after ``at`` that is not JSON whitespace."""
+    match = _SPACE.match(text, at)  # ``\s*`` always matches, possibly empty
+    return match.end() if match else at
+
+
 async def _decode_object(text: str, position: int, piece: int) -> dict[str, Any]:
     def skip(at: int) -> int:
-        return _SPACE.match(text, at).end()
+        return _skip_space(text, at)
 
     def expect(at: int, character: str) -> int:
         if text[at] != character:

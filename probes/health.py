@@ -31,6 +31,7 @@ probes never import ``lab``.
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 import logging
 import time
 from collections import deque
@@ -48,6 +49,9 @@ from .prometheus import PrometheusFigures, PrometheusReading, PrometheusSource
 from .replicas import REPLICA_GAUGES, ReplicaFigures, ReplicaTracker, from_instances
 from .samples import Sample
 from .transport import TRANSPORT_ERRORS
+
+if TYPE_CHECKING:
+    from .monitor import Monitor
 
 log = logging.getLogger("crdscope.health")
 
@@ -541,7 +545,7 @@ def _storage(scrape: Scrape, unobservable: dict[str, str]) -> tuple[dict[str, in
 # --------------------------------------------------------------------------- wiring
 
 
-def make_probe(monitor) -> HealthProbe:
+def make_probe(monitor: Monitor) -> HealthProbe:
     """The health probe on the monitor's shared scrape, CRD watch and settings."""
     prometheus = PrometheusSource(monitor.settings.prometheus_url) if monitor.settings.prometheus_url else None
 

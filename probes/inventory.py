@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 import time
 from collections.abc import Iterable
 
@@ -34,6 +34,9 @@ from .cluster import Cluster, explain, status_message
 from .crdwatch import CRDRecord, CRDWatch
 from .samples import Sample
 from .transport import TRANSPORT_ERRORS
+
+if TYPE_CHECKING:
+    from .monitor import Monitor
 
 #: Sliding window of the creation and Established rates.
 WINDOW_SECONDS = 60.0
@@ -190,7 +193,7 @@ async def read_mrds(cluster: Cluster, crds: dict[str, CRDRecord]) -> MRDCounts:
     token = None
     try:
         while True:
-            params = {"limit": TABLE_PAGE, "includeObject": "None"}
+            params: dict[str, str | int] = {"limit": TABLE_PAGE, "includeObject": "None"}
             if token:
                 params["continue"] = token
             response = await cluster.client.get(path, params=params, headers={"Accept": TABLE_ACCEPT})
@@ -217,6 +220,10 @@ async def read_mrds(cluster: Cluster, crds: dict[str, CRDRecord]) -> MRDCounts:
                      inactive=counts["Inactive"])
 
 
+#: A ProviderRevision that cannot be read (gone, or not JSON): no expected count for its owner.
+_UNREADABLE_REVISION: tuple[type[Exception], ...] = (*TRANSPORT_ERRORS, ValueError)
+
+
 async def read_expected(cluster: Cluster, crds: dict[str, CRDRecord], owners: Iterable[str]) -> dict[str, int]:
     """CRDs each ``ProviderRevision/<name>`` owner lists in ``status.objectRefs`` (when it lists any)."""
     record = crds.get(PROVIDER_REVISION_CRD)
@@ -231,7 +238,7 @@ async def read_expected(cluster: Cluster, crds: dict[str, CRDRecord], owners: It
             if response.status_code != 200:
                 continue  # a revision we cannot read: no expected count, the backlog ETA remains
             refs = (response.json().get("status") or {}).get("objectRefs") or []
-        except (*TRANSPORT_ERRORS, ValueError):
+        except _UNREADABLE_REVISION:
             continue
         count = sum(1 for ref in refs if ref.get("kind") == "CustomResourceDefinition")
         if count:
@@ -247,7 +254,7 @@ def _installing_owners(records: Iterable[CRDRecord], now: float) -> set[str]:
             or now - WINDOW_SECONDS <= r.created}
 
 
-async def once(cluster: Cluster, **_options) -> InventorySample:
+async def once(cluster: Cluster, **_options: object) -> InventorySample:
     """List CRDs once (a CRDWatch's list, no watch) and summarize them."""
     watch = CRDWatch(cluster)
     error = await watch.sync_once()
@@ -266,7 +273,7 @@ class InventoryProbe:
 
     name = "inventory"
 
-    def __init__(self, monitor) -> None:
+    def __init__(self, monitor: Monitor) -> None:
         self.monitor = monitor
         self.cadence = monitor.settings.cadences.inventory
         self._mrds = MRDCounts()
@@ -300,6 +307,6 @@ class InventoryProbe:
             read_mrds(cluster, watch.crds))
 
 
-def make_probe(monitor) -> InventoryProbe:
+def make_probe(monitor: Monitor) -> InventoryProbe:
     """The inventory probe on the monitor's shared CRD watch."""
     return InventoryProbe(monitor)

@@ -22,6 +22,7 @@ Two views of the same question (are ordinary requests getting slow?):
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING, Any
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -35,6 +36,9 @@ from .metrics import SHARED_SCRAPE_AGE, MetricsSource, Scrape, buckets, delta_bu
 from .replicas import KEEP_SLOTS, PROCESS_FAMILY, process_of
 from .samples import Sample, percentile
 from .transport import TRANSPORT_ERRORS
+
+if TYPE_CHECKING:
+    from .monitor import Monitor
 
 #: The SLOs are defined over 5 minutes; rolling canary percentiles use the same window.
 WINDOW_SECONDS = 300.0
@@ -210,7 +214,10 @@ class LatencyProbe:
         scrape = await self.metrics.scrape(max_age=self.cadence * SHARED_SCRAPE_AGE)
         now = time.time()
         unobservable: dict[str, str] = {}
-        family, window, by_verb, by_scope, counts = "", None, {}, {}, {}
+        family, window = "", None
+        by_verb: dict[str, float] = {}
+        by_scope: dict[str, float] = {}
+        counts: dict[str, int] = {}
         if scrape.ok:
             family, reduced = reduce_scrape(scrape)
             baseline = self._remember(scrape.timestamp, reduced, process_of(scrape))
@@ -223,7 +230,8 @@ class LatencyProbe:
             unobservable["p99_by_verb"] = scrape.error or "/metrics failed"
         slos, over = breaches(by_scope)
         canary_over = tuple(name for name, c in canaries.items()
-                            if c.slo_seconds is not None and c.p99_seconds is not None and c.p99_seconds > c.slo_seconds)
+                            if c.slo_seconds is not None and c.p99_seconds is not None
+                            and c.p99_seconds > c.slo_seconds)
         answered = [c for c in canaries.values() if c.status is not None]
         error = None
         if not answered:
@@ -254,7 +262,7 @@ class LatencyProbe:
         return Canary(path=path, seconds=seconds, status=status, error=error, slo_seconds=slo,
                       **self._rolling(name, seconds))
 
-    def _rolling(self, name: str, seconds: float | None) -> dict:
+    def _rolling(self, name: str, seconds: float | None) -> dict[str, Any]:
         times = self._times[name]
         now = time.monotonic()
         if seconds is not None:
@@ -287,7 +295,7 @@ class LatencyProbe:
 # --------------------------------------------------------------------------- wiring
 
 
-def make_probe(monitor) -> LatencyProbe:
+def make_probe(monitor: Monitor) -> LatencyProbe:
     """The latency probe on the monitor's cluster, shared scrape and CRD watch."""
     probe: LatencyProbe
 
@@ -308,7 +316,9 @@ async def first_custom_resource(cluster: Cluster) -> tuple[CRDRecord | None, str
     from .crdwatch import record_from
 
     # limit=1: a Crossplane CRD can weigh megabytes.
-    for params in ({"labelSelector": f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}", "limit": 1}, {"limit": 1}):
+    choices: tuple[dict[str, str | int], ...] = (
+        {"labelSelector": f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}", "limit": 1}, {"limit": 1})
+    for params in choices:
         try:
             response = await cluster.client.get(CRD_PATH, params=params)
             if response.status_code != 200:

@@ -78,17 +78,17 @@ class Series(Sequence[tuple[Labels, float]]):
     @overload
     def __getitem__(self, index: slice) -> list[tuple[Labels, float]]: ...
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int | slice) -> tuple[Labels, float] | list[tuple[Labels, float]]:
         if isinstance(index, slice):
-            return list(zip(self.labels[index], self.values[index]))
+            return list(zip(self.labels[index], self.values[index], strict=True))
         return self.labels[index], self.values[index]
 
     def __iter__(self) -> Iterator[tuple[Labels, float]]:
-        return zip(self.labels, self.values)
+        return zip(self.labels, self.values, strict=True)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (Series, list, tuple)):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
         return NotImplemented
 
     def __repr__(self) -> str:
@@ -411,9 +411,10 @@ class MetricsSource:
         if joined.covers(self.families):
             return joined
         # A family was wanted after that scrape began: scrape again, still one at a time.
-        if self._inflight is inflight or self._inflight is None or self._inflight.done():
-            self._start()
-        return await asyncio.shield(self._inflight)
+        current = self._inflight
+        if current is inflight or current is None or current.done():
+            current = self._start()
+        return await asyncio.shield(current)
 
     def _start(self) -> asyncio.Task[Scrape]:
         self._inflight = asyncio.ensure_future(self._fetch(frozenset(self.families)))

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -29,6 +29,9 @@ from .crdwatch import CRDRecord, CRDWatch
 from .publication import LagStats, PublicationTracker
 from .samples import Sample
 from .transport import TRANSPORT_ERRORS
+
+if TYPE_CHECKING:
+    from .monitor import Monitor
 
 DISCOVERY_ACCEPT = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
                     "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,"
@@ -302,7 +305,7 @@ def with_v2(sample: OpenAPISample, result: V2Result | None, note: str = "") -> O
         v2_fetched_at=result.fetched_at, v2_error=result.error, v2_note=note)
 
 
-async def once(cluster: Cluster, **_options) -> OpenAPISample:
+async def once(cluster: Cluster, **_options: object) -> OpenAPISample:
     """List CRDs, fetch the v3 index, discovery and /openapi/v2 once.
 
     One look cannot time a stage: lags come only from the CRDs' own conditions
@@ -325,12 +328,12 @@ class OpenAPIProbe:
 
     name = "openapi"
 
-    def __init__(self, monitor) -> None:
+    def __init__(self, monitor: Monitor) -> None:
         self.monitor = monitor
         self.cadence = monitor.settings.cadences.openapi
         self.v2_cadence = monitor.settings.cadences.openapi_v2
         self.observer = OpenAPIObserver(monitor.cluster)
-        self._v2_task: asyncio.Task | None = None
+        self._v2_task: asyncio.Task[V2Result] | None = None
         self._v2_events: int | None = None  # watch events when v2 was last fetched
         self._v2_started = 0.0
 
@@ -372,6 +375,6 @@ class OpenAPIProbe:
         return "fetching"
 
 
-def make_probe(monitor) -> OpenAPIProbe:
+def make_probe(monitor: Monitor) -> OpenAPIProbe:
     """The OpenAPI readiness probe on the monitor's cluster and shared CRD watch."""
     return OpenAPIProbe(monitor)

@@ -29,11 +29,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Literal
 
 from .crdwatch import CRDRecord
 from .samples import percentile
 
-STAGES = ("names_accepted", "established", "discovery", "openapi_v3")
+#: A publication stage, in pipeline order (also the keys of ``OpenAPISample.lag_seconds``).
+Stage = Literal["names_accepted", "established", "discovery", "openapi_v3"]
+STAGES: tuple[Stage, ...] = ("names_accepted", "established", "discovery", "openapi_v3")
 #: Hash changes kept per group-version (enough to place every pending CRD).
 HISTORY_PER_GROUP_VERSION = 64
 
@@ -166,8 +169,9 @@ class PublicationTracker:
             keys = [(record.group, version, record.plural) for version in record.served_versions]
             if not all(key in self.discovery_appeared for key in keys):
                 continue
-            times = [self.discovery_appeared[key] for key in keys]
-            if any(t is None for t in times) or max(times) < record.created - 1.0:
+            seen = [self.discovery_appeared[key] for key in keys]
+            times = [t for t in seen if t is not None]
+            if len(times) < len(seen) or max(times) < record.created - 1.0:
                 # Visible before we looked, or the resource belongs to an earlier CRD of the same name.
                 stages.discovery_untimed = True
             else:
@@ -184,9 +188,8 @@ class PublicationTracker:
             if path not in hashes and history.current is not None:
                 history.changes.append(IndexChange(started, received, None))
         for path, digest in hashes.items():
-            history = self.index.get(path)
-            if history is None:
-                history = self.index[path] = GroupVersionHistory(initial=first)
+            known = self.index.get(path)
+            history = known if known is not None else self.index.setdefault(path, GroupVersionHistory(initial=first))
             if history.current != digest:
                 history.changes.append(IndexChange(started, received, digest))
                 del history.changes[:-HISTORY_PER_GROUP_VERSION]
@@ -221,7 +224,7 @@ class PublicationTracker:
     # -- results -----------------------------------------------------------------------------
     def lag_seconds(self) -> dict[str, LagStats]:
         """Per stage, p50/p95/max of (stage time - created) over the timed CRDs."""
-        values: dict[str, list[float]] = {stage: [] for stage in STAGES}
+        values: dict[Stage, list[float]] = {stage: [] for stage in STAGES}
         for stages in self.stages.values():
             for stage in STAGES:
                 when = getattr(stages, stage)

@@ -51,7 +51,8 @@ class Sample:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Sample:
         """Rebuild a sample from :meth:`to_json` output (used by replay); unknown keys are ignored."""
-        return from_jsonable(cls, data)
+        sample: Sample = from_jsonable(cls, data)
+        return sample
 
 
 def to_jsonable(value: Any) -> Any:
@@ -81,7 +82,7 @@ def from_jsonable(annotation: Any, value: Any) -> Any:
     if origin in (typing.Union, types.UnionType):
         options = [a for a in typing.get_args(annotation) if a is not type(None)]
         return from_jsonable(options[0], value) if len(options) == 1 else value
-    if dataclasses.is_dataclass(annotation) and isinstance(value, dict):
+    if isinstance(annotation, type) and dataclasses.is_dataclass(annotation) and isinstance(value, dict):
         hints = _hints(annotation)
         names = {f.name for f in dataclasses.fields(annotation) if f.init}
         return annotation(**{k: from_jsonable(hints.get(k), v) for k, v in value.items() if k in names})
@@ -90,7 +91,8 @@ def from_jsonable(annotation: Any, value: Any) -> Any:
         if len(args) == 2 and args[1] is Ellipsis:
             return tuple(from_jsonable(args[0], v) for v in value)
         if args:
-            return tuple(from_jsonable(a, v) for a, v in zip(args, value))
+            # A recorded tuple of another length (a damaged line) rebuilds what it can.
+            return tuple(from_jsonable(a, v) for a, v in zip(args, value, strict=False))
         return tuple(value)
     if origin is dict and isinstance(value, dict):
         args = typing.get_args(annotation)

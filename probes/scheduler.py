@@ -112,7 +112,7 @@ class _Entry:
     probe: Probe
     health: ProbeHealth
     wake: asyncio.Event = field(default_factory=asyncio.Event)
-    task: asyncio.Task | None = None
+    task: asyncio.Task[None] | None = None
 
 
 def error_sample(probe: str, error: str) -> Sample:

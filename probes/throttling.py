@@ -27,6 +27,7 @@ named with its reason in ``unobservable``; the rest of the sample stays filled.
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 from dataclasses import dataclass, field
 
 from .apf import (
@@ -39,6 +40,9 @@ from .ratelimit import ClientModel
 from .replicas import KEEP_SLOTS, PROCESS_FAMILY, process_of
 from .samples import Sample
 from .shared import SharedState
+
+if TYPE_CHECKING:
+    from .monitor import Monitor
 
 #: Seconds between the two scrapes of :func:`once`: long enough for a rate, short for a CLI.
 ONCE_INTERVAL_SECONDS = 2.0
@@ -277,7 +281,7 @@ async def once(cluster: Cluster) -> ThrottlingSample:
     return await probe.observe(await probe.metrics.scrape())
 
 
-def make_probe(monitor) -> ThrottlingProbe:
+def make_probe(monitor: Monitor) -> ThrottlingProbe:
     """The throttling probe on the monitor's shared scrape, hooks and cadence."""
     return ThrottlingProbe(monitor.cluster, monitor.metrics, cadence=monitor.settings.cadences.throttling,
                            shared=monitor.shared, latest=monitor.scheduler.latest)

@@ -139,7 +139,8 @@ class EventDetector:
         ready = read_field(sample, "ready")
         if isinstance(ready, bool):
             if not ready and self._ready is not False:
-                failing = _first_few([str(c) for c in members(read_field(sample, "failing_checks"))]) or "no check named"
+                failing = (_first_few([str(c) for c in members(read_field(sample, "failing_checks"))])
+                           or "no check named")
                 events.append(Event(sample.timestamp, "readyz-failing", FAIL, "health",
                                     f"readyz failing: {failing}"))
             elif ready and self._ready is False:
@@ -202,7 +203,8 @@ class EventDetector:
         now = {breach_key(b): breach_text(b, sample) for b in members(read_field(sample, "slo_breaches"))}
         for name in members(read_field(sample, "canary_slo_breaches")):
             canary = read_field(read_field(sample, "canaries"), str(name))
-            p99, slo = finite_number(read_field(canary, "p99_seconds")), finite_number(read_field(canary, "slo_seconds"))
+            p99 = finite_number(read_field(canary, "p99_seconds"))
+            slo = finite_number(read_field(canary, "slo_seconds"))
             figures = f" p99 {p99:.2f} s > {slo:g} s" if p99 is not None and slo is not None else ""
             now[f"canary {name}"] = f"canary {name}{figures}"
         events = [Event(sample.timestamp, "latency-slo-breached", WARN, "latency", f"latency SLO breached: {text}")
@@ -240,7 +242,8 @@ def kubectl_124_seconds(sample: Any) -> float | None:
     """Seconds of the kubectl >= 1.24 client model in a discovery sample (None when absent)."""
     models = members(read_field(sample, "client_models"))
     for model in models:
-        if finite_number(read_field(model, "qps")) == KUBECTL_124_QPS and finite_number(read_field(model, "burst")) == KUBECTL_124_BURST:
+        if (finite_number(read_field(model, "qps")) == KUBECTL_124_QPS
+                and finite_number(read_field(model, "burst")) == KUBECTL_124_BURST):
             return finite_number(read_field(model, "seconds"))
     for model in models:
         name = str(read_field(model, "name", ""))

@@ -223,14 +223,16 @@ def _crd_source(summary: Summary) -> str:
 def discovery_point(sample: Any) -> DiscoveryPoint:
     """The report's view of one discovery sample."""
     models = tuple(
-        ClientModel(name=str(read_field(m, "name", "?")), qps=finite_number(read_field(m, "qps")), burst=finite_number(read_field(m, "burst")),
-                    seconds=finite_number(read_field(m, "seconds")), waited_seconds=finite_number(read_field(m, "waited_seconds")))
+        ClientModel(name=str(read_field(m, "name", "?")), qps=finite_number(read_field(m, "qps")),
+                    burst=finite_number(read_field(m, "burst")), seconds=finite_number(read_field(m, "seconds")),
+                    waited_seconds=finite_number(read_field(m, "waited_seconds")))
         for m in members(read_field(sample, "client_models"))
     )
     return DiscoveryPoint(timestamp=sample.timestamp, mode=str(read_field(sample, "mode", "") or ""),
                           seconds=finite_number(read_field(sample, "seconds")),
                           group_versions=count(read_field(sample, "group_versions")),
-                          resources=count(read_field(sample, "resources")), requests=finite_number(read_field(sample, "requests")),
+                          resources=count(read_field(sample, "resources")),
+                          requests=finite_number(read_field(sample, "requests")),
                           models=models, kubectl_124_seconds=kubectl_124_seconds(sample))
 
 

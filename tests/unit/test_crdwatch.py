@@ -81,7 +81,7 @@ async def test_gone_mid_watch_relists_and_reconciles():
     resource_version = watch.status.resource_version
     with pytest.raises(Exception) as gone:
         await watch._watch(resource_version)
-    assert type(gone.value).__name__ == "_Gone"
+    assert type(gone.value).__name__ == "_GoneError"
     await watch.list_once()
     assert {n: r.uid for n, r in watch.crds.items()} == {"a.g.test": "ua", "b.g.test": "ub2", "d.g.test": "ud"}
     after_first = events[3:]

@@ -83,7 +83,8 @@ def availability_line(latest: HealthSample, now: float) -> str:
     if failing:
         parts.append(f"[$probe-fail]failing: {one_line(', '.join(map(str, failing)))}[/]")
     restarts = latest.restarts
-    parts.append(f"restarts [b]{fmt(restarts)}[/b]" if not restarts else f"[$probe-fail]restarts [b]{fmt(restarts)}[/b][/]")
+    parts.append(f"restarts [b]{fmt(restarts)}[/b]" if not restarts
+                 else f"[$probe-fail]restarts [b]{fmt(restarts)}[/b][/]")
     outages = latest.outages
     if outages:
         last = outages[-1]

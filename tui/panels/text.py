@@ -29,7 +29,7 @@ def columns(headers: Sequence[str], rows: Sequence[Sequence[Cell]], *, left: int
         for index, cell in enumerate(row[:count]):
             widths[index] = max(widths[index], len(_plain(cell)))
     if max_widths:
-        widths = [min(w, m) if m else w for w, m in zip(widths, max_widths)]
+        widths = [min(w, m) if m else w for w, m in zip(widths, max_widths, strict=False)]  # may list fewer
 
     def fit(text: str, index: int) -> str:
         width = widths[index]
