@@ -24,8 +24,9 @@ from tests.helpers import wait_for
 pytestmark = pytest.mark.lab
 
 CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
-#: Requests per second no priority level of an idle lab reaches (the monitor's own are a few).
-RATE_CEILING = 200.0
+#: Requests per second no priority level of an idle lab reaches: measured 3.6/s at most with rates
+#: kept per replica, 217/s when one replica's counters were subtracted from the other's.
+RATE_CEILING = 50.0
 
 
 @pytest.fixture(scope="module")
