@@ -22,7 +22,7 @@ import math
 import time
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 
 from crdscope.probes import __version__
 from crdscope.probes.errors import ConfigError
@@ -49,7 +49,7 @@ class Damage:
                 f"replayed what came before")
 
 
-class _Damaged(Exception):
+class _DamagedError(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
@@ -128,7 +128,7 @@ class RecordingReader:
             self.parts.append(following)
             path = following
 
-    def _read_part(self, path: Path) -> Iterator[Sample | Event]:
+    def _read_part(self, path: Path) -> Generator[Sample | Event, None, str | None]:
         """Yield one part's records; return the next part's file name ("" = by number) or None."""
         offset = 0
         with open(path, "rb") as handle:
@@ -145,7 +145,7 @@ class RecordingReader:
                         self.ended = record.get("reason") != "rotated"
                         return None if self.ended else str(record.get("next") or "")
                     yield self._rebuild(record)
-                except _Damaged as exc:
+                except _DamagedError as exc:
                     self.damage = Damage(path, line_number, start, exc.reason)
                     return None
         return None
@@ -156,16 +156,16 @@ class RecordingReader:
         if not raw.strip():
             if truncated:
                 return None
-            raise _Damaged("empty line")
+            raise _DamagedError("empty line")
         try:
             record = json.loads(raw)
         except UnicodeDecodeError:
-            raise _Damaged("not UTF-8 text") from None
-        except ValueError as exc:
-            raise _Damaged("line cut short (the recorder was killed mid-write)" if truncated
-                           else f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+            raise _DamagedError("not UTF-8 text") from None
+        except json.JSONDecodeError as exc:
+            raise _DamagedError("line cut short (the recorder was killed mid-write)" if truncated
+                                else f"not valid JSON ({exc.msg} at column {exc.colno})") from None
         if not isinstance(record, dict) or not isinstance(record.get("type"), str):
-            raise _Damaged("not a record (no type)")
+            raise _DamagedError("not a record (no type)")
         if record["type"] not in ("sample", "event", "end"):
             return None  # a record kind of a later minor revision: skip it
         return record
@@ -174,16 +174,16 @@ class RecordingReader:
     def _rebuild(record: dict[str, Any]) -> Sample | Event:
         data = record.get("data")
         if not isinstance(data, dict):
-            raise _Damaged(f"{record['type']} record without data")
+            raise _DamagedError(f"{record['type']} record without data")
         try:
             if record["type"] == "event":
                 return Event.from_json(data)
             sample = sample_type(str(record.get("probe", ""))).from_json(data)
         except (TypeError, ValueError, AttributeError) as exc:
-            raise _Damaged(f"{record.get('probe', 'event')} record does not rebuild: {exc}") from None
+            raise _DamagedError(f"{record.get('probe', 'event')} record does not rebuild: {exc}") from None
         # Replay orders and seeks by it: a sample without a numeric time cannot be placed.
         if not isinstance(sample.timestamp, (int, float)) or isinstance(sample.timestamp, bool):
-            raise _Damaged(f"{record.get('probe')} record has no numeric timestamp")
+            raise _DamagedError(f"{record.get('probe')} record has no numeric timestamp")
         return sample
 
 
@@ -215,7 +215,10 @@ def read_recording(path: str | Path) -> Recording:
     samples: list[Sample] = []
     events: list[Event] = []
     for item in reader:
-        (events if isinstance(item, Event) else samples).append(item)
+        if isinstance(item, Event):
+            events.append(item)
+        else:
+            samples.append(item)
     # Probes finish out of order by a few milliseconds; replay by when each sample was taken.
     samples.sort(key=lambda s: s.timestamp)
     return Recording(path=reader.path, header=reader.header, cluster=reader.cluster, samples=samples,

@@ -112,19 +112,19 @@ def _discovery(s: Summary) -> Section:
         for model in point.models if point else ():
             if model.name not in names:
                 names.append(model.name)
-    rows = []
+    rows: list[Sequence[str]] = []
     for label, point in points:
         if point is None:
             continue
         by_name = {m.name: m for m in point.models}
         model_cells = []
         for name in names:
-            model = by_name.get(name)
-            if model is None or model.seconds is None:
+            measured = by_name.get(name)
+            if measured is None or measured.seconds is None:
                 model_cells.append(DASH)
             else:
-                waited = f" (waited {model.waited_seconds:.2f})" if model.waited_seconds else ""
-                model_cells.append(f"{model.seconds:.2f} s{waited}")
+                waited = f" (waited {measured.waited_seconds:.2f})" if measured.waited_seconds else ""
+                model_cells.append(f"{measured.seconds:.2f} s{waited}")
         rows.append([label, clock(point.timestamp), point.mode or DASH, fmt(point.group_versions),
                      fmt(point.resources), fmt(point.seconds, "s", 3), *model_cells])
     if rows:
@@ -159,9 +159,9 @@ def _openapi(s: Summary) -> Section:
         keys = []
         for figures in s.openapi_lag.values():
             keys += [k for k in figures if k not in keys]
-        rows = [[stage, *(fmt(figures.get(k), "" if k == "count" else "s") for k in keys)]
-                for stage, figures in s.openapi_lag.items()]
-        section.tables.append(Table(["stage (lag)", *keys], rows))
+        lag_rows: list[Sequence[str]] = [[stage, *(fmt(figures.get(k), "" if k == "count" else "s") for k in keys)]
+                                         for stage, figures in s.openapi_lag.items()]
+        section.tables.append(Table(["stage (lag)", *keys], lag_rows))
     else:
         section.notes.append("No OpenAPI lag percentiles were recorded.")
     section.charts.append(chart("OpenAPI backlog", [Series("backlog", s.series.get("openapi_backlog", []))],

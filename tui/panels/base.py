@@ -22,6 +22,7 @@ from collections.abc import Iterable
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.dom import DOMNode
 from textual.markup import escape
 from textual.timer import Timer
 from textual.widget import Widget
@@ -82,7 +83,7 @@ class ProbePanel(Vertical):
     # -- data in -----------------------------------------------------------------------
     def hidden(self) -> bool:
         """True while this panel or a container of it (an inactive tab) is not displayed."""
-        node = self
+        node: DOMNode | None = self
         while node is not None:
             if not getattr(node, "display", True):
                 return True
