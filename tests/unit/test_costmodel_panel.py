@@ -60,3 +60,10 @@ async def test_the_estimate_dialog_prices_a_source_for_the_watched_cluster():
         await pilot.press("enter")
         await async_wait_for(lambda: "cannot estimate" in str(result.render()), timeout=30,
                              message="a one-line error")
+
+
+def test_a_memory_limit_gives_a_headroom_in_crds():
+    sample = HealthSample(crds=300, rss_bytes=2 * 2**30)
+    line = model_attribution(sample, VERSION, memory_limit=4 * 2**30)
+    assert "headroom ~ " in line and "more CRDs like these" in line
+    assert "headroom" not in model_attribution(sample, VERSION)

@@ -130,6 +130,16 @@ class HealthPanel(ProbePanel):
             yield RolePlot(id="plot-memory")
             yield RolePlot(id="plot-latency")
 
+    def memory_limit(self) -> float | None:
+        """The API server's memory limit when known: the lab's cap (``lab up --memory-limit``)."""
+        lab = getattr(self.app, "lab", None)
+        try:
+            state = lab.state() if lab is not None else None
+        except (OSError, ValueError):
+            return None
+        limit = getattr(state, "memory_limit", 0)
+        return float(limit) if limit else None
+
     def draw(self) -> None:
         latest = self.store.latest_of(HealthSample)
         good = self.store.last_good_of(HealthSample)
@@ -145,7 +155,7 @@ class HealthPanel(ProbePanel):
             if hidden and good.rss_bytes is None:  # say why, e.g. /metrics forbidden
                 figures += f" · [$probe-idle]{one_line(hidden)}[/]"
             self.query_one("#health-figures", Static).update(figures)
-            modelled = model_attribution(good, self.store.last_good_of(VersionSample))
+            modelled = model_attribution(good, self.store.last_good_of(VersionSample), self.memory_limit())
             self.query_one("#health-fit", Static).update(fit_line(good, modelled))
         if latest is not None:
             self.query_one("#health-availability", Static).update(availability_line(latest, now))
@@ -215,15 +225,17 @@ class HealthPanel(ProbePanel):
         plot.refresh()
 
 
-def model_attribution(sample: HealthSample, version: VersionSample | None) -> str:
-    """The cost model's share of RSS for the CRD count: works from one count, unlike the fit."""
+def model_attribution(sample: HealthSample, version: VersionSample | None, memory_limit: float | None = None) -> str:
+    """The cost model's share of RSS for the CRD count (works from one count, unlike the fit),
+    and with a memory limit, how many more typical CRDs fit under it."""
     if not sample.crds or version is None or not version.major:
         return ""
     from crdscope.costmodel.attribution import attribute
     from crdscope.probes.errors import ConfigError
 
     try:
-        found = attribute(sample.crds, sample.rss_bytes, f"{version.major}.{version.minor.rstrip('+')}")
+        found = attribute(sample.crds, sample.rss_bytes, f"{version.major}.{version.minor.rstrip('+')}",
+                          memory_limit_bytes=memory_limit)
     except ConfigError:
         return ""  # no coefficients installed: the live fit alone
     return found.line()
