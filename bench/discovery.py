@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import resource
 import sys
 import tempfile
 import time
@@ -61,14 +62,27 @@ class Contenders:
         self.walk_requests: list[int] = []
         #: the probe's own seconds as the CLI reported them
         self.cli_probe_seconds: dict[str, list[float]] = {"aggregated": [], "legacy": []}
+        #: CPU seconds (user + system) of each process run, by contender: on a shared, busy
+        #: machine wall times swing with the load, CPU time much less
+        self.cpu_seconds: dict[str, list[float]] = {}
 
     def _found(self, name: str, resources: int) -> None:
         self.resources.setdefault(name, []).append(resources)
 
+    def _process(self, name: str, argv: list[str], env: dict[str, str] | None = None):
+        """run_timed, keeping the process's CPU seconds under ``name``."""
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        timed_run = run_timed(argv, env=env)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        self.cpu_seconds.setdefault(name, []).append(used)
+        return timed_run
+
     def kubectl_cold(self) -> float:
         with tempfile.TemporaryDirectory(prefix="crdscope-bench-kubectl-") as cache:
-            seconds, done = run_timed(["kubectl", f"--kubeconfig={self.kubeconfig}", f"--context={ADMIN_CONTEXT}",
-                                       f"--cache-dir={cache}", "api-resources", "--no-headers"])
+            argv = ["kubectl", f"--kubeconfig={self.kubeconfig}", f"--context={ADMIN_CONTEXT}",
+                    f"--cache-dir={cache}", "api-resources", "--no-headers"]
+            seconds, done = self._process("kubectl_cold", argv)
         self._found("kubectl", sum(1 for line in done.stdout.splitlines() if line.strip()))
         return seconds
 
@@ -76,9 +90,9 @@ class Contenders:
         argv = [*crdscope_command(), "probe", "discovery", "--json", "--kubeconfig", self.kubeconfig,
                 "--context", ADMIN_CONTEXT, *(["--legacy"] if legacy else [])]
         with tempfile.TemporaryDirectory(prefix="crdscope-bench-cache-") as cache:
-            seconds, done = run_timed(argv, env={"KUBECACHEDIR": cache})
+            mode = "legacy" if legacy else "aggregated"
+            seconds, done = self._process(f"crdscope_cli_{mode}", argv, env={"KUBECACHEDIR": cache})
         sample = json.loads(done.stdout)
-        mode = "legacy" if legacy else "aggregated"
         self._found(f"crdscope_cli_{mode}", sample["resources"])
         self.cli_probe_seconds[mode].append(sample["seconds"])
         return seconds
@@ -163,6 +177,10 @@ def run(options: Options) -> Iterator[Result]:
             "cli_probe_seconds_aggregated": stats(contenders.cli_probe_seconds["aggregated"]),
             "legacy_requests": max(contenders.walk_requests, default=0),
         })
+        cpu = contenders.cpu_seconds
+        figures.update({f"{name}_cpu_s": stats(values) for name, values in cpu.items()})
+        figures["cli_aggregated_cpu_vs_kubectl"] = stats(ratios(cpu["crdscope_cli_aggregated"][-options.runs:],
+                                                                cpu["kubectl_cold"][-options.runs:]))
         agreed = {value for found in contenders.resources.values() for value in found}
         figures["resources"] = next(iter(agreed)) if len(agreed) == 1 else {
             name: sorted(set(found)) for name, found in contenders.resources.items()}
