@@ -27,6 +27,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 from collections.abc import Callable
 
 import httpx
@@ -96,11 +97,11 @@ class LabState:
         """Every kube-apiserver of the lab (one today; several behind a balancer later)."""
         return [c for c in self.components.values() if c.role == "apiserver"]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict) -> LabState:
+    def from_json(cls, data: dict[str, Any]) -> LabState:
         components = {k: Component(**v) for k, v in data.pop("components", {}).items()}
         return cls(components=components, **data)
 
@@ -388,7 +389,7 @@ class Lab:
         self.state_file.unlink(missing_ok=True)
         return stopped
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         """Which processes run, where, and whether the API server is ready."""
         state = self.require()
         components = {}
@@ -515,7 +516,7 @@ class Lab:
         return state
 
     def mint_user(self, user: str, groups: list[str] | tuple[str, ...] = (), *, path: Path | None = None,
-                  **validity) -> Path:
+                  **validity: Any) -> Path:
         """Write a kubeconfig for a new client-certificate user signed by the lab's CA."""
         state = self.require()
         pki = state.pki_dir

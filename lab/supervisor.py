@@ -17,7 +17,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import cgroups
 from .binaries import LabError
@@ -33,7 +33,7 @@ MAX_BACKOFF_SECONDS = 30.0
 RESET_AFTER_SECONDS = 60.0
 
 
-def read_events(path: str | Path) -> list[dict]:
+def read_events(path: str | Path) -> list[dict[str, Any]]:
     """The supervisor's events (``died`` and ``restarted``), oldest first."""
     try:
         lines = Path(path).read_text().splitlines()
@@ -48,7 +48,7 @@ def read_events(path: str | Path) -> list[dict]:
     return events
 
 
-def outages(events: list[dict]) -> list[float]:
+def outages(events: list[dict[str, Any]]) -> list[float]:
     """Seconds from each death to the API server serving again (restarted events carry it)."""
     return [float(e["outage_seconds"]) for e in events if e.get("event") == "restarted"]
 

@@ -6,6 +6,7 @@ Registered lazily from ``tui/cli.py``; every heavy import happens inside a comma
 from __future__ import annotations
 
 import json
+from typing import Any
 from collections.abc import Callable
 
 import click
@@ -21,19 +22,19 @@ def _say(line: str) -> None:
     click.echo(line, err=True)
 
 
-def name_option(function: Callable) -> Callable:
+def name_option(function: Callable[..., Any]) -> Callable[..., Any]:
     """``--name``: which of several labs (default: the unnamed one)."""
     return click.option("--name", "name", default="", metavar="NAME",
                         help="a lab of its own (ports, directory, kubeconfig contexts) beside others")(function)
 
 
-def kubernetes_option(function: Callable) -> Callable:
+def kubernetes_option(function: Callable[..., Any]) -> Callable[..., Any]:
     """``--kubernetes MINOR``: which supported Kubernetes minor to build or run."""
     return click.option("--kubernetes", "kubernetes", default=None, metavar="MINOR",
                         help="Kubernetes minor, e.g. 1.26 or 1.37 (default: the newest supported)")(function)
 
 
-def binary_options(function: Callable) -> Callable:
+def binary_options(function: Callable[..., Any]) -> Callable[..., Any]:
     """``--apiserver-bin`` and ``--etcd-bin``: binaries the user brings."""
     function = click.option("--etcd-bin", default=None, help="etcd executable to use")(function)
     function = click.option("--apiserver-bin", default=None, help="kube-apiserver executable to use")(function)
