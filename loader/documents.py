@@ -109,7 +109,8 @@ def document_items(document: Any, origin: str) -> Iterator[Item]:
     if api_version != CRD_API_VERSION:
         yield SourceProblem(origin, f"{api_version} is not served since Kubernetes 1.22; convert it to v1")
         return
-    metadata = document.get("metadata") if isinstance(document.get("metadata"), dict) else {}
+    found = document.get("metadata")
+    metadata: dict[str, Any] = found if isinstance(found, dict) else {}
     name = metadata.get("name")
     spec = document.get("spec")
     if not name or not isinstance(name, str):
@@ -122,7 +123,8 @@ def document_items(document: Any, origin: str) -> Iterator[Item]:
                    if k not in DROPPED_ANNOTATIONS}
     kept = {"labels": {k: str(v) for k, v in (metadata.get("labels") or {}).items()},
             "annotations": annotations}
-    names = spec.get("names") if isinstance(spec.get("names"), dict) else {}
+    found_names = spec.get("names")
+    names: dict[str, Any] = found_names if isinstance(found_names, dict) else {}
     yield CRDDocument(
         name=name,
         origin=origin,
@@ -170,6 +172,6 @@ class Source:
         finished = object()
         while True:
             item = await asyncio.to_thread(next, iterator, finished)
-            if item is finished:
+            if not isinstance(item, (CRDDocument, SourceProblem)):  # the iterator is exhausted
                 return
             yield item

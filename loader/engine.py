@@ -29,8 +29,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Any, NamedTuple, cast
-from collections.abc import AsyncIterator, Callable
+from typing import Any, NamedTuple
+from collections.abc import AsyncGenerator, Callable
 
 from crdscope.probes.cluster import Cluster
 from crdscope.probes.crdwatch import CRDEvent, CRDWatch
@@ -104,7 +104,7 @@ class LoadEngine:
         self._resume = resume
         self._runs_directory = runs_directory
         self._watch = crd_watch
-        self._watch_task: asyncio.Task | None = None
+        self._watch_task: asyncio.Task[None] | None = None
         self.record: RunRecord | None = None
         #: The error that ended the run early (ConfigError or ClusterError), for the CLI's exit code.
         self.fatal: CrdscopeError | None = None
@@ -114,7 +114,7 @@ class LoadEngine:
         self._gate.set()
         self._stop_event = asyncio.Event()
         self._slots = asyncio.Semaphore(self.concurrency)
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._unique = UniqueNames()
         self._crds_considered = 0
         self._source_read = False
@@ -165,6 +165,20 @@ class LoadEngine:
     def stopping(self) -> bool:
         return self._stop_event.is_set()
 
+    @property
+    def _journal(self) -> RunRecord:
+        """The run record; :meth:`_run` opens it before the first item is read."""
+        if self.record is None:
+            raise RuntimeError("the run record is not open yet")
+        return self.record
+
+    @property
+    def _crds(self) -> CRDWatch:
+        """The CRD watch; :meth:`_start_watch` sets it before anything else."""
+        if self._watch is None:
+            raise RuntimeError("the CRD watch is not started yet")
+        return self._watch
+
     def _set_state(self, state: LoaderState) -> None:
         self._state = state
         self._emit(force=True)
@@ -195,13 +209,13 @@ class LoadEngine:
         await self.source.aprepare()
         options = {"profile": self.profile, "rate": self.rate if self.limiter else None,
                    "concurrency": self.concurrency, "limit": self.limit}
-        self.record = await asyncio.to_thread(
+        record = self.record = await asyncio.to_thread(
             RunRecord.open, source=self.source.spec, source_key=self.source.key, server=self.cluster.server,
             context=self.cluster.context, options=options, directory=self._runs_directory, resume=self._resume)
-        self._applier = Applier(self.cluster, self.record.run_id, self._stop_event)
-        if self.record.resumed:
-            log.info("resuming load run %s (attempt %d)", self.record.run_id, self.record.attempts)
-        self._watch.add_listener(self._on_watch_event)
+        self._applier = Applier(self.cluster, record.run_id, self._stop_event)
+        if record.resumed:
+            log.info("resuming load run %s (attempt %d)", record.run_id, record.attempts)
+        self._crds.add_listener(self._on_watch_event)
         try:
             await self._dispatch()
             if self._tasks:
@@ -210,17 +224,18 @@ class LoadEngine:
             if not self.stopping:
                 await self._wait_established()
         finally:
-            self._watch.remove_listener(self._on_watch_event)
+            self._crds.remove_listener(self._on_watch_event)
 
     async def _start_watch(self) -> None:
-        if self._watch is None:
-            self._watch = CRDWatch(self.cluster)
-            self._watch_task = asyncio.create_task(self._watch.run(), name="loader-crd-watch")
-        if self._watch.synced.is_set():
+        watch = self._watch
+        if watch is None:
+            watch = self._watch = CRDWatch(self.cluster)
+            self._watch_task = asyncio.create_task(watch.run(), name="loader-crd-watch")
+        if watch.synced.is_set():
             return
-        synced = await self._interruptible(self._watch.synced.wait(), WATCH_SYNC_TIMEOUT_SECONDS)
+        synced = await self._interruptible(watch.synced.wait(), WATCH_SYNC_TIMEOUT_SECONDS)
         if synced is None and not self.stopping:
-            reason = self._watch.status.last_error or f"no answer in {WATCH_SYNC_TIMEOUT_SECONDS:.0f}s"
+            reason = watch.status.last_error or f"no answer in {WATCH_SYNC_TIMEOUT_SECONDS:.0f}s"
             raise ClusterError(f"cannot list CRDs before loading: {reason}")
 
     async def _interruptible(self, awaitable: Any, timeout: float | None = None) -> Any:
@@ -241,9 +256,9 @@ class LoadEngine:
         return True if result is None else result
 
     # -- reading and deciding ----------------------------------------------------------------
-    async def _prefetch(self) -> AsyncIterator[CRDDocument | SourceProblem]:
+    async def _prefetch(self) -> AsyncGenerator[CRDDocument | SourceProblem, None]:
         """The source's items, read a few ahead in a worker thread while earlier ones are sent."""
-        queue: asyncio.Queue = asyncio.Queue(maxsize=2 * self.concurrency)
+        queue: asyncio.Queue[object] = asyncio.Queue(maxsize=2 * self.concurrency)
         finished = object()
 
         async def reader() -> None:
@@ -286,7 +301,7 @@ class LoadEngine:
                     self._source_problem(item)
                     continue
                 self._crds_considered += 1
-                self.record.note(item.name)
+                self._journal.note(item.name)
                 if self._settled_already(item):
                     continue
                 if not await self._send_slot():
@@ -301,27 +316,26 @@ class LoadEngine:
         if problem.outcome == "not-crd":
             self._not_crds += 1
         else:
-            self.record.entry(problem.origin, problem.outcome, problem.reason)
+            self._journal.entry(problem.origin, problem.outcome, problem.reason)
         self._emit()
 
     def _settled_already(self, item: CRDDocument) -> bool:
         """Handle a CRD that needs no apply: finished by an earlier attempt, or not ours."""
-        state = self.record.outcome(item.name)
-        current = self._watch.crds.get(item.name)
+        state = self._journal.outcome(item.name)
+        current = self._crds.crds.get(item.name)
         owner = ownership(current)
         if owner == "foreign":
-            self.record.crd(item.name, "skipped", FOREIGN_REASON)
+            self._journal.crd(item.name, "skipped", FOREIGN_REASON)
             self._emit()
             return True
-        ours_from_this_run = owner == "ours" and current.run_id == self.run_id and not current.terminating
-        if not ours_from_this_run:
-            return False
+        if current is None or owner != "ours" or current.run_id != self.run_id or current.terminating:
+            return False  # not ours from this run: applied (again) by this attempt
         if state is None or state.outcome not in APPLIED:
             # Applied by an attempt that was killed before it could write its line.
-            self.record.crd(item.name, "created", "found applied by an earlier attempt of this run",
+            self._journal.crd(item.name, "created", "found applied by an earlier attempt of this run",
                             uid=current.uid)
         self._resumed += 1
-        if not self.record.crds[item.name].established:
+        if not self._journal.crds[item.name].established:
             self._await_established(item.name, current.uid)
         self._emit()
         return True
@@ -351,13 +365,13 @@ class LoadEngine:
     # -- applying --------------------------------------------------------------------------------
     async def _apply(self, item: CRDDocument) -> None:
         try:
-            precondition = apply_precondition(self._watch.crds.get(item.name))
+            precondition = apply_precondition(self._crds.crds.get(item.name))
             if precondition is None:  # became someone else's while it waited for its turn
                 result = ApplyResult("skipped", FOREIGN_REASON)
             else:
                 self._sent += 1
                 self._emit()
-                result = await self._applier.apply(item, precondition)
+                result = await self._apply_one(item, precondition)
         except ApplyFatalError as exc:
             if self.fatal is None:
                 self.fatal = ClusterError(str(exc))
@@ -370,14 +384,19 @@ class LoadEngine:
             self._slots.release()
         if result.outcome == "pending":
             return
-        self.record.crd(item.name, result.outcome, result.reason, **({"uid": result.uid} if result.uid else {}))
+        self._journal.crd(item.name, result.outcome, result.reason, **({"uid": result.uid} if result.uid else {}))
         if result.outcome in APPLIED:
             self._accepted_now += 1
             self._await_established(item.name, result.uid)
         self._emit()
 
+    async def _apply_one(self, item: CRDDocument, precondition: str) -> ApplyResult:
+        if self._applier is None:
+            raise RuntimeError("the applier is made with the run record")
+        return await self._applier.apply(item, precondition)
+
     def _failed(self, name: str, reason: str) -> None:
-        self.record.crd(name, "failed", reason)
+        self._journal.crd(name, "failed", reason)
         self._emit()
 
     def _raise_fatal(self) -> None:
@@ -386,7 +405,7 @@ class LoadEngine:
 
     # -- Established ---------------------------------------------------------------------------
     def _await_established(self, name: str, uid: str) -> None:
-        current = self._watch.crds.get(name)
+        current = self._crds.crds.get(name)
         if current is not None and current.uid == uid and current.established is not None:
             self._established(name)
             return
@@ -410,7 +429,7 @@ class LoadEngine:
 
     def _established(self, name: str) -> None:
         self._last_awaited = time.monotonic()
-        self.record.crd(name, "established")
+        self._journal.crd(name, "established")
         self._established_now += 1
         self._emit()
 
@@ -430,7 +449,7 @@ class LoadEngine:
         The patch names the applied uid: a CRD replaced meanwhile is refused by the server, not touched.
         """
         for name, uid in list(self._awaiting.items()):
-            current = self._watch.crds.get(name)
+            current = self._crds.crds.get(name)
             if self.stopping or current is None or current.uid != uid or current.names_accepted is None \
                     or current.established is not None:
                 continue
@@ -451,7 +470,7 @@ class LoadEngine:
                          for c in conditions if c.get("status") != "True"]
                 if false:
                     reason += f" ({'; '.join(false)})"
-            except (*TRANSPORT_ERRORS, ValueError):
+            except TRANSPORT_ERRORS + (ValueError,):  # the reason then goes without the conditions
                 pass
             self._awaiting.pop(name, None)
             self._failed(name, reason)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from crdscope.probes.samples import Sample
 
@@ -84,7 +84,7 @@ class LoaderSample(Sample):
         """True once the run ended (done or stopped)."""
         return self.state in ("stopped", "done")
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         """The CLI's ``--json`` object: every field, plus ``seconds`` (the attempt's wall time)."""
         data = self.to_json()
         data["seconds"] = data["elapsed_seconds"]

@@ -41,9 +41,10 @@ from urllib.parse import quote
 
 import httpx
 
-from crdscope.probes.cluster import Cluster, ClusterConfig, explain, parse_retry_after, raise_for_status, status_message
+from crdscope.probes.cluster import Cluster, explain, parse_retry_after, raise_for_status, status_message
 from crdscope.probes.crdwatch import CRD_PATH, CRDRecord, CRDWatch, MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from crdscope.probes.errors import ClusterError, ConfigError
+from crdscope.probes.kubeconfig import ClusterConfig
 from crdscope.probes.transport import TRANSPORT_ERRORS
 
 log = logging.getLogger("crdscope.loader")
@@ -70,7 +71,7 @@ def apply_precondition(record: CRDRecord | None) -> str | None:
     owner = ownership(record)
     if owner == "absent":
         return CREATE_ONLY
-    if owner == "ours":
+    if record is not None and owner == "ours":
         return record.resource_version
     return None
 
@@ -347,7 +348,7 @@ async def _wait_gone(cluster: Cluster, watch: CRDWatch, names: set[str], deadlin
     (minutes, seen on the lab).  Any update of the CRD puts it back on the
     finalizer's queue at once, so lingering CRDs get an annotation touched.
     """
-    def gone(crds: dict) -> bool:
+    def gone(crds: dict[str, CRDRecord]) -> bool:
         return watch.status.synced and not names & crds.keys()
 
     while True:

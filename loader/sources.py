@@ -28,9 +28,10 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 
 import yaml
 
-from crdscope.probes.cluster import Cluster, explain, load_config, raise_for_status
+from crdscope.probes.cluster import Cluster, explain, raise_for_status
 from crdscope.probes.crdwatch import CRD_PATH
 from crdscope.probes.errors import ClusterError, ConfigError
+from crdscope.probes.kubeconfig import load_config
 from crdscope.probes.transport import TRANSPORT_ERRORS
 
 from .documents import (

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import random
 from typing import Any
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from crdscope.probes.errors import ConfigError
 
@@ -72,7 +72,7 @@ SENTENCE_WORDS = (
 )
 
 
-def _weighted(rng: random.Random, table: dict) -> Any:
+def _weighted(rng: random.Random, table: Mapping[Any, float]) -> Any:
     return rng.choices(list(table), weights=list(table.values()))[0]
 
 

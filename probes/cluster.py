@@ -11,6 +11,7 @@ import json
 import ssl
 import time
 from collections import deque
+from collections.abc import AsyncGenerator, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,7 +59,7 @@ class KubeAuth(httpx.Auth):
     def __init__(self, source: TokenSource) -> None:
         self.source = source
 
-    async def async_auth_flow(self, request: httpx.Request):
+    async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
         import asyncio
 
         # Exec plugins and token files touch processes and disks: never on the event loop.
@@ -73,7 +74,7 @@ class KubeAuth(httpx.Auth):
                 request.headers["Authorization"] = fresh
                 yield request
 
-    def sync_auth_flow(self, request: httpx.Request):
+    def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         header = self.source.authorization()
         if header:
             request.headers["Authorization"] = header

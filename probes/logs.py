@@ -37,12 +37,13 @@ def log_to_file(*, errors_to_stderr: bool = False) -> Path | None:
         errors.setLevel(logging.ERROR)
         errors.setFormatter(logging.Formatter("crdscope: %(name)s: %(message)s"))
         handlers.append(errors)
-    path: Path | None = log_path()
+    path = log_path()
+    written: Path | None = path
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         to_file = logging.FileHandler(path, encoding="utf-8")
     except OSError:
-        path = None
+        written = None
     else:
         to_file.setFormatter(logging.Formatter(LOG_FORMAT))
         handlers.append(to_file)
@@ -50,7 +51,7 @@ def log_to_file(*, errors_to_stderr: bool = False) -> Path | None:
     root.handlers[:] = handlers
     root.setLevel(logging.WARNING)
     logging.getLogger("crdscope").setLevel(logging.INFO)
-    return path
+    return written
 
 
 def write_traceback(exc: BaseException) -> str:

@@ -60,8 +60,8 @@ def load(source, rate, concurrency, limit, profile, schema_props, seed, from_con
     settings = load_settings().loader
     if source is None and from_context is None:
         source = settings.source
-    chosen = open_source(source, seed=seed, schema_props=settings.schema_props if schema_props is None else schema_props,
-                         from_context=from_context, kubeconfig=kubeconfig)
+    props = settings.schema_props if schema_props is None else schema_props
+    chosen = open_source(source, seed=seed, schema_props=props, from_context=from_context, kubeconfig=kubeconfig)
     if rate is not None and profile == "burst":
         _say("crdscope: --rate does not apply to the burst profile (only --concurrency does)")
     config = load_config(kubeconfig, context)

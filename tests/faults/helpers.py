@@ -120,8 +120,8 @@ def count_requests(cluster) -> CountingTransport:
 
 
 #: Probe cadences of the fault tests: outages and recoveries show within seconds.
-FAST_CADENCES = dict(version=5.0, inventory=1.0, discovery=3.0, throttling=2.0, openapi=2.0, health=1.0,
-                     latency=2.0)
+FAST_CADENCES = {"version": 5.0, "inventory": 1.0, "discovery": 3.0, "throttling": 2.0, "openapi": 2.0,
+                 "health": 1.0, "latency": 2.0}
 
 
 class Watched:

@@ -90,7 +90,7 @@ async def test_429s_are_honoured_and_nothing_is_lost(fresh_lab, tmp_path):
         by_path[f.path].append(f)
     for attempts in by_path.values():
         attempts.sort(key=lambda f: f.started)
-        for rejected, following in zip(attempts, attempts[1:]):
+        for rejected, following in zip(attempts, attempts[1:], strict=False):  # consecutive pairs
             if rejected.outcome == "429":
                 waited = following.started - (rejected.started + rejected.seconds)
                 assert waited >= float(rejected.retry_after) - 0.05, (rejected, following)

@@ -16,6 +16,7 @@ the memory curve is written as a Markdown table).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -74,8 +75,8 @@ def test_an_hour_of_every_probe_on_the_aws_set_keeps_memory_flat(fresh_lab, tmp_
 
     port = free_port()
     record = tmp_path / "soak.jsonl"
-    out = open(tmp_path / "watch.out", "w")  # noqa: SIM115 - closed below
-    err = open(tmp_path / "watch.err", "w")  # noqa: SIM115
+    out = open(tmp_path / "watch.out", "w")  # closed below
+    err = open(tmp_path / "watch.err", "w")
     watch = spawn("watch", "--headless", "--kubeconfig", fresh_lab.kubeconfig, "--record", str(record),
                   "--serve-metrics", f"127.0.0.1:{port}", stdout=out, stderr=err)
     curve: list[tuple[float, int, int]] = []
@@ -83,18 +84,14 @@ def test_an_hour_of_every_probe_on_the_aws_set_keeps_memory_flat(fresh_lab, tmp_
     began = time.monotonic()
     try:
         while (elapsed := time.monotonic() - began) < SOAK_SECONDS:
-            try:
+            with contextlib.suppress(httpx.HTTPError):  # the exporter starts a moment after the process
                 scrapes += httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).status_code == 200
-            except httpx.HTTPError:
-                pass  # the exporter starts a moment after the process
             rss = rss_bytes(watch.pid)
             assert rss is not None and watch.poll() is None, (tmp_path / "watch.err").read_text()[-2000:]
             if scrapes:  # from the first answer on: before it, the interpreter is still starting
                 curve.append((elapsed, rss, crds))
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 watch.wait(timeout=SAMPLE_SECONDS)  # returns early only if the watch died
-            except subprocess.TimeoutExpired:
-                pass
         watch.send_signal(signal.SIGINT)
         code = watch.wait(timeout=60)
     finally:

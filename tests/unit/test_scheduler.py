@@ -109,7 +109,7 @@ async def test_stop_ends_a_busy_loop_every_time():
         probe = SlowProbe(duration=0.0, cadence=0.0)
         scheduler = Scheduler([probe])
         task = asyncio.create_task(scheduler.run())
-        await async_wait_for(lambda: probe.runs >= 3, timeout=5, interval=0.001)
+        await async_wait_for(lambda probe=probe: probe.runs >= 3, timeout=5, interval=0.001)
         scheduler.stop()
         done, _ = await asyncio.wait({task}, timeout=5)
         assert task in done, "the scheduler did not stop"
