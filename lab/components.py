@@ -9,9 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from . import rbac
-from .pki import CertificateAuthority, KeyPair, signing_key_pem
 from .processes import Component
+
+if TYPE_CHECKING:  # the pki module imports cryptography: `crdscope lab status` does without it
+    from .pki import CertificateAuthority, KeyPair
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,8 @@ class Pki:
 def write_pki(run_dir: Path) -> Pki:
     """A fresh CA, the serving pair, the admin and restricted users and the service-account key."""
     directory = run_dir / "pki"
+    from .pki import CertificateAuthority, signing_key_pem
+
     ca = CertificateAuthority()
     ca_cert, _ = ca.pair().write(directory, "ca")
     serving_cert, serving_key = ca.serving(["127.0.0.1", "localhost", "::1"]).write(directory, "apiserver")

@@ -30,15 +30,14 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
-import httpx
-
 from crdscope.probes.paths import state_dir
 
 from . import balancer, cgroups, rbac
 from .binaries import Binaries, LabError
-from .kubeconfig import context_names, write_kubeconfig
 from .components import LabOptions, Pki, apiserver_component, etcd_component, write_pki
-from .pki import CertificateAuthority
+
+# httpx, lab.kubeconfig (yaml) and lab.pki (cryptography) are imported where used: a
+# quick `crdscope lab status` needs none of them (issue 18: start-up under 150 ms).
 from .processes import (  # re-exported: tests and benchmarks import them from here
     Component,
     free_port,
@@ -187,6 +186,8 @@ class Lab:
 
     def _start(self, binaries: Binaries, run_dir: Path, say: Callable[[str], None],
                options: LabOptions) -> LabState:
+        from .kubeconfig import context_names
+
         pki = write_pki(run_dir)
         (run_dir / "logs").mkdir()
         admin_context, restricted_context = context_names(options.name)
@@ -296,6 +297,10 @@ class Lab:
 
     def _finish(self, state: LabState, pki: Pki) -> None:
         """Kubeconfig, the restricted user's role and the version the server reports."""
+        import httpx
+
+        from .kubeconfig import write_kubeconfig
+
         write_kubeconfig(
             Path(state.kubeconfig), server=state.server, ca_pem=pki.ca.pair().cert_pem,
             users={state.admin_context: pki.admin, state.restricted_context: pki.restricted},
@@ -323,6 +328,8 @@ class Lab:
         self.save(state)
 
     def _wait_etcd(self, etcd: Component) -> bool:
+        import httpx
+
         deadline = time.monotonic() + 30
         url = f"http://127.0.0.1:{etcd.port}/health"
         while time.monotonic() < deadline:
@@ -337,6 +344,8 @@ class Lab:
         return False
 
     def _wait_ready(self, state: LabState, apiserver: Component | None = None) -> str:
+        import httpx
+
         apiserver = apiserver or state.components["apiserver"]
         deadline = time.monotonic() + READY_TIMEOUT_SECONDS
         with httpx.Client(base_url=f"https://127.0.0.1:{apiserver.port}", verify=admin_tls(state.pki_dir),
@@ -354,6 +363,8 @@ class Lab:
 
     @staticmethod
     def _server_version(state: LabState) -> str:
+        import httpx
+
         try:
             response = httpx.get(f"{state.server}/version", verify=admin_tls(state.pki_dir), timeout=5)
             return str(response.json().get("gitVersion", ""))
@@ -432,10 +443,21 @@ class Lab:
         return {"replicas": replicas, "balancer": backends}
 
     def _ready(self, state: LabState) -> bool:
+        # The standard library's client: importing httpx would cost `crdscope lab status` more
+        # than the request itself.
+        import http.client
+        from urllib.parse import urlsplit
+
+        url = urlsplit(state.server)
         try:
-            response = httpx.get(f"{state.server}/readyz", verify=admin_tls(state.pki_dir), timeout=3)
-            return response.status_code == 200
-        except httpx.HTTPError:
+            connection = http.client.HTTPSConnection(url.hostname or "127.0.0.1", url.port or 443, timeout=3,
+                                                     context=admin_tls(state.pki_dir))
+            try:
+                connection.request("GET", "/readyz")
+                return connection.getresponse().status == 200
+            finally:
+                connection.close()
+        except (OSError, http.client.HTTPException):
             return False
 
     # -- faults ------------------------------------------------------------------
@@ -519,6 +541,9 @@ class Lab:
                   **validity: Any) -> Path:
         """Write a kubeconfig for a new client-certificate user signed by the lab's CA."""
         state = self.require()
+        from .kubeconfig import write_kubeconfig
+        from .pki import CertificateAuthority
+
         pki = state.pki_dir
         ca = CertificateAuthority.load((pki / "ca.crt").read_bytes(), (pki / "ca.key").read_bytes())
         pair = ca.client(user, groups, **validity)

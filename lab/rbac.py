@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import ssl
 
-import httpx
-
 RESTRICTED_USER = "crdscope-restricted"
 ROLE_NAME = "crdscope-monitor"
 
@@ -86,6 +84,8 @@ RBAC_PATH = "/apis/rbac.authorization.k8s.io/v1"
 
 def apply_restricted_role(server: str, admin_tls: ssl.SSLContext) -> None:
     """Server-side apply the monitor roles and bind the restricted user to them."""
+    import httpx  # here: `crdscope lab status` imports this module and never needs httpx
+
     with httpx.Client(base_url=server, verify=admin_tls, timeout=30) as client:
         for path, body in ((f"{RBAC_PATH}/clusterroles", MONITOR_ROLE),
                            (f"{RBAC_PATH}/clusterrolebindings", MONITOR_BINDING),
