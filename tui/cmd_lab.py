@@ -66,7 +66,10 @@ def lab_build(kubernetes: str | None, build_all: bool) -> None:
         if cached:
             click.echo(f"kube-apiserver {versions.kubernetes} already built in {cached.apiserver.parent}")
             continue
-        build(minor, progress=_say)
+        from .cli_progress import progress_lines
+
+        with progress_lines(f"building kube-apiserver {versions.kubernetes}") as say:
+            build(minor, progress=say)
 
 
 @lab.command("versions")
