@@ -15,7 +15,7 @@ from .screens.dialogs import ChoiceScreen, ConfirmScreen
 
 #: action -> (palette name, help)
 ACTIONS = {
-    "start": ("Loader: start", "load CRDs from the configured source"),
+    "start": ("Loader: start", "choose what to load and at what pace, then load it"),
     "pause": ("Loader: pause", "stop sending CRDs; what was sent keeps establishing"),
     "resume": ("Loader: resume", "go on where the load paused"),
     "stop": ("Loader: stop", "end the load, keeping a consistent record of what was applied"),
@@ -48,8 +48,7 @@ def run_action(app: Any, action: str) -> None:
         app.notify(f"the loader is {loader.state}: cannot {action}", severity="warning")
         return
     if action == "start":
-        app.run_worker(loader.run(), name="loader", group="loader", exit_on_error=False)
-        app.notify(f"loader started: {loader.source}")
+        _set_up_and_start(app)
     elif action == "pause":
         loader.pause()
         app.notify("loader paused")
@@ -61,6 +60,25 @@ def run_action(app: Any, action: str) -> None:
         app.notify("loader stopping")
     elif action == "clean":
         app.run_worker(_clean(app), name="loader-clean", group="loader", exit_on_error=False)
+
+
+def _set_up_and_start(app: Any) -> None:
+    """Ask what to load and how (source, profile, rate, concurrency), show what the run will do,
+    then start it; cancelling writes nothing."""
+    from .screens.loader_setup import LoadChoice, LoaderSetupScreen
+
+    loader = app.loader
+    current = LoadChoice(loader.source, loader.settings.profile, loader.settings.rate, loader.settings.concurrency)
+
+    def chosen(choice: LoadChoice | None) -> None:
+        if choice is None:
+            app.notify("loader not started")
+            return
+        loader.configure(choice.source, choice.profile, choice.rate, choice.concurrency)
+        app.run_worker(loader.run(), name="loader", group="loader", exit_on_error=False)
+        app.notify(f"loader started: {loader.source}")
+
+    app.push_screen(LoaderSetupScreen(current), chosen)
 
 
 async def _clean(app: Any) -> None:

@@ -46,6 +46,13 @@ class LoaderControl:
         """idle, running, paused, stopping, stopped or done."""
         return self.engine.state if self.engine is not None else "idle"
 
+    def configure(self, source: str, profile: str, rate: float, concurrency: int) -> None:
+        """What the next start loads, and at what pace (the loader dialog's choice)."""
+        import dataclasses
+
+        self.source = source
+        self.settings = dataclasses.replace(self.settings, profile=profile, rate=rate, concurrency=concurrency)
+
     def describe(self) -> str:
         """The pace a start would use, for menus and the idle panel."""
         s = self.settings
