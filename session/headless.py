@@ -193,8 +193,9 @@ async def _watch(cluster: Any, settings: Any, seconds: float | None, record: str
         for task in (running, *waiters):
             task.cancel()
         await asyncio.gather(running, *waiters, return_exceptions=True)
-        if running in done and not running.cancelled() and running.exception() is not None:
-            raise running.exception()
+        failure = running.exception() if running in done and not running.cancelled() else None
+        if failure is not None:
+            raise failure
         elapsed = format_seconds(time.monotonic() - started)
         if sink.crossing is not None:
             outcome = "crossed"
@@ -226,7 +227,7 @@ def replay_headless(recording: Any, *, speed: float = 0.0, as_json: bool = False
     detector = EventDetector(load_settings().thresholds)
     feed = ReplayFeed(recording, speed=speed)
     closed: list[bool] = []
-    playing: asyncio.Task | None = None
+    playing: asyncio.Task[Any] | None = None
 
     def sink(sample: Sample) -> None:
         try:

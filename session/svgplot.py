@@ -180,7 +180,7 @@ def _axis_labels(x_label: str, y_label: str, plot_w: float, plot_h: float) -> li
 def _legend(entries: Sequence[tuple[str, str]]) -> list[str]:
     """(css class, label) entries in the title row, right-aligned, so that they never hide a line."""
     parts = []
-    right = WIDTH - MARGIN_RIGHT
+    right: float = WIDTH - MARGIN_RIGHT
     for css, label in reversed(entries):
         parts.append(f'<text class="legend {css}" x="{right}" y="18" text-anchor="end">{escape(label)}</text>')
         right -= LEGEND_CHAR_WIDTH * len(label) + 14

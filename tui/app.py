@@ -9,6 +9,7 @@ a key press is never stuck behind the network.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
@@ -195,6 +196,9 @@ class CrdscopeApp(App[None]):
             self.notify("probes paused: press p to resume")
         self._refresh_everything()
 
+    def _theme_setter(self, name: str) -> Callable[[], None]:
+        return lambda: self.action_set_theme(name)
+
     def action_next_theme(self) -> None:
         names = list(THEME_NAMES)
         following = names[(names.index(self.theme) + 1) % len(names)] if self.theme in names else names[0]
@@ -204,17 +208,17 @@ class CrdscopeApp(App[None]):
         self.theme = check_theme(name)
         self.notify(f"theme: {name}", timeout=2)
 
-    def action_screenshot(self) -> None:
-        """Save an SVG of the screen in the data directory."""
-        directory = data_dir() / "screenshots"
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        """Save an SVG of the screen (in the data directory unless ``path`` says where)."""
+        directory = Path(path) if path else data_dir() / "screenshots"
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            path = self.save_screenshot(path=str(directory))
+            saved = self.save_screenshot(filename, path=str(directory))
         except OSError as exc:
             self.notify(f"cannot save a screenshot in {directory}: {exc.strerror}", severity="error")
             return
-        self.screenshots.append(path)
-        self.notify(f"screenshot saved: {path}", timeout=6)
+        self.screenshots.append(saved)
+        self.notify(f"screenshot saved: {saved}", timeout=6)
 
     def action_estimate(self) -> None:
         """What installing a source would cost the watched API server (the cost model)."""
@@ -248,8 +252,7 @@ class CrdscopeApp(App[None]):
             ("Estimate: what would SOURCE cost", "the cost model against this cluster (e)", self.action_estimate),
             ("Quit", "leave crdscope (q)", self.action_quit),
         ]
-        commands += [(f"Theme: {name}", "colour theme", lambda name=name: self.action_set_theme(name))
-                     for name in THEME_NAMES]
+        commands += [(f"Theme: {name}", "colour theme", self._theme_setter(name)) for name in THEME_NAMES]
         commands += loader_commands(self)
         if self.lab is not None:
             from .lab_faults import fault_commands

@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from .cli import cluster_options, run_async
 from .cli_progress import LoadProgress, on_terminal
+
+if TYPE_CHECKING:
+    from crdscope.loader.engine import LoadEngine
+    from crdscope.loader.progress import LoaderSample
+    from crdscope.loader.safety import CleanPlan
 
 #: Exit codes of ``crdscope load`` (README "Exit codes"); 2 and 3 are a bad configuration and an
 #: unreachable or refusing cluster, as for every command.
@@ -42,8 +48,9 @@ def _say(message: str) -> None:
 @click.option("--new-run", is_flag=True, help="start a new run even if a stopped run of this source could be finished")
 @click.option("--json", "as_json", is_flag=True, help="print the summary as one JSON object")
 @cluster_options
-def load(source, rate, concurrency, limit, profile, schema_props, seed, from_context, new_run, as_json,
-         kubeconfig, context) -> None:
+def load(source: str | None, rate: float | None, concurrency: int | None, limit: int | None, profile: str | None,
+         schema_props: int | None, seed: int, from_context: str | None, new_run: bool, as_json: bool,
+         kubeconfig: str | None, context: str | None) -> None:
     """Load CRDs from SOURCE: a directory, a .tar/.tar.gz/.tar.xz archive, a YAML file, '-' (stdin)
     or synthetic:N (the default, from config.toml).
 
@@ -54,7 +61,8 @@ def load(source, rate, concurrency, limit, profile, schema_props, seed, from_con
     from crdscope.loader.engine import LoadEngine
     from crdscope.loader.safety import check_target
     from crdscope.loader.sources import open_source
-    from crdscope.probes.cluster import Cluster, load_config
+    from crdscope.probes.cluster import Cluster
+    from crdscope.probes.kubeconfig import load_config
     from crdscope.probes.settings import load_settings
 
     settings = load_settings().loader
@@ -68,7 +76,7 @@ def load(source, rate, concurrency, limit, profile, schema_props, seed, from_con
     check_target(config, context, "load")
     _say(f"loading {chosen.spec} into context {config.context} at {config.server}")
 
-    async def main():
+    async def main() -> tuple[LoadEngine, LoaderSample]:
         import asyncio
         import signal
 
@@ -82,7 +90,7 @@ def load(source, rate, concurrency, limit, profile, schema_props, seed, from_con
         task = asyncio.current_task()
 
         def interrupted() -> None:
-            if engine.stopping:
+            if engine.stopping and task is not None:
                 task.cancel()  # a second Ctrl-C: abandon the applies in flight
                 return
             engine.stop()
@@ -119,7 +127,7 @@ def load(source, rate, concurrency, limit, profile, schema_props, seed, from_con
         sys.exit(EXIT_SKIPPED)
 
 
-def _print_summary(sample) -> None:
+def _print_summary(sample: LoaderSample) -> None:
     """The end of a load for people: counts aligned, then the names that did not make it."""
     from .cli_output import pairs, table
     from .format import duration, number
@@ -161,11 +169,12 @@ def _confirm(question: str) -> bool:
 @click.option("--run", "run_id", default=None, metavar="ID", help="only the CRDs of this load run")
 @click.option("--yes", is_flag=True, help="do not ask for confirmation")
 @cluster_options
-def clean(run_id, yes, kubeconfig, context) -> None:
+def clean(run_id: str | None, yes: bool, kubeconfig: str | None, context: str | None) -> None:
     """Delete the CRDs crdscope created (label app.kubernetes.io/managed-by=crdscope), and with
     them every object of their kinds; lists them and asks first."""
     from crdscope.loader.safety import check_permissions, check_target, execute_clean, plan_clean
-    from crdscope.probes.cluster import Cluster, load_config
+    from crdscope.probes.cluster import Cluster
+    from crdscope.probes.kubeconfig import load_config
 
     config = load_config(kubeconfig, context)
     check_target(config, context, "clean")
@@ -202,7 +211,7 @@ def clean(run_id, yes, kubeconfig, context) -> None:
         sys.exit(code)
 
 
-def _clean_listing(plan, detail_limit: int = 30) -> str:
+def _clean_listing(plan: CleanPlan, detail_limit: int = 30) -> str:
     """What clean would delete, as a table: every CRD when few, else those with objects and a count."""
     from .cli_output import table
 

@@ -23,8 +23,9 @@ from .cli import cluster_options
 @click.option("--theme", default=None, help="colour theme of the monitor")
 @click.option("--source", default=None, metavar="SRC",
               help="what the loader loads: a directory, an archive, a YAML file, synthetic:N")
-def watch(kubeconfig, context, headless, duration, record, no_record, fail_if, serve_metrics,
-          prometheus_url, theme, source) -> None:
+def watch(kubeconfig: str | None, context: str | None, headless: bool, duration: str | None, record: str | None,
+          no_record: bool, fail_if: tuple[str, ...], serve_metrics: str | None, prometheus_url: str | None,
+          theme: str | None, source: str | None) -> None:
     """Open the monitor on a cluster (the current context by default)."""
     if headless:
         from crdscope.session.headless import run_headless

@@ -36,6 +36,8 @@ def run_fault(app: Any, action: str, component: str) -> None:
 
 def fault_commands(app: Any) -> list[tuple[str, str, Callable[[], None]]]:
     """Palette entries for the lab's faults."""
-    return [(f"Lab: {action} {component}", help_text,
-             lambda action=action, component=component: run_fault(app, action, component))
+    def fault(action: str, component: str) -> Callable[[], None]:
+        return lambda: run_fault(app, action, component)
+
+    return [(f"Lab: {action} {component}", help_text, fault(action, component))
             for action, component, help_text in FAULTS]

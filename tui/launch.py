@@ -6,18 +6,25 @@ import asyncio
 import dataclasses
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from crdscope.probes.logs import NOT_WRITABLE, log_to_file
 
+if TYPE_CHECKING:
+    from crdscope.probes.settings import Settings
+    from crdscope.session.recorder import ClusterInfo, Recorder
+
+    from .app import CrdscopeApp
+
 log = logging.getLogger("crdscope.launch")
 
-def _describe(kubeconfig: str | None, context: str | None):
+
+def _describe(kubeconfig: str | None, context: str | None) -> ClusterInfo:
     """The cluster as a recording names it (server, context, version; never credentials)."""
     from crdscope.probes.cluster import Cluster
-    from crdscope.session.recorder import ClusterInfo, describe_cluster
+    from crdscope.session.recorder import describe_cluster
 
     async def describe() -> ClusterInfo:
         # A cluster of its own: the monitor's client must be born in the app's event loop.
@@ -38,7 +45,7 @@ def _first_contact(kubeconfig: str | None, context: str | None) -> None:
     asyncio.run(check())
 
 
-def open_recorder(record: Any, settings, kubeconfig: str | None, context: str | None):
+def open_recorder(record: Any, settings: Settings, kubeconfig: str | None, context: str | None) -> Recorder | None:
     """A Recorder for ``record`` (True: the default file, a path: that file, None: none)."""
     if record is None or record is False or (record is True and not settings.ui.record):
         return None
@@ -52,7 +59,7 @@ def open_recorder(record: Any, settings, kubeconfig: str | None, context: str | 
 
 def build_app(kubeconfig: str | None = None, context: str | None = None, *, record: Any = None,
               prometheus_url: str | None = None, theme: str | None = None, lab: Any = None,
-              settings: Any = None, layout: str | None = None, source: str | None = None):
+              settings: Any = None, layout: str | None = None, source: str | None = None) -> CrdscopeApp:
     """The monitor app on a cluster, ready to run (tests drive it with ``run_test``)."""
     from crdscope.probes.cluster import Cluster
     from crdscope.probes.monitor import Monitor

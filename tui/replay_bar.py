@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Callable
 
 from textual.app import ComposeResult
@@ -28,6 +28,9 @@ from textual.widgets import Footer, Input, Static
 from crdscope.probes.errors import ConfigError
 
 from .app import CrdscopeApp
+
+if TYPE_CHECKING:
+    from crdscope.session.replay import ReplayFeed
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
 SEEK_STEP_SECONDS = 60.0
@@ -132,6 +135,11 @@ class ReplayApp(CrdscopeApp):
         Binding("g", "seek_dialog", "Seek"),
     ]
 
+    def __init__(self, feed: ReplayFeed, **options: Any) -> None:
+        super().__init__(feed, **options)
+        #: The feed as what it is: a replay (speed, step, seek), beyond the Feed interface.
+        self.replay = feed
+
     def on_mount(self) -> None:
         # Textual also runs CrdscopeApp.on_mount (handlers run for every class of the MRO),
         # which pushes the monitor screen: the bar goes on it once it is there.
@@ -163,36 +171,36 @@ class ReplayApp(CrdscopeApp):
         self._refresh_everything()
 
     def action_faster(self) -> None:
-        self._set_speed(next((s for s in SPEEDS if s > self.feed.speed), math.inf))
+        self._set_speed(next((s for s in SPEEDS if s > self.replay.speed), math.inf))
 
     def action_slower(self) -> None:
-        current = self.feed.speed
+        current = self.replay.speed
         self._set_speed(next((s for s in reversed(SPEEDS) if s < current), SPEEDS[0]))
 
     def _set_speed(self, speed: float) -> None:
-        self.feed.speed = speed
-        self.notify(f"replay speed {speed_label(self.feed.speed)}", timeout=2)
+        self.replay.speed = speed
+        self.notify(f"replay speed {speed_label(self.replay.speed)}", timeout=2)
         self._redraw_bar()
 
     def action_step(self) -> None:
         """One sample forward (pausing first, so that steps are steps)."""
         if not self.feed.paused:
             self.feed.pause()
-        self.feed.step()
+        self.replay.step()
         self._redraw_bar()
 
     def action_seek_by(self, seconds: float) -> None:
         self.seek(self.feed.now() + float(seconds))
 
     def action_seek_fraction(self, fraction: float) -> None:
-        start, end = self.feed.start, self.feed.end
+        start, end = self.replay.start, self.replay.end
         if start is not None and end is not None:
             self.seek(start + float(fraction) * (end - start))
 
     def action_seek_dialog(self) -> None:
         from crdscope.session.replay import seek_target
 
-        start, end = self.feed.start, self.feed.end
+        start, end = self.replay.start, self.replay.end
         if start is None or end is None:
             self.notify("nothing to seek in: the recording has no samples", severity="warning")
             return
@@ -211,7 +219,7 @@ class ReplayApp(CrdscopeApp):
 
     def seek(self, timestamp: float) -> None:
         """Jump the replay to ``timestamp`` (panels rebuild from the samples before it)."""
-        self.feed.seek(timestamp)
+        self.replay.seek(timestamp)
         self.notify(f"seek to {time.strftime('%H:%M:%S', time.localtime(timestamp))}", timeout=2)
         self._redraw_bar()
 

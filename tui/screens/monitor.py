@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Grid
@@ -53,7 +54,7 @@ class PanelTabs(Container):
                     yield panel(self.store)
 
 
-class MonitorScreen(Screen):
+class MonitorScreen(Screen[None]):
     """Every panel, fed from the app's sample store."""
 
     BINDINGS = [Binding(str(n), f"show_panel({n - 1})", show=False) for n in range(1, len(PANELS) + 1)]
@@ -74,7 +75,7 @@ class MonitorScreen(Screen):
     async def on_mount(self) -> None:
         await self.apply_layout(self.size)
 
-    async def on_resize(self, event) -> None:
+    async def on_resize(self, event: events.Resize) -> None:
         await self.apply_layout(event.size)
 
     async def apply_layout(self, size: Size) -> None:
