@@ -132,5 +132,7 @@ def open_loader_menu(app: Any) -> None:
 
 def loader_commands(app: Any) -> list[tuple[str, str, Callable[[], None]]]:
     """Palette entries for the loader actions available now."""
-    return [(ACTIONS[action][0], ACTIONS[action][1], lambda action=action: run_action(app, action))
-            for action in available(app)]
+    def runner(action: str) -> Callable[[], None]:
+        return lambda: run_action(app, action)
+
+    return [(ACTIONS[action][0], ACTIONS[action][1], runner(action)) for action in available(app)]
