@@ -106,8 +106,10 @@ def test_ui_latency_timed_every_key_press(smoke):
     # The stall meter ticked through the round: a loop never wakes its 10 ms timer exactly on time
     # for the whole of it, so a worst stall of 0 means the meter did not run (or took nothing).
     assert figures["worst_stall_ms_rounds"]["n"] == 1
-    assert 0 < figures["stall_p99_ms"] <= figures["worst_stall_ms"]
-    assert 0 < figures["machine_floor_stall_p99_ms"] <= figures["machine_floor_worst_stall_ms"]
+    assert 0 <= figures["stall_p99_ms"] <= figures["worst_stall_ms"] and figures["worst_stall_ms"] > 0
+    # The same timer in a process of its own ran beside the round (the machine's floor).
+    assert 0 <= figures["machine_floor_stall_p99_ms"] <= figures["machine_floor_worst_stall_ms"]
+    assert figures["machine_floor_worst_stall_ms"] > 0
 
 
 def test_metrics_parse_read_a_real_scrape(smoke):
