@@ -84,6 +84,11 @@ class LoaderSetupScreen(ModalScreen[LoadChoice | None]):
             if sets:
                 yield Select([(Path(s).name, s) for s in sets], prompt="or a CRD set from shared/crds",
                              id="sets", allow_blank=True)
+            # Labels over the fields: "20" and "8" alone do not say rate and concurrency.
+            with Horizontal(classes="loader-setup-row loader-setup-labels"):
+                yield Label("Profile", classes="profile-label")
+                yield Label("CRDs per second")
+                yield Label("Applies in flight")
             with Horizontal(classes="loader-setup-row"):
                 yield Select([(p, p) for p in PROFILES], value=self.choice.profile, allow_blank=False,
                              id="profile")
