@@ -232,9 +232,3 @@ def parse_rfc3339(value: str) -> float:
     if stamp.tzinfo is None:
         stamp = stamp.replace(tzinfo=dt.UTC)
     return stamp.timestamp()
-
-
-def basic_auth_header(username: str, password: str) -> str:
-    """The ``Authorization`` value for username/password users."""
-    raw = f"{username}:{password}".encode()
-    return "Basic " + base64.b64encode(raw).decode()
