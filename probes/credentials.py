@@ -9,7 +9,6 @@ before they expire) and fail with one clear line.
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import json
 import os
