@@ -18,7 +18,7 @@ from .observations import Observations, fmt_count, fmt_seconds
 DEFAULT_CANARY_SLO_SECONDS = 1.0
 #: What each canary's request is, as the SLOs name verbs and scopes.
 CANARY_VERB_SCOPE = {
-    "version": "GET /version (non-resource)",
+    "version": "GET non-resource",
     "get_namespace": "GET resource",
     "list_crds": "LIST cluster",
     "list_cr": "LIST cluster",
@@ -102,7 +102,7 @@ def latency_slo(obs: Observations) -> list[Finding]:
         what = CANARY_VERB_SCOPE.get(name, name)
         found.append(Finding(
             f"latency-slo:canary {name}", Severity.WARNING,
-            f"slow requests: canary {name} ({what}) p99 {fmt_seconds(canary.p99_seconds)} over its {slo:g} s SLO",
+            f"slow requests: {what} canary {name} p99 {fmt_seconds(canary.p99_seconds)} over its {slo:g} s SLO",
             (f"latency.canaries.{name}.p99_seconds = {fmt_seconds(canary.p99_seconds)} over {canary.count} "
              f"requests in the last 5 minutes, timed by crdscope; SLO {slo:g} s{own}",
              f"latency.canaries.{name}.seconds = {fmt_seconds(canary.seconds)} (the latest one)"),

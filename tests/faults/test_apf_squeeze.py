@@ -9,12 +9,16 @@ loads in a burst, more applies at once than the level has seats.
 Proves: the server answers 429 with ``Retry-After``; the loader sends a
 CRD's apply again only after the delay the server asked for (read from every
 request and answer on the wire); it reports its 429 retries; nothing is lost
-(the whole set Established, kubectl agrees, the journal has no failure).
+(the whole set Established, kubectl agrees, the journal has no failure); and the
+findings engine, fed by a monitor's throttling probe on the administrator's
+connection, opens an APF finding that names the squeezed priority level.
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import contextlib
 import json
 
 import pytest
@@ -59,7 +63,42 @@ def manifests() -> str:
     ]})
 
 
+@contextlib.asynccontextmanager
+async def watched_findings(lab):
+    """A monitor running only the throttling probe (every second) into a findings engine."""
+    from crdscope.findings.engine import FindingsEngine
+    from crdscope.probes.monitor import Monitor
+    from crdscope.probes.settings import Settings
+
+    engine = FindingsEngine()
+    samples: list = []
+    opened: list = []  # every finding that opened (the squeeze's may close again once the load is done)
+    engine.sinks.append(lambda change: change.change == "opened" and opened.append(change.finding))
+    async with Cluster.connect(lab.kubeconfig, lab.admin_context) as admin:
+        monitor = Monitor(admin, Settings().override("cadences", throttling=1.0), probes=["throttling"])
+        monitor.add_sink(engine)
+        monitor.add_sink(samples.append)
+        task = asyncio.create_task(monitor.run())
+        try:
+            await async_wait_for(lambda: samples, timeout=60, message="a first throttling sample")
+            yield opened, samples
+        finally:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+
 async def test_429s_are_honoured_and_nothing_is_lost(fresh_lab, tmp_path):
+    async with watched_findings(fresh_lab) as (findings, samples):
+        await _squeeze_and_load(fresh_lab, tmp_path)
+        # The APF finding names the squeezed level (and is critical or a warning by its rate).
+        finding = await async_wait_for(
+            lambda: next((f for f in findings if f.id == f"apf-rejecting:{LEVEL}"), None), timeout=30,
+            message=f"the APF finding for {LEVEL} (throttling: {[s.priority_levels for s in samples[-1:]]})")
+    assert LEVEL in finding.title and any(LEVEL in e for e in finding.evidence), finding
+
+
+async def _squeeze_and_load(fresh_lab, tmp_path) -> None:
     fresh_lab.kubectl("apply", "-f", "-", input=manifests())
     kubeconfig = fresh_lab.lab.mint_user(USER, path=tmp_path / "kubeconfig")
     names = [d["metadata"]["name"] for d in synthetic_documents(COUNT, seed=SEED)]

@@ -1,0 +1,91 @@
+"""``crdscope rules`` output checked by the real promtool: syntax (check rules) and behaviour (test rules).
+
+The unit tests feed series shaped as the exporter names them (the names are checked
+against a live exporter in tests/e2e/test_rules_prometheus.py) and expect the alerts
+the findings would raise for the same figures.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from crdscope.probes.settings import Thresholds
+
+PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
+CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
+
+
+@pytest.fixture
+def rules_file(tmp_path):
+    if not shutil.which(PROMTOOL):
+        pytest.fail("Debian's prometheus package (promtool) is required: make system-deps")
+    done = subprocess.run([*CRDSCOPE, "rules"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    path = tmp_path / "crdscope-rules.yml"
+    path.write_text(done.stdout)
+    return path
+
+
+def test_promtool_check_rules_passes(rules_file):
+    done = subprocess.run([PROMTOOL, "check", "rules", str(rules_file)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SUCCESS" in done.stdout
+
+
+def alert(severity: str, **labels: str) -> dict:
+    return {"exp_labels": {"severity": severity, "job": "crdscope", "instance": "x:9100", **labels}}
+
+
+def test_promtool_test_rules_fires_what_the_findings_would(rules_file, tmp_path):
+    limit = Thresholds().unanswered_seconds_critical
+    tests = {"rule_files": [str(rules_file)], "evaluation_interval": "15s", "tests": [{
+        "interval": "15s",
+        "input_series": [
+            # Unanswered for 0 s, then a hang: 1, 8, 23 s, then answered again.
+            {"series": 'crdscope_responsiveness_unanswered_seconds{job="crdscope",instance="x:9100"}',
+             "values": "0 1 8 23 0 0"},
+            {"series": 'crdscope_throttling_priority_levels_rejected_per_second{job="crdscope",instance="x:9100",'
+                       'priority_level="workload-low"}', "values": "0 0 0.5 0.5 3 0"},
+            {"series": 'crdscope_latency_canaries_p99_seconds{job="crdscope",instance="x:9100",canary="version"}',
+             "values": "0.01 0.01 19.09 19.09 19.09 19.09"},
+            {"series": 'crdscope_latency_canaries_p99_seconds{job="crdscope",instance="x:9100",canary="list_crds"}',
+             "values": "0.2 0.2 0.2 0.2 0.2 0.2"},
+            {"series": 'crdscope_latency_canaries_slo_seconds{job="crdscope",instance="x:9100",canary="list_crds"}',
+             "values": "30 30 30 30 30 30"},
+        ],
+        "alert_rule_test": [
+            {"eval_time": "15s", "alertname": "CrdscopeAPIServerNotAnswering", "exp_alerts": []},
+            {"eval_time": "30s", "alertname": "CrdscopeAPIServerNotAnswering", "exp_alerts": [{
+                **alert("critical"),
+                "exp_annotations": {"summary": "API server not answering",
+                                    "description": "A request of crdscope has waited 8s for an answer (or "
+                                                   "connections fail): the API server is stopped, stuck or "
+                                                   "unreachable."}}]},
+            {"eval_time": "60s", "alertname": "CrdscopeAPIServerNotAnswering", "exp_alerts": []},
+            {"eval_time": "15s", "alertname": "CrdscopeAPFRejecting", "exp_alerts": []},
+            {"eval_time": "30s", "alertname": "CrdscopeAPFRejecting", "exp_alerts": [{
+                **alert("warning", priority_level="workload-low"),
+                "exp_annotations": {"summary": "APF rejecting requests at priority level workload-low",
+                                    "description": "500m requests/s rejected (429) at workload-low."}}]},
+            {"eval_time": "30s", "alertname": "CrdscopeAPFRejectingHard", "exp_alerts": []},
+            {"eval_time": "60s", "alertname": "CrdscopeAPFRejectingHard", "exp_alerts": [{
+                **alert("critical", priority_level="workload-low"),
+                "exp_annotations": {"summary": "APF rejecting many requests at priority level workload-low",
+                                    "description": "3 requests/s rejected (429) at workload-low."}}]},
+            # A 19 s version canary (no official SLO) is over the 1 s it is held to; list_crds is within 30 s.
+            {"eval_time": "45s", "alertname": "CrdscopeCanaryLatencyOverSLO", "exp_alerts": [{
+                **alert("warning", canary="version"),
+                "exp_annotations": {"summary": "canary version p99 over its SLO",
+                                    "description": "p99 19.09s over 5 minutes of crdscope's canary requests."}}]},
+        ],
+    }]}
+    assert limit < 8  # the series above cross the default threshold at 30 s
+    test_file = tmp_path / "crdscope-rules-test.yml"
+    test_file.write_text(json.dumps(tests))  # JSON is YAML
+    done = subprocess.run([PROMTOOL, "test", "rules", str(test_file)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
