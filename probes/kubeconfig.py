@@ -130,12 +130,12 @@ class _Merged:
     Each entry keeps the file it came from: relative paths resolve against it.
     """
 
-    clusters: dict[str, tuple[dict, str]] = field(default_factory=dict)
-    users: dict[str, tuple[dict, str]] = field(default_factory=dict)
-    contexts: dict[str, tuple[dict, str]] = field(default_factory=dict)
+    clusters: dict[str, tuple[dict[str, Any], str]] = field(default_factory=dict)
+    users: dict[str, tuple[dict[str, Any], str]] = field(default_factory=dict)
+    contexts: dict[str, tuple[dict[str, Any], str]] = field(default_factory=dict)
 
 
-def _merge(paths: list[str], documents: list[dict | None]) -> _Merged | None:
+def _merge(paths: list[str], documents: list[dict[str, Any] | None]) -> _Merged | None:
     """Merge the parsed files; None when every file is empty."""
     if not any(documents):
         return None
@@ -207,7 +207,7 @@ def _load_plain(paths: list[str], merged: _Merged, context: str | None) -> Clust
     )
 
 
-def _plain_credentials(user: dict, user_path: str) -> TokenSource | None:
+def _plain_credentials(user: dict[str, Any], user_path: str) -> TokenSource | None:
     """Token, token file or basic auth, in the kubernetes package's order of preference."""
     if user.get("token"):
         return StaticToken(f"Bearer {user['token']}")
@@ -224,7 +224,7 @@ def _plain_credentials(user: dict, user_path: str) -> TokenSource | None:
     return None
 
 
-def _file_or_data(section: dict, key: str, base: str) -> str | None:
+def _file_or_data(section: dict[str, Any], key: str, base: str) -> str | None:
     """A path for ``key`` (relative to ``base``) or a private file holding ``key-data``."""
     data = section.get(f"{key}-data")
     if data:
@@ -244,7 +244,7 @@ def _file_or_data(section: dict, key: str, base: str) -> str | None:
     return None
 
 
-def _check_yaml(path: str) -> dict | None:
+def _check_yaml(path: str) -> dict[str, Any] | None:
     """Parse one kubeconfig file, turning YAML errors into one line with the line number."""
     try:
         with open(path, encoding="utf-8") as handle:

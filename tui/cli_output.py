@@ -63,11 +63,11 @@ def figure(key: str, value: Any, now: float | None = None) -> str:
     return number(value)
 
 
-def pairs(items: Iterable[tuple[str, str]], indent: str = "  ") -> list[str]:
-    """``label  value`` lines with the values aligned."""
-    items = [(label, value) for label, value in items if value is not None]
-    width = max((len(label) for label, _ in items), default=0)
-    return [f"{indent}{label.ljust(width)}  {value}" for label, value in items]
+def pairs(items: Iterable[tuple[str, str | None]], indent: str = "  ") -> list[str]:
+    """``label  value`` lines with the values aligned (a None value leaves its line out)."""
+    kept = [(label, value) for label, value in items if value is not None]
+    width = max((len(label) for label, _ in kept), default=0)
+    return [f"{indent}{label.ljust(width)}  {value}" for label, value in kept]
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, indent: str = "  ",
