@@ -70,3 +70,13 @@ def test_health_and_throttling_say_what_is_unobservable_in_words(lab):
     levels = json.loads(crdscope(lab, "probe", "throttling", "--json").stdout)["priority_levels"]
     shown = {line.split()[0] for line in lines[header + 2: header + 2 + len(levels)]}
     assert shown == {level["name"] for level in levels}
+
+
+def test_leaving_the_labs_monitor_says_the_lab_is_still_running(lab, tmp_path, capsys):
+    from crdscope.lab.controlplane import Lab
+    from crdscope.tui.launch import say_lab_still_running
+
+    say_lab_still_running(lab.lab)
+    assert capsys.readouterr().err.strip() == "the lab is still running: crdscope lab down stops it"
+    say_lab_still_running(Lab(tmp_path / "no-lab-here"))  # nothing up there: nothing to say
+    assert capsys.readouterr().err == ""
