@@ -9,6 +9,7 @@ from textual.containers import Horizontal
 from textual.widget import Widget
 from textual.widgets import Static
 
+from crdscope.findings.checks import canaries_over_slo, canary_slo_seconds
 from crdscope.probes.health import HealthSample
 from crdscope.probes.latency import LatencySample
 from crdscope.probes.version import VersionSample
@@ -103,10 +104,12 @@ def canary_line(latency: LatencySample | None) -> str:
     shown = []
     for name, canary in latency.canaries.items():
         p99 = finite_number(canary.p99_seconds)
-        slo = finite_number(canary.slo_seconds)
+        slo = canary_slo_seconds(name, canary)  # a canary with no official SLO is held to 1 s
         text = f"{one_line(name)} {duration(p99)}"
-        shown.append(f"[$probe-fail]{text}[/]" if p99 is not None and slo and p99 > slo else text)
-    breaches = [*latency.slo_breaches, *latency.canary_slo_breaches]
+        shown.append(f"[$probe-fail]{text}[/]" if p99 is not None and p99 > slo else text)
+    # The findings' view of the canaries, so a 19 s /version canary is never "SLOs met".
+    over = [f"canary {name}" for name in canaries_over_slo(latency)]
+    breaches = [*latency.slo_breaches, *over]
     slo_text = ("[$probe-fail]SLO over: " + one_line(", ".join(map(str, breaches))) + "[/]") if breaches \
         else "[$probe-ok]SLOs met[/]"
     return "p99 " + " · ".join(shown) + " · " + slo_text
