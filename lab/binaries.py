@@ -265,21 +265,26 @@ def write_release_module(directory: Path, version: str, env: dict[str, str]) -> 
 def _resolve_modules(module_dir: Path, packages: list[str], env: dict[str, str], say: Callable[[str], None],
                      started: float) -> tuple[int, int]:
     """List the packages to build, downloading every module they need; returns (packages, modules downloaded)."""
-    process = subprocess.Popen(["go", "list", "-deps", *packages], cwd=module_dir, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # The package list (stdout, ~100 KB for kube-apiserver) goes to a file: read after stderr
+    # from a pipe, it would fill the pipe and stall `go list` while we wait on stderr.
     downloaded, last_report, errors = 0, 0.0, []
-    assert process.stderr is not None and process.stdout is not None
-    for line in process.stderr:  # the download lines; stdout (package names) is small, read after
-        if line.startswith("go: downloading"):
-            downloaded += 1
-            now = time.monotonic()
-            if now - last_report >= 5:
-                last_report = now
-                say(f"  [{now - started:4.0f}s] resolving: {downloaded} modules downloaded")
-        elif line.strip():
-            errors.append(line.strip())
-    listed = process.stdout.read().split()
-    if process.wait() != 0:
+    with tempfile.TemporaryFile(mode="w+") as listing:
+        process = subprocess.Popen(["go", "list", "-deps", *packages], cwd=module_dir, env=env,
+                                   stdout=listing, stderr=subprocess.PIPE, text=True)
+        assert process.stderr is not None
+        for line in process.stderr:  # the download lines, as they come
+            if line.startswith("go: downloading"):
+                downloaded += 1
+                now = time.monotonic()
+                if now - last_report >= 5:
+                    last_report = now
+                    say(f"  [{now - started:4.0f}s] resolving: {downloaded} modules downloaded")
+            elif line.strip():
+                errors.append(line.strip())
+        returncode = process.wait()
+        listing.seek(0)
+        listed = listing.read().split()
+    if returncode != 0:
         raise LabError(f"go list failed: {'; '.join(errors[-3:]) or 'no output'}")
     return len(listed), downloaded
 
