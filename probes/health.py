@@ -36,7 +36,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 
 import httpx
 
@@ -58,6 +58,7 @@ log = logging.getLogger("crdscope.health")
 MIB = float(1 << 20)
 KEEP_OUTAGES = 20
 TOP_RESOURCES = 10
+UNUSED_EXAMPLES = 5
 #: Identity Leases are renewed every 10 s: reading them more often tells nothing new.
 LEASE_INTERVAL_SECONDS = 10.0
 CHECK_TIMEOUT = httpx.Timeout(connect=5.0, read=10.0, write=10.0, pool=10.0)
@@ -108,6 +109,10 @@ class HealthSample(Sample):
     #: Lab only: established TCP connections from the API server to etcd (from /proc).
     etcd_connections: int | None = None
     storage_objects_total: int | None = None
+    #: CRDs whose resource has no stored objects (a 0 or no series in the object-count family),
+    #: and a few of them by name.
+    crds_without_objects: int | None = None
+    unused_crd_examples: tuple[str, ...] = ()
     storage_objects_top: dict[str, int] = field(default_factory=dict)
     storage_size_bytes: int | None = None
     restarts: int | None = None
@@ -276,8 +281,10 @@ class HealthProbe:
 
     def __init__(self, cluster: Cluster, metrics: MetricsSource, *, crd_count: CrdCounter,
                  cadence: float = 5.0, prometheus: PrometheusSource | None = None,
-                 etcd_counter: Callable[[], Callable[[], int | None] | None] = lambda: None) -> None:
+                 etcd_counter: Callable[[], Callable[[], int | None] | None] = lambda: None,
+                 crd_names: Callable[[], Collection[str] | None] = lambda: None) -> None:
         self.cluster = cluster
+        self._crd_names = crd_names
         self.metrics = metrics
         self.cadence = cadence
         self.prometheus = prometheus
@@ -337,6 +344,7 @@ class HealthProbe:
         fitted = self._fit(values, crds, unobservable, replica)
         objects, size = _storage(scrape, unobservable)
         top = dict(sorted(objects.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_RESOURCES])
+        unused = _unused_crds(objects, self._crd_names(), unobservable)
         rss_fit = self._fits(replica)["rss"].current()
         return HealthSample(
             timestamp=now,
@@ -351,6 +359,8 @@ class HealthProbe:
             etcd_connections=etcd_connections,
             storage_objects_total=sum(objects.values()) if objects else None,
             storage_objects_top=top,
+            crds_without_objects=len(unused) if unused is not None else None,
+            unused_crd_examples=tuple(sorted(unused or ())[:UNUSED_EXAMPLES]),
             storage_size_bytes=size,
             restarts=restarts,
             replica=replica,
@@ -515,6 +525,18 @@ def _availability(ready: CheckResult, live: CheckResult) -> tuple[bool, str]:
     return False, ""
 
 
+def _unused_crds(objects: dict[str, int], crd_names: Collection[str] | None,
+                 unobservable: dict[str, str]) -> list[str] | None:
+    """CRDs ("plural.group", the object-count family's "resource.group") with no stored objects."""
+    if crd_names is None:
+        unobservable["crds_without_objects"] = "needs the CRD watch's list of CRDs"
+        return None
+    if not objects:
+        unobservable["crds_without_objects"] = unobservable.get("storage_objects_total", "no object counts")
+        return None
+    return [name for name in crd_names if objects.get(name, 0) <= 0]
+
+
 def _storage(scrape: Scrape, unobservable: dict[str, str]) -> tuple[dict[str, int], int | None]:
     """Stored objects per resource ("resource.group") and the database size, as the server reports."""
     if not scrape.ok:
@@ -556,7 +578,8 @@ def make_probe(monitor: Monitor) -> HealthProbe:
 
     return HealthProbe(monitor.cluster, monitor.metrics, crd_count=crd_count,
                        cadence=monitor.settings.cadences.health, prometheus=prometheus,
-                       etcd_counter=lambda: monitor.shared.lab_etcd_connections)
+                       etcd_counter=lambda: monitor.shared.lab_etcd_connections,
+                       crd_names=lambda: monitor.crds.crds.keys() if monitor.crds.status.synced else None)
 
 
 #: ``probe health`` scrapes again, up to this many times per replica, until it has read each one.
