@@ -91,3 +91,32 @@ def test_findings_survive_a_json_round_trip():
     finding = Finding("x:y", Severity.WARNING, "t", ("a = 1",), "c", "r", since=3.0)
     change = FindingChange(4.0, OPENED, finding)
     assert FindingChange.from_json(change.to_json()) == change
+
+
+def test_unused_crds_count_from_object_counts_with_the_memory_they_hold():
+    sample = HealthSample(timestamp=1.0, crds=2065, crds_without_objects=1950, mib_per_crd=3.0, r2=0.5,
+                          unused_crd_examples=("buckets.s3.aws.upbound.io",))
+    (change,) = FindingsEngine().observe(sample)
+    finding = change.finding
+    assert finding.id == "unused-crds" and finding.severity is Severity.INFO
+    assert finding.title == "1,950 of 2,065 CRDs have no objects"
+    assert "about 5,850 MiB" in finding.remedy and "ManagedResourceActivationPolicy" in finding.remedy
+    assert FindingsEngine().observe(HealthSample(timestamp=1.0, crds=50, crds_without_objects=50)) == []
+
+
+def test_the_kubectl_finding_estimates_a_legacy_walk_behind_its_limits():
+    from crdscope.findings.kubectl import KubectlClient, kubectl_check, parse_client_version
+    from crdscope.probes.discovery import DiscoverySample
+    from crdscope.probes.ratelimit import ClientModel
+
+    old = parse_client_version('{"clientVersion": {"major": "1", "minor": "23+", "gitVersion": "v1.23.17"}}', "kubectl")
+    assert old == KubectlClient("kubectl", "v1.23.17", 1, 23)
+    assert (old.qps, old.burst, old.cache_ttl_seconds, old.aggregated_versions) == (5.0, 100, 600.0, ())
+    discovery = DiscoverySample(timestamp=1.0, mode="aggregated", format="v2", group_versions=400,
+                                client_models=(ClientModel("kubectl <= 1.23", 5.0, 100, 61.2, 58.0),))
+    engine = FindingsEngine(checks_=[kubectl_check])
+    engine.observations.kubectl = old
+    (change,) = engine.observe(discovery)
+    assert change.finding.severity is Severity.WARNING and "61.2 s" in change.finding.title
+    assert "10 minutes" in change.finding.title
+    assert any("2 + 400 requests" in e for e in change.finding.evidence)
