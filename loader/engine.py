@@ -26,36 +26,26 @@ Progress is a :class:`loader.progress.LoaderSample`, handed to ``on_progress``
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import Any, NamedTuple
 from collections.abc import AsyncGenerator, Callable
 
 from crdscope.probes.cluster import Cluster
-from crdscope.probes.crdwatch import CRDEvent, CRDWatch
+from crdscope.probes.crdwatch import CRDWatch
 from crdscope.probes.errors import ClusterError, ConfigError, CrdscopeError
 from crdscope.probes.ratelimit import TokenBucket
 from crdscope.probes.settings import LoaderSettings
-from crdscope.probes.transport import TRANSPORT_ERRORS
 
 from .apply import Applier, ApplyFatalError, ApplyResult
+from .establish import ESTABLISHED_TIMEOUT_SECONDS, EstablishWaiter
 from .progress import PROFILES, ItemProblem, LoaderSample, LoaderState, Profile
 from .record import APPLIED, RunRecord
-from .safety import FOREIGN_REASON, apply_precondition, check_permissions, crd_url, ownership
+from .safety import FOREIGN_REASON, apply_precondition, check_permissions, ownership
 from .sources import CRDDocument, Source, SourceProblem, UniqueNames, open_source
 
 log = logging.getLogger("crdscope.loader")
 
-#: CRDs still waiting for Established fail when, this long after the last apply, the
-#: server has not established any CRD (a busy server establishes late, but it moves).
-ESTABLISHED_TIMEOUT_SECONDS = 120.0
-#: A CRD still NamesAccepted but not Established after this long is touched (an annotation):
-#: an API server restarted between the two conditions leaves it so, since its establishing
-#: controller is fed by CRD *update* events only (seen on the lab after a SIGKILL mid-load:
-#: CRDs stuck until the informer's periodic resync, minutes later).
-ESTABLISH_NUDGE_SECONDS = 15.0
-ESTABLISH_NUDGE_ANNOTATION = "crdscope.dev/establish-retry"
 #: How long the engine's own CRD watch may take for its first list.
 WATCH_SYNC_TIMEOUT_SECONDS = 120.0
 PROGRESS_INTERVAL_SECONDS = 0.2
@@ -118,9 +108,7 @@ class LoadEngine:
         self._unique = UniqueNames()
         self._crds_considered = 0
         self._source_read = False
-        self._awaiting: dict[str, str] = {}  # name -> uid of the applied object
-        self._all_established = asyncio.Event()
-        self._last_awaited = 0.0  # when a CRD last began to wait for Established, or one got it
+        self._waiter: EstablishWaiter | None = None
         self._started = 0.0
         self._ended: float | None = None
         self._sent = 0
@@ -213,18 +201,20 @@ class LoadEngine:
             RunRecord.open, source=self.source.spec, source_key=self.source.key, server=self.cluster.server,
             context=self.cluster.context, options=options, directory=self._runs_directory, resume=self._resume)
         self._applier = Applier(self.cluster, record.run_id, self._stop_event)
+        waiter = self._waiter = EstablishWaiter(self.cluster, self._crds, timeout=self.established_timeout,
+                                                established=self._established, failed=self._failed)
         if record.resumed:
             log.info("resuming load run %s (attempt %d)", record.run_id, record.attempts)
-        self._crds.add_listener(self._on_watch_event)
+        self._crds.add_listener(waiter.on_watch_event)
         try:
             await self._dispatch()
             if self._tasks:
                 await asyncio.gather(*list(self._tasks), return_exceptions=True)
             self._raise_fatal()
             if not self.stopping:
-                await self._wait_established()
+                await waiter.wait(self._interruptible, lambda: self.stopping)
         finally:
-            self._crds.remove_listener(self._on_watch_event)
+            self._crds.remove_listener(waiter.on_watch_event)
 
     async def _start_watch(self) -> None:
         watch = self._watch
@@ -405,81 +395,20 @@ class LoadEngine:
 
     # -- Established ---------------------------------------------------------------------------
     def _await_established(self, name: str, uid: str) -> None:
-        current = self._crds.crds.get(name)
-        if current is not None and current.uid == uid and current.established is not None:
-            self._established(name)
-            return
-        self._awaiting[name] = uid
-        self._last_awaited = time.monotonic()
-        self._all_established.clear()
-
-    def _on_watch_event(self, event: CRDEvent) -> None:
-        name = event.record.name
-        uid = self._awaiting.get(name)
-        if uid is None or event.record.uid != uid:
-            return
-        if event.type == "DELETED":
-            del self._awaiting[name]
-            self._failed(name, "deleted before it was Established")
-        elif event.record.established is not None:
-            del self._awaiting[name]
-            self._established(name)
-        if not self._awaiting:
-            self._all_established.set()
+        if self._waiter is None:
+            raise RuntimeError("the Established waiter is made with the run record")
+        self._waiter.add(name, uid)
 
     def _established(self, name: str) -> None:
-        self._last_awaited = time.monotonic()
         self._journal.crd(name, "established")
         self._established_now += 1
         self._emit()
-
-    async def _wait_established(self) -> None:
-        while self._awaiting and not self.stopping:
-            remaining = self._last_awaited + self.established_timeout - time.monotonic()
-            if remaining <= 0:
-                break
-            await self._interruptible(self._all_established.wait(), min(remaining, ESTABLISH_NUDGE_SECONDS))
-            await self._nudge_names_accepted()
-        if self._awaiting and not self.stopping:
-            await self._report_not_established()
-
-    async def _nudge_names_accepted(self) -> None:
-        """Touch awaited CRDs that are NamesAccepted but not Established (see ESTABLISH_NUDGE_SECONDS).
-
-        The patch names the applied uid: a CRD replaced meanwhile is refused by the server, not touched.
-        """
-        for name, uid in list(self._awaiting.items()):
-            current = self._crds.crds.get(name)
-            if self.stopping or current is None or current.uid != uid or current.names_accepted is None \
-                    or current.established is not None:
-                continue
-            patch = {"metadata": {"uid": uid, "annotations": {ESTABLISH_NUDGE_ANNOTATION: str(int(time.time()))}}}
-            with contextlib.suppress(*TRANSPORT_ERRORS):  # the wait goes on; the timeout decides
-                await self.cluster.client.patch(crd_url(name), json=patch,
-                                                headers={"Content-Type": "application/merge-patch+json"})
-
-    async def _report_not_established(self) -> None:
-        """Fail what never became Established, with the server's conditions as the reason."""
-        for name in list(self._awaiting):
-            reason = (f"not Established: the server established no CRD for {self.established_timeout:.0f}s "
-                      "after the last apply")
-            try:
-                response = await self.cluster.client.get(crd_url(name))
-                conditions = (response.json().get("status") or {}).get("conditions") or []
-                false = [f"{c.get('type')}={c.get('status')} ({c.get('reason')}): {c.get('message')}"
-                         for c in conditions if c.get("status") != "True"]
-                if false:
-                    reason += f" ({'; '.join(false)})"
-            except TRANSPORT_ERRORS + (ValueError,):  # the reason then goes without the conditions
-                pass
-            self._awaiting.pop(name, None)
-            self._failed(name, reason)
 
     # -- ending ----------------------------------------------------------------------------------
     async def _finish(self) -> None:
         self._ended = time.monotonic()
         finished = (not self.stopping and self.fatal is None and self._source_read
-                    and self.record is not None and not self._awaiting and self._pending() == 0)
+                    and self.record is not None and not self._awaiting_count() and self._pending() == 0)
         state: LoaderState = "done" if finished else "stopped"
         if self.record is not None:
             sample = self.progress()
@@ -512,6 +441,9 @@ class LoadEngine:
         except Exception:
             log.exception("loader progress callback failed")
 
+    def _awaiting_count(self) -> int:
+        return len(self._waiter.awaiting) if self._waiter is not None else 0
+
     def _pending(self) -> int:
         record = self.record
         if record is None:
@@ -533,7 +465,7 @@ class LoadEngine:
                 requested = expected
         rate = self._established_now / elapsed if elapsed > 0 else 0.0
         sending_rate = self._accepted_now / elapsed if elapsed > 0 else 0.0
-        remaining = pending + len(self._awaiting)
+        remaining = pending + self._awaiting_count()
         eta = None
         if remaining == 0 and self._started:
             eta = 0.0
