@@ -294,16 +294,15 @@ class HealthProbe:
         metrics.want(*HEALTH_FAMILIES)
         # Every scrape names the replica that answered, whichever probe asked for it: a probe on
         # half this cadence would otherwise hand this one every other replica only.
-        self._last_crds: int | None = None
         metrics.listeners.append(self._on_scrape)
 
     def _on_scrape(self, scrape: Scrape) -> None:
-        """Attribute one shared scrape to its replica (figures, fits, restarts)."""
+        """Attribute one shared scrape to its replica (figures, restarts; fits need the CRD count of a run)."""
         start = scrape.value(PROCESS_FAMILIES["start_time"]) if scrape.ok else None
         if start is not None:
             figures = {name: value for name, family in REPLICA_GAUGES.items()
                        if (value := scrape.value(family)) is not None}
-            self.tracker.observe_start(start, scrape.timestamp, figures, self._last_crds)
+            self.tracker.observe_start(start, scrape.timestamp, figures)
 
     async def run(self) -> HealthSample:
         """One observation; an unreachable server is a sample with ``error`` and an open outage."""
@@ -410,11 +409,12 @@ class HealthProbe:
     def _restarts(self, values: dict[str, float], reading: PrometheusReading | None,
                   unobservable: dict[str, str], now: float, crds: int | None) -> tuple[int | None, str | None]:
         if "start_time" in values:
-            self._last_crds = crds
+            figures = {name: values[name] for name in REPLICA_GAUGES if name in values}
             replica = self.tracker.replicas.name_of(values["start_time"])
             if replica is None:  # a scrape the listener did not see
-                figures = {name: values[name] for name in REPLICA_GAUGES if name in values}
                 replica = self.tracker.observe_start(values["start_time"], now, figures, crds)
+            elif crds is not None:  # this run's CRD count goes with this run's scrape
+                self.tracker.replicas.fit(replica, crds, figures)
             self.tracker.replicas.answering = replica
             return self.tracker.restarts, replica
         return self._restarts_without_start(reading, unobservable), None

@@ -194,6 +194,14 @@ class ReplicaTracker:
         while len(self._slots) > KEEP_SLOTS:
             self._slots.remove(min(self._slots, key=lambda s: s.last_seen))
 
+    def fit(self, name: str, crds: int, figures: dict[str, float]) -> None:
+        """Add one observation at ``crds`` CRDs to replica ``name``'s fits."""
+        for slot in self._slots:
+            if slot.name == name:
+                for fit_name, (figure, _unit) in REPLICA_FITS.items():
+                    if figure in figures:
+                        slot.fits[fit_name].add(slot.start_time, crds, figures[figure])
+
     def name_of(self, start_time: float) -> str | None:
         """The replica whose current process started at ``start_time``, if known."""
         for slot in self._slots:
