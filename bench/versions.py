@@ -333,6 +333,49 @@ def run(options: Options, minors: list[str] | None = None, memory_limit: int = 0
     return results
 
 
+#: (row label, figure key, published figure beside it) of the RESULTS.md table.
+TABLE_ROWS = (
+    ("CRDs stored at the end", "crds_stored", "780 / ~1,900"),
+    ("RSS per CRD, fitted over the load (MiB)", "rss_mib_per_crd", "~3.3 (780 CRDs, 0.6 -> 3.2 GB); docs ~3-4"),
+    ("Go heap in use per CRD (MiB)", "heap_mib_per_crd", "-"),
+    ("RSS at the end (MiB)", "rss_end_mib", "5.5-6.5 GiB at ~1,900 CRDs"),
+    ("etcd connections per CRD", "etcd_connections_per_crd", "~1.03 (1,878 CRDs: 1,937)"),
+    ("etcd connections at the end", "etcd_connections_end", "1,937"),
+    ("aggregated discovery served", "aggregated_discovery", "1.26 no (alpha), 1.27+ yes"),
+    ("group-versions", "group_versions", "192 / 368"),
+    ("legacy walk: requests", "discovery_requests", "2 + group-versions"),
+    ("legacy walk: bytes", "discovery_bytes", "-"),
+    ("legacy walk: seconds (unthrottled)", "discovery_seconds", "9.8 s / 17.8 s (no limiter)"),
+    ("client models (seconds)", "client_models_s", "5/100: 20.3 s / 50 s; 50/300: 9.6 s / 29.8 s"),
+    ("first /openapi/v2 after the load (s)", "openapi_v2_first_s", "-"),
+    ("/openapi/v2 size (MiB)", "openapi_v2_mib", "-"),
+    ("OpenAPI v3 publication lag p95 / max (s)", ("openapi_v3_lag_p95_s", "openapi_v3_lag_max_s"),
+     "slow for up to an hour"),
+    ("canary GET p99 during the load (ms)", "canary_p99_ms", "SLO 1,000"),
+    ("canary failures / outages (s)", ("canary_failures", "outages_s"), "-"),
+    ("load seconds (crdscope load, default pace)", "load_seconds", "~50 CRDs / 30 s sustainable (GKE)"),
+)
+
+
+def table(documents: list[dict[str, Any]]) -> str:
+    """The markdown table of RESULTS.md from result documents (one column per run)."""
+    def cell(figures: dict[str, Any], key: str | tuple[str, ...]) -> str:
+        keys = key if isinstance(key, tuple) else (key,)
+        values = [figures.get(k) for k in keys]
+        return " / ".join("-" if v is None else (json.dumps(v) if isinstance(v, (dict, list)) else str(v))
+                          for v in values)
+
+    def head(document: dict[str, Any]) -> str:
+        cap = document["figures"].get("memory_limit_mib")
+        return f"{document['kubernetes']} ({document['sizes']}{f', cap {cap} MiB' if cap else ''})"
+
+    heads = [head(d) for d in documents]
+    lines = ["| figure | " + " | ".join(heads) + " | published |", "|---" * (len(heads) + 2) + "|"]
+    for label, key, published in TABLE_ROWS:
+        lines.append(f"| {label} | " + " | ".join(cell(d["figures"], key) for d in documents) + f" | {published} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m bench versions [--kubernetes LIST] [--memory-limit SIZE] [--limit N]``."""
     parser = argparse.ArgumentParser(prog="python -m bench versions", description=__doc__)
@@ -341,7 +384,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--capped-minutes", type=float, default=20.0, help="stop a capped run after this long")
     parser.add_argument("--limit", type=int, default=None, help="load only the first N CRDs of the set")
     parser.add_argument("--output", type=Path, default=None, help="directory of the JSON results")
+    parser.add_argument("--table", nargs="+", type=Path, metavar="JSON", help="print the RESULTS.md table of results")
     args = parser.parse_args(argv)
+    if args.table:
+        print(table([json.loads(path.read_text()) for path in args.table]))
+        return 0
     options = Options(append_results_md=False)
     isolate_environment()
     if args.output:
