@@ -8,20 +8,30 @@ panel, the headless watcher and the recorder all use it; an event's timestamp
 is the timestamp of the sample that revealed it, so replaying a recording
 yields the same events as the live session did.
 
-Figures are read by name and defensively (:mod:`session.values`): a field a
-probe does not have, or reports as unobservable (``None``), raises no event.
+Each probe's figures are read as attributes of its sample class (a type checker
+sees them); a figure the probe reports as unobservable (``None``) raises no event.
+Samples of other classes (a probe this detector does not know) only count for
+probe down / recovered.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Iterable
 from typing import Any, Literal
 
+from crdscope.loader.progress import LoaderSample
+from crdscope.probes.discovery import DiscoverySample
+from crdscope.probes.health import HealthSample
+from crdscope.probes.latency import LatencySample
+from crdscope.probes.openapi import OpenAPISample
+from crdscope.probes.ratelimit import ClientModel
 from crdscope.probes.samples import Sample
 from crdscope.probes.settings import Thresholds
+from crdscope.probes.throttling import ThrottlingSample
 
-from .values import count, finite_number, members, read_field
+from .values import finite_number
 
 #: How bad an event is: the events panel colours by it, ``--fail-if``-style checks count by it.
 Severity = Literal["info", "warn", "fail"]
@@ -100,9 +110,18 @@ class EventDetector:
         events = self._availability(probe, sample)
         if sample.error:
             return events  # a failed sample's figures are defaults, not observations
-        detector = _DETECTORS.get(probe)
-        if detector is not None:
-            events.extend(getattr(self, detector)(sample))
+        if isinstance(sample, HealthSample):
+            events += self._health(sample)
+        elif isinstance(sample, ThrottlingSample):
+            events += self._throttling(sample)
+        elif isinstance(sample, DiscoverySample):
+            events += self._discovery(sample)
+        elif isinstance(sample, OpenAPISample):
+            events += self._openapi(sample)
+        elif isinstance(sample, LatencySample):
+            events += self._latency(sample)
+        elif isinstance(sample, LoaderSample):
+            events += self._loader(sample)
         return events
 
     # -- every probe: down / recovered ------------------------------------------------
@@ -119,10 +138,10 @@ class EventDetector:
         return []
 
     # -- per probe ---------------------------------------------------------------------
-    def _health(self, sample: Sample) -> list[Event]:
+    def _health(self, sample: HealthSample) -> list[Event]:
         events: list[Event] = []
-        restarts = finite_number(read_field(sample, "restarts"))
-        start_time = finite_number(read_field(sample, "start_time"))
+        restarts = finite_number(sample.restarts)
+        start_time = finite_number(sample.start_time)
         restarted = False
         if restarts is not None:
             restarted = self._restarts is not None and restarts > self._restarts
@@ -136,11 +155,10 @@ class EventDetector:
                 if start_time else ""
             events.append(Event(sample.timestamp, "apiserver-restarted", FAIL, "health",
                                 f"API server restarted{when}"))
-        ready = read_field(sample, "ready")
-        if isinstance(ready, bool):
+        ready = sample.ready
+        if ready is not None:
             if not ready and self._ready is not False:
-                failing = (_first_few([str(c) for c in members(read_field(sample, "failing_checks"))])
-                           or "no check named")
+                failing = _first_few(list(sample.failing_checks)) or "no check named"
                 events.append(Event(sample.timestamp, "readyz-failing", FAIL, "health",
                                     f"readyz failing: {failing}"))
             elif ready and self._ready is False:
@@ -148,16 +166,15 @@ class EventDetector:
             self._ready = ready
         return events
 
-    def _throttling(self, sample: Sample) -> list[Event]:
+    def _throttling(self, sample: ThrottlingSample) -> list[Event]:
         rejecting = []
-        for level in members(read_field(sample, "priority_levels")):
-            rate = finite_number(read_field(level, "rejected_per_s"))
+        for level in sample.priority_levels:
+            rate = finite_number(level.rejected_per_s)
             if rate:
-                rejecting.append(f"{read_field(level, 'name', '?')} {rate:.1f}/s")
-        seen = count(read_field(sample, "responses_429"))
-        new_429 = seen is not None and self._responses_429 is not None and seen > self._responses_429
-        if seen is not None:
-            self._responses_429 = seen
+                rejecting.append(f"{level.name} {rate:.1f}/s")
+        seen = float(sample.responses_429.total)
+        new_429 = self._responses_429 is not None and seen > self._responses_429
+        self._responses_429 = seen
         throttled = bool(rejecting) or new_429
         if throttled == self._throttled:
             return []
@@ -167,8 +184,8 @@ class EventDetector:
             return [Event(sample.timestamp, "throttling-began", WARN, "throttling", f"429s began: {where}")]
         return [Event(sample.timestamp, "throttling-stopped", INFO, "throttling", "429s stopped")]
 
-    def _discovery(self, sample: Sample) -> list[Event]:
-        seconds = kubectl_124_seconds(sample)
+    def _discovery(self, sample: DiscoverySample) -> list[Event]:
+        seconds = kubectl_124_seconds(sample.client_models)
         if seconds is None:
             return []
         budget = self.thresholds.discovery_seconds_warn
@@ -182,10 +199,8 @@ class EventDetector:
         return [Event(sample.timestamp, "discovery-within-budget", INFO, "discovery",
                       f"discovery within budget again: kubectl 1.24+ {seconds:.1f} s")]
 
-    def _openapi(self, sample: Sample) -> list[Event]:
-        backlog = finite_number(read_field(sample, "backlog"))
-        if backlog is None:
-            return []
+    def _openapi(self, sample: OpenAPISample) -> list[Event]:
+        backlog = float(sample.backlog)
         previous, self._backlog = self._backlog, backlog
         self._backlog_rises = self._backlog_rises + 1 if previous is not None and backlog > previous else 0
         warn = self.thresholds.openapi_backlog_warn
@@ -199,12 +214,12 @@ class EventDetector:
             return [Event(sample.timestamp, "openapi-backlog-drained", INFO, "openapi", "OpenAPI backlog drained")]
         return []
 
-    def _latency(self, sample: Sample) -> list[Event]:
-        now = {breach_key(b): breach_text(b, sample) for b in members(read_field(sample, "slo_breaches"))}
-        for name in members(read_field(sample, "canary_slo_breaches")):
-            canary = read_field(read_field(sample, "canaries"), str(name))
-            p99 = finite_number(read_field(canary, "p99_seconds"))
-            slo = finite_number(read_field(canary, "slo_seconds"))
+    def _latency(self, sample: LatencySample) -> list[Event]:
+        now = {key: breach_text(key, sample) for key in sample.slo_breaches}
+        for name in sample.canary_slo_breaches:
+            canary = sample.canaries.get(name)
+            p99 = finite_number(canary.p99_seconds) if canary else None
+            slo = finite_number(canary.slo_seconds) if canary else None
             figures = f" p99 {p99:.2f} s > {slo:g} s" if p99 is not None and slo is not None else ""
             now[f"canary {name}"] = f"canary {name}{figures}"
         events = [Event(sample.timestamp, "latency-slo-breached", WARN, "latency", f"latency SLO breached: {text}")
@@ -214,18 +229,18 @@ class EventDetector:
         self._breaches = now
         return events
 
-    def _loader(self, sample: Sample) -> list[Event]:
-        state = read_field(sample, "state")
-        if not isinstance(state, str) or state == self._loader_state:
+    def _loader(self, sample: LoaderSample) -> list[Event]:
+        state = sample.state
+        if state == self._loader_state:
             return []
         previous, self._loader_state = self._loader_state, state
-        source = read_field(sample, "source", "")
+        source = sample.source
         if state == "running" and previous in (None, "idle", "done", "stopped"):
             return [Event(sample.timestamp, "loader-started", INFO, "loader", f"loading {source}")]
         if state in ("done", "stopped"):
-            established = finite_number(read_field(sample, "established")) or 0
-            failed = finite_number(read_field(sample, "failed")) or 0
-            elapsed = finite_number(read_field(sample, "elapsed_seconds"))
+            established = sample.established
+            failed = sample.failed
+            elapsed = finite_number(sample.elapsed_seconds)
             took = f" in {format_seconds(elapsed)}" if elapsed is not None else ""
             severity = WARN if failed else INFO
             return [Event(sample.timestamp, f"loader-{state}", severity, "loader",
@@ -233,45 +248,22 @@ class EventDetector:
         return []
 
 
-#: probe name -> the EventDetector method that reads its figures.
-_DETECTORS = {"health": "_health", "throttling": "_throttling", "discovery": "_discovery",
-              "openapi": "_openapi", "latency": "_latency", "loader": "_loader"}
-
-
-def kubectl_124_seconds(sample: Any) -> float | None:
-    """Seconds of the kubectl >= 1.24 client model in a discovery sample (None when absent)."""
-    models = members(read_field(sample, "client_models"))
+def kubectl_124_seconds(models: Iterable[ClientModel]) -> float | None:
+    """Seconds of the kubectl >= 1.24 client model among a discovery sample's (None when absent)."""
+    models = list(models)
     for model in models:
-        if (finite_number(read_field(model, "qps")) == KUBECTL_124_QPS
-                and finite_number(read_field(model, "burst")) == KUBECTL_124_BURST):
-            return finite_number(read_field(model, "seconds"))
+        if model.qps == KUBECTL_124_QPS and model.burst == KUBECTL_124_BURST:
+            return finite_number(model.seconds)
     for model in models:
-        name = str(read_field(model, "name", ""))
-        if "kubectl" in name and "1.24" in name:
-            return finite_number(read_field(model, "seconds"))
+        if "kubectl" in model.name and "1.24" in model.name:
+            return finite_number(model.seconds)
     return None
 
 
-def breach_key(breach: Any) -> str:
-    """A stable name for one SLO breach: ``verb scope`` of a record, or the string itself."""
-    if isinstance(breach, str):
-        return breach
-    parts = [str(read_field(breach, k)) for k in ("verb", "scope") if read_field(breach, k)]
-    return " ".join(parts) or str(breach)
-
-
-def breach_text(breach: Any, sample: Any = None) -> str:
-    """The breach as a person reads it, with p99 against the SLO when the sample gives them.
-
-    A record may carry ``p99_seconds``/``slo_seconds`` itself; a string key is looked up in
-    the sample's ``p99_by_verb_scope`` and ``slo_seconds``.
-    """
-    key = breach_key(breach)
-    if isinstance(breach, str):
-        p99 = finite_number(read_field(read_field(sample, "p99_by_verb_scope"), key))
-        slo = finite_number(read_field(read_field(sample, "slo_seconds"), key))
-    else:
-        p99, slo = finite_number(read_field(breach, "p99_seconds")), finite_number(read_field(breach, "slo_seconds"))
+def breach_text(key: str, sample: LatencySample) -> str:
+    """A breach (``"VERB scope"``) as a person reads it, with p99 against the SLO when the sample has them."""
+    p99 = finite_number(sample.p99_by_verb_scope.get(key))
+    slo = finite_number(sample.slo_seconds.get(key))
     if p99 is not None and slo is not None:
         return f"{key} p99 {p99:.2f} s > {slo:g} s"
     return key

@@ -17,12 +17,17 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from crdscope.probes.discovery import DiscoverySample
+from crdscope.probes.health import HealthSample
+from crdscope.probes.latency import LatencySample
+from crdscope.probes.openapi import OpenAPISample
 from crdscope.probes.samples import Sample
+from crdscope.probes.throttling import ThrottlingSample
 
 from .events import Event, EventDetector, kubectl_124_seconds
 from .recorder import ClusterInfo
 from .replay import Damage, RecordingReader
-from .values import count, finite_number, members, names_of, read_field
+from .values import finite_number, members, names_of, read_field
 
 MIB = float(1 << 20)
 
@@ -165,52 +170,50 @@ def _take(summary: Summary, probe: str, sample: Sample, changes: dict[str, list[
             if previous and previous[-1][1] != crds:
                 changes.setdefault(probe, []).append(t)
             summary.add_point(key, t, crds)
-    if probe == "discovery":
+    if isinstance(sample, DiscoverySample):
         point = discovery_point(sample)
         summary.discovery_start = summary.discovery_start or point
         summary.discovery_end = point
         summary.add_point("discovery_seconds", t, point.seconds)
         summary.add_point("discovery_kubectl_124", t, point.kubectl_124_seconds)
-    elif probe == "throttling":
-        levels = [(str(read_field(level, "name", "?")), finite_number(read_field(level, "rejected_per_s")) or 0.0)
-                  for level in members(read_field(sample, "priority_levels"))]
+    elif isinstance(sample, ThrottlingSample):
+        levels = [(level.name, finite_number(level.rejected_per_s) or 0.0) for level in sample.priority_levels]
         total = sum(rate for _, rate in levels)
         summary.add_point("apf_rejected_per_s", t, total)
         if total > 0 and (summary.apf_peak_per_s is None or total > summary.apf_peak_per_s):
             summary.apf_peak_per_s, summary.apf_peak_at = total, t
             summary.apf_peak_levels = ", ".join(f"{name} {rate:.1f}/s" for name, rate in levels if rate)
-        seen = count(read_field(sample, "responses_429"))
-        if seen is not None:
-            summary.responses_429 = max(summary.responses_429 or 0.0, seen)
-    elif probe == "openapi":
-        backlog = finite_number(read_field(sample, "backlog"))
+        seen = float(sample.responses_429.total)
+        summary.responses_429 = max(summary.responses_429 or 0.0, seen)
+    elif isinstance(sample, OpenAPISample):
+        backlog = float(sample.backlog)
         summary.add_point("openapi_backlog", t, backlog)
-        if backlog is not None and (summary.backlog_peak is None or backlog > summary.backlog_peak):
+        if summary.backlog_peak is None or backlog > summary.backlog_peak:
             summary.backlog_peak, summary.backlog_peak_at = backlog, t
-        lag = read_field(sample, "lag_seconds")
-        if names_of(lag):
-            summary.openapi_lag = {str(stage): {str(k): finite_number(read_field(read_field(lag, stage), k))
-                                                for k in names_of(read_field(lag, stage))}
-                                   for stage in names_of(lag)}
-    elif probe == "health":
-        rss = finite_number(read_field(sample, "rss_bytes"))
-        crds = finite_number(read_field(sample, "crds"))
+        if sample.lag_seconds:
+            # The report's generic table: every figure of each stage's record, by name.
+            summary.openapi_lag = {stage: {name: finite_number(read_field(stats, name)) for name in names_of(stats)}
+                                   for stage, stats in sample.lag_seconds.items()}
+    elif isinstance(sample, HealthSample):
+        rss = finite_number(sample.rss_bytes)
+        crds = finite_number(sample.crds)
         summary.add_point("rss_mib", t, rss / MIB if rss is not None else None)
         if rss is not None:
             summary.rss_start = summary.rss_start if summary.rss_start is not None else rss
             summary.rss_end = rss
             if crds is not None:
-                summary.memory_points.append((crds, rss / MIB, finite_number(read_field(sample, "start_time"))))
+                summary.memory_points.append((crds, rss / MIB, finite_number(sample.start_time)))
         # A restarted server starts a new fit with no slope yet: report the last fit that had one.
-        if finite_number(read_field(sample, "mib_per_crd")) is not None:
-            for field in ("mib_per_crd", "r2", "heap_mib_per_crd", "fds_per_crd", "fit_points", "fit_crd_counts"):
-                setattr(summary, field, finite_number(read_field(sample, field)))
-            summary.fit_start_time = finite_number(read_field(sample, "start_time"))
-    elif probe == "latency":
-        from .events import breach_key
-
-        for breach in members(read_field(sample, "slo_breaches")):
-            key = breach_key(breach)
+        if finite_number(sample.mib_per_crd) is not None:
+            summary.mib_per_crd = finite_number(sample.mib_per_crd)
+            summary.r2 = finite_number(sample.r2)
+            summary.heap_mib_per_crd = finite_number(sample.heap_mib_per_crd)
+            summary.fds_per_crd = finite_number(sample.fds_per_crd)
+            summary.fit_points = float(sample.fit_points)
+            summary.fit_crd_counts = float(sample.fit_crd_counts)
+            summary.fit_start_time = finite_number(sample.start_time)
+    elif isinstance(sample, LatencySample):
+        for key in sample.slo_breaches:
             if key not in summary.slo_breaches:
                 summary.slo_breaches.append(key)
 
@@ -220,20 +223,17 @@ def _crd_source(summary: Summary) -> str:
     return "inventory" if "crds:inventory" in summary.series else "health"
 
 
-def discovery_point(sample: Any) -> DiscoveryPoint:
+def discovery_point(sample: DiscoverySample) -> DiscoveryPoint:
     """The report's view of one discovery sample."""
     models = tuple(
-        ClientModel(name=str(read_field(m, "name", "?")), qps=finite_number(read_field(m, "qps")),
-                    burst=finite_number(read_field(m, "burst")), seconds=finite_number(read_field(m, "seconds")),
-                    waited_seconds=finite_number(read_field(m, "waited_seconds")))
-        for m in members(read_field(sample, "client_models"))
+        ClientModel(name=m.name, qps=finite_number(m.qps), burst=finite_number(m.burst),
+                    seconds=finite_number(m.seconds), waited_seconds=finite_number(m.waited_seconds))
+        for m in sample.client_models
     )
-    return DiscoveryPoint(timestamp=sample.timestamp, mode=str(read_field(sample, "mode", "") or ""),
-                          seconds=finite_number(read_field(sample, "seconds")),
-                          group_versions=count(read_field(sample, "group_versions")),
-                          resources=count(read_field(sample, "resources")),
-                          requests=finite_number(read_field(sample, "requests")),
-                          models=models, kubectl_124_seconds=kubectl_124_seconds(sample))
+    return DiscoveryPoint(timestamp=sample.timestamp, mode=sample.mode, seconds=finite_number(sample.seconds),
+                          group_versions=float(sample.group_versions), resources=float(sample.resources),
+                          requests=float(sample.requests), models=models,
+                          kubectl_124_seconds=kubectl_124_seconds(sample.client_models))
 
 
 def _finish(summary: Summary, last: dict[str, Sample], crd_changes: dict[str, list[float]]) -> None:

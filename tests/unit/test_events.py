@@ -6,14 +6,20 @@ import dataclasses
 
 import pytest
 
+from crdscope.probes.apf import PriorityLevel
+from crdscope.probes.discovery import DiscoverySample
 from crdscope.probes.health import HealthSample
+from crdscope.probes.latency import LatencySample
+from crdscope.probes.openapi import OpenAPISample
+from crdscope.probes.ratelimit import ClientModel
 from crdscope.probes.samples import Sample
 from crdscope.probes.settings import Thresholds
+from crdscope.probes.throttling import Responses429, ThrottlingSample
 from crdscope.session.events import Event, EventDetector
 
 
 def fake(probe: str, **fields):
-    """A sample of ``probe`` with exactly these fields, NOT registered as that probe's class.
+    """A sample named ``probe`` that is NOT that probe's class (e.g. from another build).
 
     (Assigning ``probe`` after the class exists skips ``Sample.__init_subclass__``,
     so the real probe classes stay the registered ones.)
@@ -81,14 +87,13 @@ def test_a_failed_sample_raises_no_figure_event():
 
 
 def test_429s_begin_and_stop_once_from_apf_rejections_or_responses():
-    level = lambda rate: {"name": "workload-low", "rejected_per_s": rate}  # noqa: E731
-    samples = [fake("throttling", timestamp=1.0, priority_levels=(level(0.0),), responses_429=0),
-               fake("throttling", timestamp=2.0, priority_levels=(level(2.5),), responses_429=0),
-               fake("throttling", timestamp=3.0, priority_levels=(level(3.0),), responses_429=0),
-               fake("throttling", timestamp=4.0, priority_levels=(level(0.0),), responses_429=0),
+    def throttling(t: float, rate: float, answered_429: int) -> ThrottlingSample:
+        return ThrottlingSample(timestamp=t, priority_levels=(PriorityLevel(name="workload-low", rejected_per_s=rate),),
+                                responses_429=Responses429(total=answered_429))
+
+    samples = [throttling(1.0, 0.0, 0), throttling(2.0, 2.5, 0), throttling(3.0, 3.0, 0), throttling(4.0, 0.0, 0),
                # no server-side rejection, but crdscope's own requests got 429s
-               fake("throttling", timestamp=5.0, priority_levels=(level(0.0),), responses_429={"count": 3}),
-               fake("throttling", timestamp=6.0, priority_levels=(level(0.0),), responses_429={"count": 3})]
+               throttling(5.0, 0.0, 3), throttling(6.0, 0.0, 3)]
     events = run(EventDetector(), samples)
     assert kinds(events) == ["throttling-began", "throttling-stopped", "throttling-began", "throttling-stopped"]
     assert "workload-low 2.5/s" in events[0].message
@@ -96,10 +101,10 @@ def test_429s_begin_and_stop_once_from_apf_rejections_or_responses():
 
 
 def test_discovery_budget_follows_the_kubectl_124_model_only():
-    def discovery(t: float, kubectl_124: float, client_go: float):
-        return fake("discovery", timestamp=t, client_models=(
-            {"name": "client-go default", "qps": 5.0, "burst": 10, "seconds": client_go, "waited_seconds": 0.0},
-            {"name": "kubectl >=1.24", "qps": 50.0, "burst": 300, "seconds": kubectl_124, "waited_seconds": 0.0},
+    def discovery(t: float, kubectl_124: float, client_go: float) -> DiscoverySample:
+        return DiscoverySample(timestamp=t, client_models=(
+            ClientModel("client-go default", 5.0, 10, client_go, 0.0),
+            ClientModel("kubectl >=1.24", 50.0, 300, kubectl_124, 0.0),
         ))
 
     detector = EventDetector(Thresholds(discovery_seconds_warn=5.0))
@@ -112,7 +117,7 @@ def test_discovery_budget_follows_the_kubectl_124_model_only():
 def test_openapi_backlog_growing_then_drained():
     detector = EventDetector(Thresholds(openapi_backlog_warn=50))
     backlogs = [0, 1, 2, 3, 3, 1, 0, 0, 60, 70, 0]
-    events = run(detector, [fake("openapi", timestamp=float(i), backlog=b) for i, b in enumerate(backlogs)])
+    events = run(detector, [OpenAPISample(timestamp=float(i), backlog=b) for i, b in enumerate(backlogs)])
     assert kinds(events) == ["openapi-backlog-growing", "openapi-backlog-drained",
                              "openapi-backlog-growing", "openapi-backlog-drained"]
     # two consecutive rises (0->1->2) below the warn threshold: info; jumping past it: warn
@@ -121,12 +126,13 @@ def test_openapi_backlog_growing_then_drained():
 
 
 def test_latency_breaches_are_per_verb_and_scope():
-    breach = lambda verb, scope: {"verb": verb, "scope": scope, "p99_seconds": 2.0, "slo_seconds": 1.0}  # noqa: E731
-    samples = [fake("latency", timestamp=1.0, slo_breaches=()),
-               fake("latency", timestamp=2.0, slo_breaches=(breach("GET", "resource"),)),
-               fake("latency", timestamp=3.0, slo_breaches=(breach("GET", "resource"), breach("LIST", "cluster"))),
-               fake("latency", timestamp=4.0, slo_breaches=(breach("LIST", "cluster"),)),
-               fake("latency", timestamp=5.0, slo_breaches=())]
+    def latency(t: float, *breaches: str) -> LatencySample:
+        return LatencySample(timestamp=t, slo_breaches=breaches,
+                             p99_by_verb_scope={"GET resource": 2.0, "LIST cluster": 40.0},
+                             slo_seconds={"GET resource": 1.0, "LIST cluster": 30.0})
+
+    samples = [latency(1.0), latency(2.0, "GET resource"), latency(3.0, "GET resource", "LIST cluster"),
+               latency(4.0, "LIST cluster"), latency(5.0)]
     events = run(EventDetector(), samples)
     assert [(e.kind, e.timestamp) for e in events] == [
         ("latency-slo-breached", 2.0), ("latency-slo-breached", 3.0),
@@ -134,9 +140,10 @@ def test_latency_breaches_are_per_verb_and_scope():
     assert "GET resource p99 2.00 s > 1 s" in events[0].message
 
 
-def test_unknown_probes_and_missing_fields_raise_nothing():
-    samples = [fake("version", timestamp=1.0, git_version="v1.37.2"), fake("openapi", timestamp=2.0),
-               fake("discovery", timestamp=3.0, client_models=())]
+def test_unknown_probes_and_samples_of_other_classes_raise_nothing():
+    # A sample named like a known probe but of another class (another build's) is not read for figures.
+    samples = [fake("version", timestamp=1.0, git_version="v1.37.2"), fake("openapi", timestamp=2.0, backlog=500),
+               fake("discovery", timestamp=3.0, client_models=()), DiscoverySample(timestamp=4.0)]
     assert run(EventDetector(), samples) == []
 
 
@@ -157,13 +164,8 @@ def test_event_line_is_one_line(severity):
 
 
 def test_the_real_sample_classes_carry_the_fields_the_detector_reads():
-    """The detector reads fields by name: the probes' own classes must raise the same events."""
-    from crdscope.probes.apf import PriorityLevel
-    from crdscope.probes.discovery import DiscoverySample
-    from crdscope.probes.latency import Canary, LatencySample
-    from crdscope.probes.openapi import OpenAPISample
-    from crdscope.probes.ratelimit import ClientModel
-    from crdscope.probes.throttling import Responses429, ThrottlingSample
+    """One run through every probe the detector reads, in order, with canary breaches too."""
+    from crdscope.probes.latency import Canary
 
     def discovery(t, seconds):
         return DiscoverySample(timestamp=t, client_models=(
