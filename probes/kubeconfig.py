@@ -337,24 +337,27 @@ def _loader_class() -> type:
         exec_credential: ExecCredential | None = None
         token_file: str | None = None
 
-        def _load_user_token(self):
-            user = self._user
+        def _load_user_token(self) -> Any:
+            user: Any = self._user
             if user and "token" not in user and user.safe_get("tokenFile"):
                 base = self._get_base_path(user.path)
                 path = user["tokenFile"]
                 self.token_file = path if os.path.isabs(path) else os.path.join(base, path)
             return super()._load_user_token()
 
-        def _load_from_exec_plugin(self):
-            if "exec" not in self._user:
+        def _load_from_exec_plugin(self) -> bool | None:
+            user: Any = self._user
+            cluster: Any = self._cluster
+            context: Any = self._current_context
+            if "exec" not in user:
                 return None
-            base = self._get_base_path(self._cluster.path)
-            exec_config = _plain(self._user["exec"])
+            base = self._get_base_path(cluster.path)
+            exec_config = _plain(user["exec"])
             self.exec_credential = ExecCredential(
                 exec_config,
                 base_dir=base,
-                cluster=_plain(self._cluster),
-                user_name=self._current_context["context"].safe_get("user") or "",
+                cluster=_plain(cluster),
+                user_name=context["context"].safe_get("user") or "",
             )
             result = self.exec_credential.result()
             if result.token:
