@@ -60,7 +60,15 @@ def only(smoke: dict[str, list[dict]], name: str) -> dict:
 
 
 def test_every_benchmark_ran(smoke):
-    assert set(smoke) == {"discovery", "loader", "overhead", "ui_latency", "metrics_parse"}
+    assert set(smoke) == {"discovery", "loader", "overhead", "ui_latency", "metrics_parse", "cli"}
+
+
+def test_cli_start_up_was_timed_beside_the_interpreter_and_kubectl(smoke):
+    figures = only(smoke, "cli")["figures"]
+    for contender in ("python_floor", "crdscope_help", "crdscope_lab_status", "kubectl_version"):
+        assert figures[f"{contender}_s"]["n"] >= 5 and figures[f"{contender}_cpu_s"]["n"] >= 5
+    # A crdscope command does at least what a bare interpreter does (the floor is a floor).
+    assert figures["crdscope_help_cpu_s"]["median"] >= figures["python_floor_cpu_s"]["min"]
 
 
 def test_discovery_contenders_find_the_same_resources_as_kubectl(smoke):
