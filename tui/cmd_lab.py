@@ -120,6 +120,10 @@ def lab_up(apiserver_bin: str | None, etcd_bin: str | None, kubernetes: str | No
         from crdscope.lab.balancer import haproxy_binary
 
         haproxy_binary()  # a one-line error before anything starts
+    if options.memory_limit:
+        from crdscope.lab.cgroups import check_available
+
+        check_available()  # before a build of minutes, not after
     binaries = ensure_binaries(apiserver_bin, etcd_bin, kubernetes=kubernetes, progress=_say)
     state = Lab(name=name).up(binaries, say=_say, options=options)
     click.echo(f"lab up: {state.server} (Kubernetes {state.kubernetes_version}, binaries from {binaries.origin})")

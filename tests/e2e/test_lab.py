@@ -143,3 +143,41 @@ def test_missing_binaries_and_go_is_a_clear_error(tmp_path: Path):
 def test_unknown_context_on_the_lab(lab):
     with pytest.raises(ConfigError):
         Cluster.connect(lab.kubeconfig, "not-a-context")
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--memory-limit", "10x"], ["cannot read memory size", "768Mi"]),
+    (["--memory-limit", "16Mi"], ["below 64 MiB"]),
+    (["--kubernetes", "1.99"], ["not supported", "1.26", "1.37"]),
+    (["--kubernetes", "1.26", "--apiserver-bin", "/bin/true", "--etcd-bin", "/bin/true"], ["pass one"]),
+    (["--", "max-requests-inflight=5"], ["--flag=value"]),
+    (["--name", "a/b"], ["letters, digits"]),
+])
+def test_bad_lab_up_options_are_one_line(args: list[str], words: list[str], tmp_path: Path):
+    done = crdscope("lab", "up", *args, env={"CRDSCOPE_LAB_HOME": str(tmp_path / "home")}, timeout=60)
+    assert done.returncode == 4, done.stderr
+    line = done.stderr.strip()
+    assert len(line.splitlines()) == 1 and "Traceback" not in line
+    for word in words:
+        assert word in line
+    assert not (tmp_path / "home").exists() or not any((tmp_path / "home").rglob("state.json"))
+
+
+def test_memory_limit_without_a_writable_cgroup_is_one_line(tmp_path: Path):
+    # A cgroup root with neither a v1 memory hierarchy nor a v2 memory controller.
+    (tmp_path / "cgroup").mkdir()
+    done = crdscope("lab", "up", "--memory-limit", "1Gi",
+                    env={"CRDSCOPE_CGROUP_ROOT": str(tmp_path / "cgroup"),
+                         "CRDSCOPE_LAB_HOME": str(tmp_path / "home")}, timeout=60)
+    assert done.returncode == 4
+    line = done.stderr.strip()
+    assert len(line.splitlines()) == 1 and "needs a cgroup memory controller" in line
+
+
+def test_lab_versions_lists_every_supported_minor():
+    from crdscope.lab.binaries import supported_minors
+
+    done = crdscope("lab", "versions", timeout=60)
+    assert done.returncode == 0, done.stderr
+    listed = [line.split()[0] for line in done.stdout.splitlines()]
+    assert listed == supported_minors() and {"1.26", "1.30", "1.37"} <= set(listed)
