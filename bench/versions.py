@@ -262,11 +262,17 @@ def _summarise(sampler: Sampler, state: LabState, figures: dict[str, Any]) -> No
     figures["canary_p99_ms"] = round(p99 * 1000) if p99 is not None else None
     figures["canary_failures"] = sum(1 for _, latency in sampler.canary if latency is None)
     figures["outages_s"] = sampler.outages()
-    lags = _v3_lags(state, sampler.v3_changes)
+    try:
+        lags = _v3_lags(state, sampler.v3_changes)
+    except httpx.HTTPError as exc:  # a capped server may be down (crash-looping) at the end
+        lags = []
+        figures["openapi_v3_lag_unobservable"] = f"CRD list failed at the end: {exc}"
     p95 = _percentile(lags, 0.95)
     figures["openapi_v3_lag_p95_s"] = round(p95, 1) if p95 is not None else None
     figures["openapi_v3_lag_max_s"] = round(max(lags), 1) if lags else None
     events = read_events(state.events_log) if state.events_log else []
+    figures["supervisor_events"] = [{k: e.get(k) for k in ("at", "event", "oom_killed", "ran_seconds",
+                                                            "backoff_seconds", "outage_seconds")} for e in events]
     deaths = [e for e in events if e.get("event") == "died"]
     figures["restarts"] = sum(1 for e in events if e.get("event") == "restarted")
     figures["oom_kills"] = sum(1 for e in deaths if e.get("oom_killed"))
