@@ -126,7 +126,9 @@ class HealthPanel(ProbePanel):
     def compose_body(self) -> Iterable[Widget]:
         yield Static("", id="health-figures")
         yield Static("", id="health-availability")
-        yield Static("", id="health-replicas")
+        replicas = Static("", id="health-replicas")
+        replicas.display = False  # shown behind a load balancer only (several API servers)
+        yield replicas
         yield Static("", id="health-fit")
         yield Static("", id="health-canaries")
         with Horizontal(classes="plots"):
