@@ -60,6 +60,9 @@ def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str
 
     if kubernetes_minor and context:
         raise ConfigError("give either --kubernetes (an empty cluster) or --context (a real one), not both")
+    if measure and context:
+        # Replaying the context's CRDs into the lab first is not built yet: say so, do not half-do it.
+        raise ConfigError("--measure measures on a fresh empty lab: use it with --kubernetes, not --context")
     limit = _limit_bytes(memory_limit)
     import asyncio  # here, not at the top: `crdscope --help` imports this module
 
