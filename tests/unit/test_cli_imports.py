@@ -19,8 +19,7 @@ import yaml
 
 from crdscope.lab.pki import CertificateAuthority
 
-HEAVY = ("kubernetes", "cryptography", "httpx", "rich", "asyncio", "yaml", "textual", "pygments", "msgspec",
-         "email")  # email: importlib.metadata parsing METADATA
+HEAVY = ("kubernetes", "cryptography", "httpx", "rich", "asyncio", "yaml", "textual", "pygments", "msgspec")
 
 
 def loaded_after(code: str) -> set[str]:
@@ -53,10 +52,16 @@ def test_plain_kubeconfig_and_client_without_kubernetes_or_cryptography(tmp_path
     code = ("import crdscope.tui.cli\nfrom crdscope.probes.cluster import Cluster\n"
             f"cluster = Cluster.connect({str(config)!r})\nassert cluster.config.cert_file")
     loaded = loaded_after(code)
-    assert not loaded & {"kubernetes", "cryptography", "rich", "email"}, loaded
+    assert not loaded & {"kubernetes", "cryptography", "rich"}, loaded
 
 
 def test_lab_status_path_loads_no_http_client_yaml_or_cryptography():
     code = "from crdscope.tui.cmd_lab import lab\nfrom crdscope.lab.controlplane import Lab, tail\nLab().state()"
     loaded = loaded_after(code)
     assert not loaded & {"httpx", "yaml", "cryptography", "kubernetes", "rich"}, loaded
+
+
+def test_version_is_read_without_importlib_metadata():
+    code = ("import sys\nimport crdscope.probes as probes\n"
+            "assert probes.USER_AGENT.startswith('crdscope/') and 'importlib.metadata' not in sys.modules")
+    assert loaded_after(code) == set()
