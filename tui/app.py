@@ -16,6 +16,8 @@ from collections.abc import Callable
 from textual.app import App
 from textual.binding import Binding
 
+from crdscope.findings.engine import FindingsEngine
+from crdscope.findings.model import Finding
 from crdscope.probes.errors import ConfigError
 from crdscope.probes.logs import log_path, write_traceback
 from crdscope.probes.paths import data_dir
@@ -71,6 +73,7 @@ class CrdscopeApp(App[None]):
         self.lab = lab
         self.recorder = recorder
         self.detector = detector if detector is not None else _default_detector(self.settings)
+        self.findings = FindingsEngine(self.settings.thresholds)
         self._clock = clock
         self.mode_label = mode_label
         self._layout = layout
@@ -124,9 +127,12 @@ class CrdscopeApp(App[None]):
                 events = self.detector.observe(sample)
             except Exception:
                 log.exception("events detector failed on a %s sample", sample.probe)
+        changes = self._findings(sample)
         screen = self.monitor_screen
         if screen is not None:
             screen.probe_changed(sample.probe)
+            if changes:
+                screen.findings_changed()
         self.heap.first_samples_in(self.store, self.call_after_refresh)
         for event in events:
             self.take_event(event)
@@ -138,6 +144,21 @@ class CrdscopeApp(App[None]):
         screen = self.monitor_screen
         if screen is not None:
             screen.probe_changed("events")
+
+    def _findings(self, sample: Sample) -> list[Any]:
+        """Feed the findings engine; record each finding's opening and closing."""
+        try:
+            changes = self.findings.observe(sample)
+        except Exception:
+            log.exception("findings failed on a %s sample", sample.probe)
+            return []
+        for change in changes:
+            self._record(change)
+        return changes
+
+    def current_findings(self) -> list[Finding]:
+        """Open findings, most severe first (the header and the findings strip read them)."""
+        return self.findings.current()
 
     def _record(self, item: Any) -> None:
         if self.recorder is None:
@@ -152,6 +173,7 @@ class CrdscopeApp(App[None]):
     def reset(self) -> None:
         """Forget every sample and event (a replay seeking backwards)."""
         self.store.clear()
+        self.findings = FindingsEngine(self.settings.thresholds)
         screen = self.monitor_screen
         if screen is not None:
             for panel in screen.panels():

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, cast
 from textual.markup import escape
 from textual.widgets import Static
 
+from crdscope.findings.model import Finding, Severity, format_duration
 from crdscope.probes.crdwatch import MANAGED_BY_VALUE
 from crdscope.probes.health import HealthSample
 from crdscope.probes.inventory import InventorySample
@@ -58,6 +59,8 @@ class ClusterHeader(Static):
         self.redraw()
 
     def redraw(self) -> None:
+        findings = self.monitor_app.current_findings()
+        self.set_class(bool(findings) and findings[0].severity is Severity.CRITICAL, "critical")
         self.update(self.markup())
 
     @property
@@ -86,4 +89,17 @@ class ClusterHeader(Static):
         chips = " ".join(probe_chip(h, now) for h in app.probe_health().values())
         if app.probes_paused:
             chips = "[$probe-warn b]⏸ PAUSED[/] " + chips
-        return f"{first}\n{chips or '[$probe-idle]no probes[/]'}"
+        return f"{first}\n{findings_status(app.current_findings(), now)}{chips or '[$probe-idle]no probes[/]'}"
+
+
+def findings_status(findings: list[Finding], now: float) -> str:
+    """``CRITICAL 12.0 s: API server not answering · `` before the chips, or nothing when all is well."""
+    if not findings:
+        return ""
+    worst = findings[0]
+    if worst.severity is Severity.CRITICAL:
+        running = format_duration(max(0.0, now - worst.since))
+        return f"[$probe-fail b]CRITICAL {running}: {escape(worst.title)}[/] · "
+    if worst.severity is Severity.WARNING:
+        return f"[$probe-warn]{sum(1 for f in findings if f.severity is Severity.WARNING)} warning(s)[/] · "
+    return ""

@@ -11,6 +11,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
 
 from ..header import ClusterHeader
+from ..panels.findings import FindingsStrip
 from ..panels.base import ProbePanel
 from ..panels.discovery import DiscoveryPanel
 from ..panels.events import EventsPanel
@@ -69,6 +70,7 @@ class MonitorScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield ClusterHeader(id="header")
+        yield FindingsStrip(id="findings-strip")
         yield Container(id="body")
         yield Footer()
 
@@ -107,6 +109,11 @@ class MonitorScreen(Screen[None]):
         for panel in self.query(ProbePanel):
             if probe in panel.probes:
                 panel.changed()
+
+    def findings_changed(self) -> None:
+        """A finding opened or closed: redraw the strip and the header now, not at the next tick."""
+        self.query_one(FindingsStrip).redraw()
+        self.query_one(ClusterHeader).redraw()
 
     def refresh_header(self) -> None:
         self.query_one(ClusterHeader).redraw()

@@ -1,0 +1,56 @@
+"""The findings strip under the header: open findings, most severe first, one line each.
+
+A critical finding also shows its first piece of evidence and what to do,
+so the on-call engineer reads the verdict and the next step without knowing
+which panel holds the figures.
+"""
+
+from __future__ import annotations
+
+import time
+
+from textual.markup import escape
+from textual.widgets import Static
+
+from crdscope.findings.model import Finding, Severity, format_duration
+
+#: Findings listed in the strip (one line each, cut at the edge); the rest are counted.
+SHOWN = 2
+ROLE = {Severity.CRITICAL: "probe-fail", Severity.WARNING: "probe-warn", Severity.INFO: "probe-idle"}
+
+
+def finding_line(finding: Finding, now: float) -> str:
+    """``● critical 12s  API server not answering: ...`` in the severity's role colour."""
+    role = ROLE[finding.severity]
+    running = format_duration(max(0.0, now - finding.since))
+    return f"[${role}]● {finding.severity.value} {running}[/]  {escape(finding.title)}"
+
+
+def strip_markup(findings: list[Finding], now: float) -> str:
+    """The strip's text: nothing open, or the findings with the worst one's evidence and remedy."""
+    if not findings:
+        return "[$probe-ok]no findings[/]"
+    lines = [finding_line(f, now) for f in findings[:SHOWN]]
+    if len(findings) > SHOWN:
+        lines[-1] += f"  [$probe-idle](+{len(findings) - SHOWN} more)[/]"
+    worst = findings[0]
+    if worst.severity is Severity.CRITICAL:
+        if worst.evidence:
+            lines.append(f"  [$probe-idle]evidence:[/] {escape(worst.evidence[0])}")
+        lines.append(f"  [$probe-idle]do:[/] {escape(worst.remedy)}")
+    return "\n".join(lines)
+
+
+class FindingsStrip(Static):
+    """Open findings of the app's findings engine (refreshed every second and on each change)."""
+
+    def on_mount(self) -> None:
+        self.set_interval(1.0, self.redraw)
+        self.redraw()
+
+    def redraw(self) -> None:
+        findings = self.app.current_findings() if hasattr(self.app, "current_findings") else []
+        now = self.app.now() if callable(getattr(self.app, "now", None)) else time.time()
+        self.set_class(bool(findings) and findings[0].severity is Severity.CRITICAL, "critical")
+        self.display = bool(findings)  # nothing open: the panels keep the line
+        self.update(strip_markup(findings, now))
