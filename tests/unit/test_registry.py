@@ -1,0 +1,39 @@
+"""The one table of probes: every row resolves to what it names, and nothing else names probes."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from crdscope.probes import registry
+from crdscope.probes.errors import ConfigError
+from crdscope.probes.samples import Sample
+
+
+@pytest.mark.parametrize("kind", registry.PROBES, ids=lambda k: k.name)
+def test_each_row_names_a_module_its_sample_class_and_its_callables(kind):
+    module = importlib.import_module(kind.module)
+    cls = getattr(module, kind.sample)
+    assert issubclass(cls, Sample) and cls.probe == kind.name
+    assert registry.sample_type(kind.name) is cls
+    if kind.factory:
+        assert callable(getattr(module, kind.factory)) and registry.factory(kind.name) is getattr(module, kind.factory)
+    if kind.oneshot:
+        assert callable(getattr(module, kind.oneshot)) and registry.oneshot(kind.name) is getattr(module, kind.oneshot)
+
+
+def test_names_are_unique_and_the_loader_is_recorded_but_not_run():
+    names = [kind.name for kind in registry.PROBES]
+    assert len(names) == len(set(names))
+    assert "loader" in names and "loader" not in registry.monitor_probes()
+    assert "loader" not in registry.oneshot_probes()
+    assert registry.monitor_probes()[:2] == ["version", "inventory"]  # the display order
+
+
+def test_unknown_names():
+    with pytest.raises(ConfigError, match="unknown probe 'nope'.*version"):
+        registry.oneshot("nope")
+    with pytest.raises(KeyError):
+        registry.factory("loader")
+    assert registry.sample_type("nope") is Sample
