@@ -113,11 +113,12 @@ def latency_slo(obs: Observations) -> list[Finding]:
     slos = getattr(latency, "slo_seconds", None) or {}
     for key in getattr(latency, "slo_breaches", ()) or ():
         p99 = (latency.p99_by_verb_scope or {}).get(key)
-        slo = slos.get(key)
+        limit = slos.get(key)
+        slo_text = "its" if limit is None else f"the {limit:g} s"
         count = (latency.requests_by_verb_scope or {}).get(key)
         found.append(Finding(
             f"latency-slo:{key}", Severity.WARNING,
-            f"{key} requests: server-side p99 {fmt_seconds(p99)} over the {slo if slo is None else f'{slo:g}'} s SLO",
+            f"{key} requests: server-side p99 {fmt_seconds(p99)} over {slo_text} SLO",
             (f"latency.p99_by_verb_scope[{key}] = {fmt_seconds(p99)} from {latency.server_family} over "
              f"{fmt_seconds(latency.window_seconds)} ({fmt_count(count)} requests), the server's own histogram",),
             "the API server is slow to serve these requests: big LISTs, APF queueing, etcd latency, or "

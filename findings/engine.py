@@ -83,16 +83,16 @@ class FindingsEngine:
                 del self.open[finding_id]
                 changes.append(FindingChange(now, CLOSED, previous))
         for finding_id, finding in holding.items():
-            previous = self.open.get(finding_id)
-            if previous is None:
+            known = self.open.get(finding_id)
+            if known is None:
                 since = finding.since if 0 < finding.since <= now else now
                 opened = dataclasses.replace(finding, since=since)
                 self.open[finding_id] = opened
                 changes.append(FindingChange(now, OPENED, opened))
             else:
-                current = dataclasses.replace(finding, since=previous.since)
+                current = dataclasses.replace(finding, since=known.since)
                 self.open[finding_id] = current
-                if current.severity != previous.severity:
+                if current.severity != known.severity:
                     changes.append(FindingChange(now, CHANGED, current))
         for change in changes:
             for sink in list(self.sinks):

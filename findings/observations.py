@@ -18,9 +18,10 @@ class Observations:
     """The samples the engine has seen, by probe: the latest one and the latest good one."""
 
     thresholds: Thresholds = dataclasses.field(default_factory=Thresholds)
-    latest: dict[str, Sample] = dataclasses.field(default_factory=dict)
-    last_good: dict[str, Sample] = dataclasses.field(default_factory=dict)
-    health_history: deque[Sample] = dataclasses.field(default_factory=lambda: deque(maxlen=HEALTH_HISTORY))
+    #: probe name -> its latest sample (typed Any: each check knows which sample class it reads).
+    latest: dict[str, Any] = dataclasses.field(default_factory=dict)
+    last_good: dict[str, Any] = dataclasses.field(default_factory=dict)
+    health_history: deque[Any] = dataclasses.field(default_factory=lambda: deque(maxlen=HEALTH_HISTORY))
     #: Extra knowledge set by the caller: the local kubectl (findings.kubectl.KubectlClient),
     #: a memory limit in bytes, a cost model... (None: not known).
     kubectl: Any = None

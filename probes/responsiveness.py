@@ -20,11 +20,15 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import httpx
 
 from .cluster import Cluster
 from .samples import Sample
+
+if TYPE_CHECKING:
+    from .monitor import Monitor
 
 #: With nothing in flight and no answer for this long, a heartbeat request is sent.
 HEARTBEAT_SECONDS = 2.0
@@ -109,7 +113,7 @@ class ResponsivenessProbe:
                 await self._heartbeat
 
 
-def make_probe(monitor) -> ResponsivenessProbe:
+def make_probe(monitor: Monitor) -> ResponsivenessProbe:
     """The responsiveness probe on the monitor's shared client."""
     cadence = getattr(monitor.settings.cadences, "responsiveness", 1.0)
     return ResponsivenessProbe(monitor.cluster, cadence=cadence)

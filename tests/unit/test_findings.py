@@ -20,7 +20,7 @@ def waiting(at: float, seconds: float, request: str = "GET /readyz") -> Responsi
 def test_a_hang_opens_once_when_a_request_waits_past_the_threshold_and_closes_with_its_duration():
     engine = FindingsEngine(Thresholds(unanswered_seconds_critical=5.0))
     changes = []
-    for second in range(0, 20):  # the request waits from t=100 to t=120, evaluated every second
+    for second in range(20):  # the request waits from t=100 to t=120, evaluated every second
         changes += engine.observe(waiting(100.0 + second, float(second)))
     opened = [c for c in changes if c.change == OPENED]
     assert len(opened) == 1 and opened[0].timestamp == 106.0  # first sample over 5 s (6 s waited)

@@ -49,8 +49,10 @@ class FindingsStrip(Static):
         self.redraw()
 
     def redraw(self) -> None:
-        findings = self.app.current_findings() if hasattr(self.app, "current_findings") else []
-        now = self.app.now() if callable(getattr(self.app, "now", None)) else time.time()
+        current = getattr(self.app, "current_findings", None)
+        findings: list[Finding] = current() if callable(current) else []
+        clock = getattr(self.app, "now", None)
+        now = clock() if callable(clock) else time.time()
         self.set_class(bool(findings) and findings[0].severity is Severity.CRITICAL, "critical")
         self.display = bool(findings)  # nothing open: the panels keep the line
         self.update(strip_markup(findings, now))
