@@ -219,12 +219,13 @@ def replay_headless(recording: Any, *, speed: float = 0.0, as_json: bool = False
 
     from crdscope.probes.settings import load_settings
 
-    from .recorder import event_record, sample_record
+    from .recorder import event_record, finding_record, sample_record
     from .replay import ReplayFeed
 
     out = out or sys.stdout
     log_to_file(errors_to_stderr=True)  # probe transitions are event lines already
     detector = EventDetector(load_settings().thresholds)
+    findings = FindingsEngine(detector.thresholds)  # re-derived from the samples, as events are
     feed = ReplayFeed(recording, speed=speed)
     closed: list[bool] = []
     playing: asyncio.Task[Any] | None = None
@@ -235,6 +236,8 @@ def replay_headless(recording: Any, *, speed: float = 0.0, as_json: bool = False
                 print(json.dumps(sample_record(sample)), file=out, flush=True)
             for event in detector.observe(sample):
                 print(json.dumps(event_record(event)) if as_json else event.line(), file=out, flush=True)
+            for change in findings.observe(sample):
+                print(json.dumps(finding_record(change)) if as_json else change.line(), file=out, flush=True)
         except BrokenPipeError:  # the reader has had enough
             closed.append(True)
             if playing is not None:
