@@ -23,6 +23,8 @@ from crdscope.probes.latency import LatencySample
 from crdscope.probes.openapi import OpenAPISample
 from crdscope.probes.samples import Sample
 from crdscope.probes.throttling import ThrottlingSample
+from crdscope.findings.engine import FindingsEngine
+from crdscope.findings.model import FindingChange
 
 from .events import Event, EventDetector, kubectl_124_seconds
 from .recorder import ClusterInfo
@@ -112,6 +114,8 @@ class Summary:
     slo_breaches: list[str] = dataclasses.field(default_factory=list)
     recorded_events: list[Event] = dataclasses.field(default_factory=list)
     derived_events: list[Event] = dataclasses.field(default_factory=list)
+    #: Findings opening, closing and changing severity, re-derived from the samples.
+    findings: list[FindingChange] = dataclasses.field(default_factory=list)
     #: Plot data: name -> [(x, y)].
     series: dict[str, list[tuple[float, float]]] = dataclasses.field(default_factory=dict)
     #: (crds, rss MiB, process start time) points for the memory plot.
@@ -136,6 +140,7 @@ def summarise(path: str | Path) -> Summary:
     reader = RecordingReader(path)
     summary = Summary(path=Path(path), cluster=reader.cluster, header=reader.header)
     detector = EventDetector()
+    findings = FindingsEngine()
     last: dict[str, Sample] = {}
     #: probe -> times its CRD count changed (inventory or health).
     crd_changes: dict[str, list[float]] = {}
@@ -148,6 +153,7 @@ def summarise(path: str | Path) -> Summary:
         summary.start = item.timestamp if summary.start is None else min(summary.start, item.timestamp)
         summary.end = item.timestamp if summary.end is None else max(summary.end, item.timestamp)
         summary.derived_events.extend(detector.observe(item))
+        summary.findings.extend(findings.observe(item))
         if probe == "health":
             last["health-any"] = item  # its outage windows stay current while the server is away
         if item.error:

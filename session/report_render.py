@@ -67,8 +67,20 @@ def sections(summary: Summary) -> list[Section]:
            _memory(summary), _availability(summary)]
     if summary.slo_breaches:
         out.append(Section("Latency SLOs", facts=[("Breached", ", ".join(summary.slo_breaches))]))
+    out.append(_findings(summary))
     out.append(_events(summary))
     return out
+
+
+def _findings(s: Summary) -> Section:
+    section = Section("Findings (derived from the samples)")
+    if s.findings:
+        rows = [[clock(c.timestamp), c.change, c.finding.severity.value, c.finding.title,
+                 format_seconds(c.duration_seconds) if c.change == "closed" else ""] for c in s.findings]
+        section.tables.append(Table(["time", "change", "severity", "finding", "open for"], rows))
+    else:
+        section.notes.append("No findings.")
+    return section
 
 
 def _session(s: Summary) -> Section:
