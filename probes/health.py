@@ -307,6 +307,7 @@ class HealthProbe:
     async def run(self) -> HealthSample:
         """One observation; an unreachable server is a sample with ``error`` and an open outage."""
         unobservable: dict[str, str] = {}
+        sent = time.time()
         ready, scrape, (crds, crds_reason), reading, etcd_connections, leases = await asyncio.gather(
             health_check(self.cluster, "readyz"),
             self.metrics.scrape(max_age=self.cadence * SHARED_SCRAPE_AGE),
@@ -334,7 +335,9 @@ class HealthProbe:
             unobservable["apiservers"] = unobservable["lease_replacements"] = leases.error
         self._spread_scrapes()
         down, reason = _availability(ready, live)
-        self.tracker.observe_availability(now, down, reason)
+        # A hang counts from when the check was sent (it failed only at its read timeout), a
+        # recovery from when it answered.
+        self.tracker.observe_availability(sent if down else now, down, reason)
         if ready.ok is None:
             unobservable["ready"] = ready.error or "readiness not observable"
         if live.ok is None:
