@@ -177,10 +177,25 @@ def failing_check_names(text: str) -> tuple[str, ...]:
 LIVE_BECAUSE_READY = CheckResult(ok=True)
 
 
-async def health_check(cluster: Cluster, endpoint: str) -> CheckResult:
-    """GET ``/<endpoint>?verbose``; failures are results, never exceptions."""
+async def _get_again_if_broken(cluster: Cluster, path: str) -> httpx.Response:
+    """GET ``path``, once more when the connection broke (a timeout is not retried)."""
     try:
-        response = await cluster.client.get(f"/{endpoint}?verbose", timeout=CHECK_TIMEOUT)
+        return await cluster.client.get(path, timeout=CHECK_TIMEOUT)
+    except httpx.TimeoutException:
+        raise
+    except TRANSPORT_ERRORS:
+        return await cluster.client.get(path, timeout=CHECK_TIMEOUT)
+
+
+async def health_check(cluster: Cluster, endpoint: str) -> CheckResult:
+    """GET ``/<endpoint>?verbose``; failures are results, never exceptions.
+
+    A connection that breaks (not one that times out) is tried once more: behind a load balancer
+    the API server that held it may have gone while another one serves, and the retry's new
+    connection reaches that one.  A server that is really down fails the retry just as fast.
+    """
+    try:
+        response = await _get_again_if_broken(cluster, f"/{endpoint}?verbose")
     except TRANSPORT_ERRORS as exc:
         return CheckResult(ok=False, unreachable=True, error=explain(exc, cluster.server))
     if response.status_code == 200:

@@ -172,3 +172,33 @@ async def test_the_health_sample_lists_each_replica_and_keeps_its_keys():
         int(figure("first-apiserver-2", "process_resident_memory_bytes"))}
     assert last["rss_bytes"] == int(figure("first-apiserver-2", "process_resident_memory_bytes"))
     assert last["replica"] == next(r["name"] for r in last["replicas"] if r["answering"])
+
+
+class Flaky:
+    """Raises ``error`` for the first ``failures`` requests, then answers 200."""
+
+    def __init__(self, error: Exception, failures: int) -> None:
+        self.error, self.failures, self.calls = error, failures, 0
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise self.error
+        return httpx.Response(200, text="ok")
+
+
+@pytest.mark.parametrize(("error", "failures", "ok", "calls"), [
+    (httpx.RemoteProtocolError("Server disconnected without sending a response."), 1, True, 2),
+    (httpx.ConnectError("All connection attempts failed"), 2, False, 2),
+    (httpx.ReadTimeout("timed out"), 1, False, 1),
+], ids=["broken-then-served", "down", "timeout-not-retried"])
+async def test_readyz_on_a_broken_connection_is_tried_once_more(error, failures, ok, calls):
+    from crdscope.probes.health import health_check
+
+    server = Flaky(error, failures)
+    cluster = Cluster(ClusterConfig(server=SERVER, context="mock", user="mock", kubeconfig=()))
+    await cluster.client.aclose()
+    cluster.client = httpx.AsyncClient(base_url=SERVER, transport=httpx.MockTransport(server))
+    result = await health_check(cluster, "readyz")
+    await cluster.client.aclose()
+    assert (result.ok, result.unreachable, server.calls) == (ok, not ok, calls)
