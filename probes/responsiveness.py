@@ -10,8 +10,8 @@ so a hang shows within seconds, not at the end of a timeout.
 When no request is in flight and the server has not answered for
 :data:`HEARTBEAT_SECONDS`, one ``GET /livez`` is sent in the background (at most
 one at a time, never awaited by the run), so a hang is noticed even between
-the other probes' runs: at most one request every two seconds, and none while
-the other probes keep the server busy.
+the other probes' runs: at most one request every 1.5 s on an idle monitor, and
+none while the other probes keep the server busy.
 """
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ if TYPE_CHECKING:
     from .monitor import Monitor
 
 #: With nothing in flight and no answer for this long, a heartbeat request is sent.
-HEARTBEAT_SECONDS = 2.0
+#: With the 5 s threshold and a 0.5 s cadence, a hang starting right after an answer is critical
+#: within 1.5 + 5 + 0.5 = 7 s.
+HEARTBEAT_SECONDS = 1.5
 HEARTBEAT_PATH = "/livez"
 HEARTBEAT_TIMEOUT = httpx.Timeout(connect=5.0, read=30.0, write=10.0, pool=10.0)
 
@@ -63,7 +65,7 @@ class ResponsivenessProbe:
 
     name = "responsiveness"
 
-    def __init__(self, cluster: Cluster, cadence: float = 1.0,
+    def __init__(self, cluster: Cluster, cadence: float = 0.5,
                  heartbeat_seconds: float = HEARTBEAT_SECONDS) -> None:
         self.cluster = cluster
         self.cadence = cadence
@@ -115,7 +117,7 @@ class ResponsivenessProbe:
 
 def make_probe(monitor: Monitor) -> ResponsivenessProbe:
     """The responsiveness probe on the monitor's shared client."""
-    cadence = getattr(monitor.settings.cadences, "responsiveness", 1.0)
+    cadence = monitor.settings.cadences.responsiveness
     return ResponsivenessProbe(monitor.cluster, cadence=cadence)
 
 

@@ -34,7 +34,7 @@ class Cadences:
     #: Four canary requests per run: every 15 s keeps the monitor under one request per second.
     latency: float = 15.0
     #: Reads the shared client's in-flight requests (no request of its own unless all is quiet).
-    responsiveness: float = 1.0
+    responsiveness: float = 0.5
 
 
 @dataclasses.dataclass(frozen=True)
