@@ -47,9 +47,9 @@ PROBE_PANELS = (InventoryPanel, DiscoveryPanel, ThrottlingPanel, OpenAPIPanel, H
 #: connecting, then one read, each under its own deadline (probes.cluster.DEFAULT_TIMEOUT).
 LONGEST_REQUEST_SECONDS = DEFAULT_TIMEOUT.pool + DEFAULT_TIMEOUT.connect + DEFAULT_TIMEOUT.read
 #: Requests in flight at once: the seven probes (the health probe sends three at a time, the
-#: others at most two), the CRD watch, and the loader's applies.  The legacy discovery walk (2+N
+#: others at most two), the responsiveness probe's one heartbeat, the CRD watch, and the loader's applies.  The legacy discovery walk (2+N
 #: requests) does not run in this window (its cadence is five minutes, and it ran at start).
-MAX_IN_FLIGHT = 7 * 3 + 1 + CONCURRENCY
+MAX_IN_FLIGHT = 7 * 3 + 1 + 1 + CONCURRENCY
 
 
 async def test_a_frozen_apiserver_times_out_piles_nothing_up_and_keys_answer(fresh_lab):
