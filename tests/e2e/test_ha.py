@@ -128,3 +128,32 @@ async def test_kill_and_start_one_replica_is_one_restart_of_it_and_the_cluster_k
     assert rates and all(0 <= rate < RATE_CEILING for rate in rates), max(rates, default=None)
     wait_for(lambda: ha_lab.lab.status()["balancer"].get("apiserver") == "UP", timeout=30,
              message="haproxy to take replica 1 back")
+
+
+async def test_the_monitor_shows_two_api_servers_and_a_line_per_replica(ha_lab):
+    from crdscope.probes.settings import Settings
+    from crdscope.tui.header import ClusterHeader
+    from crdscope.tui.launch import build_app
+    from crdscope.tui.panels.health import HealthPanel
+    from tests.helpers import async_wait_for
+    from tests.tui.conftest import shown, widget_text
+
+    app = build_app(ha_lab.kubeconfig, ha_lab.admin_context, record=None, settings=Settings(), layout="tabs",
+                    lab=ha_lab.lab)
+    async with app.run_test(size=(160, 50)) as pilot:
+        header = app.screen.query_one(ClusterHeader)
+        await async_wait_for(lambda: "2 API servers" in str(header.render()), timeout=90,
+                             message='"2 API servers" in the header')
+        panel = shown(app.screen, HealthPanel)
+
+        def replica_lines() -> str | None:
+            panel.draw()
+            text = widget_text(panel.query_one("#health-replicas"))
+            return text if "r1" in text and "r2" in text and "total of 2" in text else None
+
+        text = await async_wait_for(replica_lines, timeout=90, message="a line per replica and the total")
+        await pilot.pause()
+    print("\n" + text)
+    for name in ("r1", "r2"):
+        line = next(line for line in text.splitlines() if line.lstrip("● ").startswith(name))
+        assert "RSS" in line and "restarts 0" in line, line
