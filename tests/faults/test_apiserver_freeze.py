@@ -22,7 +22,7 @@ import time
 import pytest
 
 from crdscope.probes.cluster import DEFAULT_TIMEOUT
-from crdscope.probes.health import CHECK_TIMEOUT
+from crdscope.probes.health_checks import CHECK_TIMEOUT
 from crdscope.probes.settings import LoaderSettings, Settings
 from tests.faults.helpers import count_requests
 from tests.helpers import async_wait_for, timed_action

@@ -193,7 +193,7 @@ class Flaky:
     (httpx.ReadTimeout("timed out"), 1, False, 1),
 ], ids=["broken-then-served", "down", "timeout-not-retried"])
 async def test_readyz_on_a_broken_connection_is_tried_once_more(error, failures, ok, calls):
-    from crdscope.probes.health import health_check
+    from crdscope.probes.health_checks import health_check
 
     server = Flaky(error, failures)
     cluster = Cluster(ClusterConfig(server=SERVER, context="mock", user="mock", kubeconfig=()))
