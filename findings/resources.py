@@ -72,7 +72,7 @@ def memory(obs: Observations) -> list[Finding]:
     if restarts:
         found.append(Finding(
             "apiserver-restarted", Severity.WARNING,
-            f"API server restarted {restarts} time{'s' if restarts != 1 else ''} while watched",
+            f"{restarts} API server restart{'s' if restarts != 1 else ''} while watched",
             (f"health.restarts = {fmt_count(health.restarts)} (process_start_time_seconds moved forward)",)
             + ((f"health.pod_restarts = {dict(health.pod_restarts)} (kube-state-metrics)",)
                if health.pod_restarts else ()),
