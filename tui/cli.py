@@ -128,6 +128,8 @@ LAZY_COMMANDS = {
     "report": "crdscope.tui.cmd_session:report",
     "estimate": "crdscope.tui.cmd_estimate:estimate",
     "lab": "crdscope.tui.cmd_lab:lab",
+    "doctor": "crdscope.tui.cmd_doctor:doctor",
+    "rules": "crdscope.tui.cmd_rules:rules",
 }
 
 
@@ -157,9 +159,11 @@ def cli(ctx: click.Context) -> None:
 @click.option("--burst", type=int, default=None, help="discovery: the burst of that client model")
 @click.option("--prometheus", "prometheus_url", default=None, metavar="URL",
               help="health: read memory and restarts from this Prometheus")
+@click.option("--kubectl", "kubectl", is_flag=False, flag_value="kubectl", default=None, metavar="[PATH]",
+              help="discovery: also time a real kubectl api-resources with a fresh cache dir (cold, warm)")
 @cluster_options
 def probe(name: str, as_json: bool, legacy: bool, qps: float | None, burst: int | None,
-          prometheus_url: str | None, kubeconfig: str | None, context: str | None) -> None:
+          prometheus_url: str | None, kubectl: str | None, kubeconfig: str | None, context: str | None) -> None:
     """Run probe NAME once and print its sample (version, discovery, throttling, inventory,
     openapi, health, latency)."""
     from crdscope.probes.cluster import Cluster
@@ -167,7 +171,7 @@ def probe(name: str, as_json: bool, legacy: bool, qps: float | None, burst: int 
 
     function = oneshot(name)
     options = {k: v for k, v in {"legacy": legacy or None, "qps": qps, "burst": burst,
-                                 "prometheus_url": prometheus_url}.items() if v is not None}
+                                 "prometheus_url": prometheus_url, "kubectl": kubectl}.items() if v is not None}
 
     check_probe_options(name, function, options)
 
