@@ -6,7 +6,10 @@ rotation when ``/readyz`` fails twice (checked every second over TLS, as
 anonymous: ``system:public-info-viewer`` may read it), and a connection refused
 by a replica that died since its last check is sent to another one
 (``option redispatch``), so the cluster keeps answering while one replica is
-down.  haproxy runs in the foreground (``-db``) as one of the lab's processes;
+down.  Connections to a replica marked down are closed (``on-marked-down
+shutdown-sessions``, as load balancers that reset connections to unhealthy
+targets do): a frozen replica does not keep its clients waiting on a connection
+that no check will ever clear.  haproxy runs in the foreground (``-db``) as one of the lab's processes;
 its admin socket in the run directory answers ``show stat`` for ``lab status``.
 """
 
@@ -54,6 +57,7 @@ def haproxy_config(port: int, backends: list[Backend], admin_socket: Path) -> st
     """haproxy.cfg: listen on 127.0.0.1:``port``, round robin over ``backends`` (TCP)."""
     servers = "\n".join(
         f"    server {b.name} {b.host}:{b.port} check check-ssl verify none inter 1s fall 2 rise 2"
+        " on-marked-down shutdown-sessions"
         for b in backends)
     return f"""\
 global
@@ -67,6 +71,7 @@ defaults
     option tcplog
     option dontlognull
     timeout connect 2s
+    timeout check 1s
     timeout client {IDLE_TIMEOUT}
     timeout server {IDLE_TIMEOUT}
     # A connection refused by a replica that died since its last check goes to another one.
