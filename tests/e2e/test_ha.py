@@ -157,3 +157,29 @@ async def test_the_monitor_shows_two_api_servers_and_a_line_per_replica(ha_lab):
     for name in ("r1", "r2"):
         line = next(line for line in text.splitlines() if line.lstrip("● ").startswith(name))
         assert "RSS" in line and "restarts 0" in line, line
+
+
+async def test_a_frozen_replica_does_not_freeze_the_monitor_while_the_other_serves(ha_lab):
+    from crdscope.lab.controlplane import replica_name
+
+    # Each replica in turn: whichever holds the monitor's HTTP/2 connection gets frozen once.
+    async with running_monitor(ha_lab, ["health", "responsiveness"], count_etcd=False,
+                               health=1.0, responsiveness=0.5) as (_, collected):
+        await collected.next("health", lambda s: len(s.replicas) == 2, timeout=60, message="both replicas seen")
+        for index in (1, 2):
+            await asyncio.to_thread(ha_lab.lab.stop, replica_name(index))
+            try:
+                await asyncio.to_thread(wait_for, lambda i=index: ha_lab.lab.status()["balancer"].get(
+                    replica_name(i)) == "DOWN", timeout=30, message=f"haproxy to mark replica {index} down")
+                for _ in range(3):
+                    await collected.next("health", timeout=30, message=f"a sample while replica {index} is frozen")
+            finally:
+                await asyncio.to_thread(ha_lab.lab.start, replica_name(index))
+            await asyncio.to_thread(wait_for, lambda i=index: ha_lab.lab.status()["balancer"].get(
+                replica_name(i)) == "UP", timeout=30, message=f"haproxy to take replica {index} back")
+        health = collected.of("health")
+        responsiveness = collected.of("responsiveness")
+    assert not [s for s in health if s.down], "an outage while the other replica served"
+    assert all(s.restarts == 0 for s in health)  # frozen and thawed is not a restart
+    worst = max((s.unanswered_seconds or 0.0) for s in responsiveness)
+    assert worst < 5.0, f"a request waited {worst:.1f} s (\"not answering\") while the other replica served"
