@@ -157,7 +157,7 @@ async def test_memory_cap_kills_the_apiserver_and_the_lab_restarts_it(old_binari
     handle = _handle(lab, state)
     try:
         assert state.supervisor_pid and pid_alive(state.supervisor_pid)
-        async with running_monitor(handle, ["health"], health=1.0) as (_, collected):
+        async with running_monitor(handle, ["health"], context=handle.admin_context, health=1.0) as (_, collected):
             before = await collected.next("health", lambda s: s.start_time is not None and s.ready)
             assert before.restarts == 0
             loaded = 0
