@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -45,7 +46,7 @@ from crdscope.probes.paths import cache_dir
 
 from .common import SHARED_CRDS, BenchError, Options, Result, isolate_environment, say
 from .discovery import crdscope_command
-from .labs import crd_dir, crd_files
+from .labs import crd_files
 
 SET = "provider-aws"
 CRD_RESOURCE = "customresourcedefinitions.apiextensions.k8s.io"
@@ -92,6 +93,18 @@ def unpack_whole_set(set_name: str = SET) -> Path:
             if extracted is not None:
                 (target / Path(member.name).name).write_bytes(extracted.read())
     (target / ".complete").write_text("")
+    return target
+
+
+def first_crds(size: int, set_name: str = SET) -> Path:
+    """The first ``size`` files (sorted) of the set, linked from the whole set's unpacked folder."""
+    target = cache_dir() / "bench-crds" / f"{set_name}-first-{size}"
+    if not (target / ".complete").exists():
+        target.mkdir(parents=True, exist_ok=True)
+        for path in crd_files(unpack_whole_set(set_name))[:size]:
+            if not (target / path.name).exists():
+                os.link(path, target / path.name)
+        (target / ".complete").write_text("")
     return target
 
 
@@ -325,7 +338,7 @@ def run(options: Options, minors: list[str] | None = None, memory_limit: int = 0
     minors = minors or [m for m in supported_minors() if cached_binaries(versions_for(m))]
     if not minors:
         raise BenchError("no Kubernetes version is built (crdscope lab build --kubernetes 1.26)")
-    directory = crd_dir(SET, limit) if limit else unpack_whole_set()
+    directory = first_crds(limit) if limit else unpack_whole_set()
     results = []
     for minor in minors:
         say(f"versions: Kubernetes {minor}, {len(crd_files(directory))} CRDs of {SET}"
