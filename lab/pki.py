@@ -84,7 +84,10 @@ class CertificateAuthority:
         """Re-open a CA written by :meth:`pair` (to mint more users later)."""
         self = cls.__new__(cls)
         self.cert = x509.load_pem_x509_certificate(cert_pem)
-        self._key = serialization.load_pem_private_key(key_pem, password=None)
+        key = serialization.load_pem_private_key(key_pem, password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise ValueError("the lab's CA key is not an elliptic-curve key (written by another tool?)")
+        self._key = key
         self._name = self.cert.subject
         return self
 
@@ -95,7 +98,7 @@ class CertificateAuthority:
     def _issue(
         self,
         subject: x509.Name,
-        usage: ExtendedKeyUsageOID,
+        usage: x509.ObjectIdentifier,
         sans: list[x509.GeneralName] | None = None,
         not_after: dt.datetime | None = None,
         not_before: dt.datetime | None = None,

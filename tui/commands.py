@@ -6,13 +6,16 @@ key binding and its palette entry cannot drift apart.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 
 class CrdscopeCommands(Provider):
     """Palette entries for the monitor's actions (``name``, ``help``, callback)."""
 
-    def _commands(self):
+    def _commands(self) -> list[tuple[str, str, Callable[[], Any]]]:
         commands = getattr(self.app, "palette_commands", None)
         return commands() if callable(commands) else []
 

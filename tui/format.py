@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+from typing_extensions import TypeIs
 
 DASH = "—"
 MIB = 1024 * 1024
 
 
-def missing(value: object) -> bool:
-    """True for None and NaN: values that render as a dash."""
+def missing(value: float | None) -> TypeIs[None]:
+    """True for None and NaN: values that render as a dash (after it, a type checker knows a number)."""
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
