@@ -75,7 +75,7 @@ def sections(summary: Summary) -> list[Section]:
 def _findings(s: Summary) -> Section:
     section = Section("Findings (derived from the samples)")
     if s.findings:
-        rows = [[clock(c.timestamp), c.change, c.finding.severity.value, c.finding.title,
+        rows: list[Sequence[str]] = [[clock(c.timestamp), c.change, c.finding.severity.value, c.finding.title,
                  format_seconds(c.duration_seconds) if c.change == "closed" else ""] for c in s.findings]
         section.tables.append(Table(["time", "change", "severity", "finding", "open for"], rows))
     else:
