@@ -23,8 +23,8 @@ import pytest
 
 from crdscope.probes.prometheus import PrometheusSource
 from tests.e2e.ha_lab import admin_context, replica_metrics, replica_port, start_ha_lab
-from tests.e2e.test_prometheus_source import PROMETHEUS, PrometheusServer
-from tests.e2e.test_throttling import LIST_CRDS, squeeze_manifests
+from tests.apf_squeeze import LIST_CRDS, squeeze_manifests
+from tests.e2e.prometheus_server import PROMETHEUS, PrometheusServer
 from tests.helpers import async_wait_for, wait_for
 
 pytestmark = pytest.mark.lab

@@ -22,91 +22,19 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
-from pathlib import Path
 
-import httpx
 import pytest
 
 from crdscope.probes.prometheus import PrometheusSource
 from tests.e2e.monitoring import metric_value
+from tests.e2e.prometheus_server import PROMETHEUS, PrometheusServer
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.lab
 
 CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
-PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
-
-
-def scrape_job(name: str, lab, pki: Path, relabel: list[dict] | None = None) -> dict:
-    job = {
-        "job_name": name,
-        "scheme": "https",
-        "tls_config": {"ca_file": str(pki / "ca.crt"), "cert_file": str(pki / "admin.crt"),
-                       "key_file": str(pki / "admin.key")},
-        "static_configs": [{"targets": [lab.server.removeprefix("https://")]}],
-        # Keep the TSDB small: the lab's /metrics is megabytes, the source reads a few gauges.
-        "metric_relabel_configs": relabel or [
-            {"source_labels": ["__name__"], "regex": "process_.*|go_goroutines|go_memstats_heap_inuse_bytes",
-             "action": "keep"}],
-    }
-    return job
-
-
-CADVISOR_STANDIN = [
-    {"source_labels": ["__name__"], "regex": "process_resident_memory_bytes", "action": "keep"},
-    {"target_label": "__name__", "replacement": "container_memory_working_set_bytes"},
-    {"target_label": "container", "replacement": "kube-apiserver"},
-    {"target_label": "namespace", "replacement": "kube-system"},
-    {"target_label": "pod", "replacement": "kube-apiserver-lab"},
-]
-
-
-class PrometheusServer:
-    def __init__(self, lab, directory: Path) -> None:
-        from crdscope.lab.controlplane import free_port
-
-        self.lab = lab
-        self.directory = directory
-        self.pki = Path(lab.state.run_dir) / "pki"
-        self.config = directory / "prometheus.yml"
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.write_config(cadvisor_standin=False)
-        self.log = open(directory / "prometheus.log", "wb")
-        self.process = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={self.config}", f"--storage.tsdb.path={directory / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
-            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-
-    def write_config(self, *, cadvisor_standin: bool) -> None:
-        jobs = [scrape_job("apiserver", self.lab, self.pki)]
-        if cadvisor_standin:
-            jobs.append(scrape_job("cadvisor-standin", self.lab, self.pki, CADVISOR_STANDIN))
-        config = {"global": {"scrape_interval": "1s", "scrape_timeout": "1s"}, "scrape_configs": jobs}
-        self.config.write_text(json.dumps(config))  # JSON is YAML
-
-    def reload(self) -> None:
-        self.process.send_signal(signal.SIGHUP)
-
-    def query(self, promql: str) -> list:
-        try:
-            response = httpx.get(f"{self.url}/api/v1/query", params={"query": promql}, timeout=5)
-            return response.json()["data"]["result"] if response.status_code == 200 else []
-        except httpx.HTTPError:
-            return []
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.log.close()
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from crdscope.loader.engine import LoadEngine
 from crdscope.loader.sources import open_source
 from crdscope.probes.cluster import Cluster
 from tests.faults.helpers import spawn
-from tests.faults.test_apf_squeeze import CONCURRENCY, COUNT, LEVEL, SEED, USER, manifests
+from tests.apf_squeeze import CONCURRENCY, COUNT, LEVEL, SEED, USER, manifests
 from tests.helpers import async_wait_for, wait_for
 
 pytestmark = pytest.mark.lab

@@ -23,32 +23,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from crdscope.probes.monitor import Monitor
 from crdscope.probes.settings import Settings
 from crdscope.probes.throttling import ThrottlingSample, once
+from tests.apf_squeeze import LIST_CRDS, squeeze_manifests
 from tests.helpers import async_wait_for
 
 pytestmark = pytest.mark.lab
 
-LIST_CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 BURST = 40
 MAX_ROUNDS = 5
 WAIT_FAMILY = "apiserver_flowcontrol_request_wait_duration_seconds"
-
-
-def squeeze_manifests(name: str, user: str) -> str:
-    """A Reject priority level with one share (3 seats on the lab) and a flow schema sending ``user`` there."""
-    return json.dumps({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
-         "metadata": {"name": name},
-         "spec": {"type": "Limited", "limited": {
-             "nominalConcurrencyShares": 1, "lendablePercent": 0, "borrowingLimitPercent": 0,
-             "limitResponse": {"type": "Reject"}}}},
-        {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema", "metadata": {"name": name},
-         "spec": {"matchingPrecedence": 1000, "priorityLevelConfiguration": {"name": name},
-                  "distinguisherMethod": {"type": "ByUser"},
-                  "rules": [{"subjects": [{"kind": "User", "user": {"name": user}}],
-                             "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
-                                                "clusterScope": True, "namespaces": ["*"]}],
-                             "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}},
-    ]})
 
 
 def server_counters(lab) -> dict[str, dict]:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import json
 
 import pytest
 
@@ -27,40 +26,11 @@ from crdscope.loader.engine import LoadEngine
 from crdscope.loader.sources import open_source
 from crdscope.loader.synthetic import synthetic_documents
 from crdscope.probes.cluster import Cluster
+from tests.apf_squeeze import CONCURRENCY, COUNT, LEVEL, SEED, USER, manifests
 from tests.faults.helpers import assert_loaded_once, count_requests
 from tests.helpers import async_wait_for
 
 pytestmark = pytest.mark.lab
-
-USER = "crdscope-squeezed"
-LEVEL = "crdscope-faults-squeeze"
-COUNT = 60
-SEED = 9301
-CONCURRENCY = 16
-
-
-def manifests() -> str:
-    """CRD write rights for USER, and a one-share Reject priority level for everything it sends."""
-    return json.dumps({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": LEVEL},
-         "rules": [{"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
-                    "verbs": ["get", "list", "watch", "create", "patch", "update"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": LEVEL},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": LEVEL},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": USER}]},
-        {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
-         "metadata": {"name": LEVEL},
-         "spec": {"type": "Limited", "limited": {
-             "nominalConcurrencyShares": 1, "lendablePercent": 0, "borrowingLimitPercent": 0,
-             "limitResponse": {"type": "Reject"}}}},
-        {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema", "metadata": {"name": LEVEL},
-         "spec": {"matchingPrecedence": 500, "priorityLevelConfiguration": {"name": LEVEL},
-                  "distinguisherMethod": {"type": "ByUser"},
-                  "rules": [{"subjects": [{"kind": "User", "user": {"name": USER}}],
-                             "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
-                                                "clusterScope": True, "namespaces": ["*"]}],
-                             "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}},
-    ]})
 
 
 @contextlib.asynccontextmanager

@@ -17,6 +17,7 @@ import pytest
 from tests.conftest import ROOT
 from tests.helpers import async_wait_for, lab_app
 from tests.tui.conftest import shown, status_text, widget_text
+from tests.tui.loader_dialogs import choose, owned_crds
 from crdscope.tui.panels.discovery import DiscoveryPanel
 from crdscope.tui.panels.health import HealthPanel
 from crdscope.tui.panels.inventory import InventoryPanel
@@ -28,7 +29,6 @@ from crdscope.tui.screens.loader_setup import LoaderSetupScreen
 pytestmark = pytest.mark.lab
 
 LOAD = 120
-OWNED = "app.kubernetes.io/managed-by=crdscope"
 
 
 async def probe_json(handle, name: str) -> dict:
@@ -40,20 +40,6 @@ async def probe_json(handle, name: str) -> dict:
     out, err = await process.communicate()
     assert process.returncode == 0, err.decode()
     return json.loads(out)
-
-
-def owned_crds(handle) -> int:
-    return len(handle.kubectl_json("get", "crd", "-l", OWNED)["items"])
-
-
-async def choose(pilot, screen_type, label_start: str) -> None:
-    """Pick the option of a ChoiceScreen whose label starts with ``label_start``."""
-    await async_wait_for(lambda: isinstance(pilot.app.screen, screen_type), timeout=10, message="the dialog")
-    options = pilot.app.screen.query_one("#choices")
-    index = next(i for i in range(options.option_count)
-                 if str(options.get_option_at_index(i).prompt).startswith(label_start))
-    options.highlighted = index
-    await pilot.press("enter")
 
 
 async def test_load_from_the_keyboard_and_panels_agree_with_probe_json(lab):

@@ -22,7 +22,7 @@ from crdscope.tui.screens.dialogs import ChoiceScreen, ConfirmScreen
 from crdscope.tui.screens.loader_setup import LoadChoice, LoaderSetupScreen, shared_sets
 from tests.conftest import SHARED_CRDS
 from tests.helpers import async_wait_for
-from tests.tui.test_live import choose, owned_crds
+from tests.tui.loader_dialogs import choose, owned_crds
 
 OWNED = "app.kubernetes.io/managed-by=crdscope"
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from crdscope.probes.discovery_decode import decode_aggregated
 from crdscope.probes.discovery_docs import decode_in_pieces, parse_aggregated
-from tests.unit.test_discovery_parsing import APIS, CORE, group, resource
+from tests.unit.discovery_documents import APIS, CORE, group, resource
 
 
 async def reference(raw: bytes, where: str = "/apis"):
