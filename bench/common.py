@@ -26,7 +26,6 @@ from collections.abc import Callable
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_MD = BENCH_DIR / "RESULTS.md"
 #: Where the notes under the results table start (profiles of missed goals).
-NOTES_HEADING = "\n## Notes"
 SHARED_CRDS = BENCH_DIR.parent.parent / "shared" / "crds"
 
 
@@ -218,15 +217,17 @@ def append_row(document: dict[str, Any]) -> None:
     row = (f"| {document['when']} | {document['name']} | {m['cores']} cores, {m['memory_gib']} GiB, "
            f"{m['cpu'][:40]} | {document['kubernetes']} | {document['sizes']} | {figures} | "
            f"{_goal_text(document['goals'])} |\n")
-    text = RESULTS_MD.read_text()
-    notes = text.find(NOTES_HEADING)
-    if notes < 0:
-        with RESULTS_MD.open("a") as handle:
-            handle.write(row)
-        return
-    # Notes live under the table: new rows go at the table's end, above them.
-    table = text[:notes].rstrip("\n") + "\n"
-    RESULTS_MD.write_text(table + row + "\n" + text[notes:])
+    lines = RESULTS_MD.read_text().splitlines(keepends=True)
+    # New rows go at the end of the rows table (the first table), whatever sections follow it.
+    header = next((i for i, line in enumerate(lines) if line.startswith("| when | benchmark")), None)
+    if header is None:
+        lines.append(row)
+    else:
+        end = header
+        while end < len(lines) and lines[end].startswith("|"):
+            end += 1
+        lines.insert(end, row)
+    RESULTS_MD.write_text("".join(lines))
 
 
 def _short(value: Any) -> str:
