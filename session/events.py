@@ -29,6 +29,7 @@ from crdscope.probes.openapi import OpenAPISample
 from crdscope.probes.ratelimit import ClientModel
 from crdscope.probes.samples import Sample
 from crdscope.probes.settings import Thresholds
+from crdscope.findings.model import format_duration as format_seconds  # one formatter for events and findings
 from crdscope.probes.throttling import ThrottlingSample
 
 from .values import finite_number
@@ -273,14 +274,3 @@ def _first_few(names: list[str], shown: int = 3) -> str:
     """``a, b, c (+4 more)``: a restarting server fails a dozen checks at once."""
     more = f" (+{len(names) - shown} more)" if len(names) > shown else ""
     return ", ".join(names[:shown]) + more
-
-
-def format_seconds(seconds: float) -> str:
-    """``4.2 s``, ``3m05s``, ``1h02m``: short durations for event lines and reports."""
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, secs = divmod(int(round(seconds)), 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
