@@ -28,6 +28,10 @@ def watch(kubeconfig: str | None, context: str | None, headless: bool, duration:
           theme: str | None, source: str | None) -> None:
     """Open the monitor on a cluster (the current context by default)."""
     if headless:
+        if source is not None:
+            # The headless watch only observes; loading is `crdscope load SRC` beside it.
+            raise click.UsageError("--source sets the monitor's loader; with --headless run `crdscope load SRC` "
+                                   "beside the watch")
         from crdscope.session.headless import run_headless
 
         run_headless(kubeconfig=kubeconfig, context=context, duration=duration, record=record,

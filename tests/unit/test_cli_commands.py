@@ -87,3 +87,10 @@ def test_a_type_error_inside_a_probe_is_an_internal_error_not_a_bad_flag(tmp_pat
     assert result.exit_code == 70
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("crdscope: internal error: parse() got an unexpected keyword")
+
+
+def test_a_headless_watch_refuses_a_loader_source_instead_of_ignoring_it():
+    # It was accepted and silently ignored: the headless watch does not load.
+    result = CliRunner().invoke(cli, ["watch", "--headless", "--source", "synthetic:3", "--kubeconfig", "/nonexistent"])
+    assert result.exit_code == 2, result.output
+    assert "--source" in result.output and "crdscope load" in result.output
