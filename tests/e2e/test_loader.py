@@ -132,7 +132,9 @@ def test_load_a_provider_slice_then_clean_removes_exactly_those(lab, tmp_path: P
     refused = crdscope(lab, "clean", input="n\n")
     assert refused.returncode == 1 and "nothing deleted" in refused.stdout
     assert f"Delete {len(names)} crdscope CRDs" in refused.stderr and "the 1 objects" in refused.stderr
-    assert "widgets.loaded.crdscope.test  1 object" in refused.stdout
+    # The listing is a table: the CRD, then its count of objects.
+    row = next(line for line in refused.stdout.splitlines() if "widgets.loaded.crdscope.test" in line)
+    assert row.split()[:2] == ["widgets.loaded.crdscope.test", "1"], refused.stdout
     assert sorted(managed(lab)) == sorted(names)
 
     cleaned = crdscope(lab, "clean", "--yes")
