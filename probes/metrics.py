@@ -429,10 +429,10 @@ class MetricsSource:
         try:
             async with asyncio.timeout(self.deadline_seconds):
                 error = await self._stream(parser, answered)
+        except TimeoutError:  # before the transport errors: TimeoutError is an OSError, and this is the deadline
+            error = f"{self.cluster.server}/metrics did not finish within {self.deadline_seconds:g}s"
         except TRANSPORT_ERRORS as exc:
             error = explain(exc, self.cluster.server)
-        except TimeoutError:
-            error = f"{self.cluster.server}/metrics did not finish within {self.deadline_seconds:g}s"
         status = answered[0] if answered else None
         if error is not None:
             scrape = Scrape(stamp, error=error, status=status, seconds=time.perf_counter() - started, families=kept)

@@ -108,3 +108,26 @@ def secrets_of(kubeconfig: str, pki: Path) -> list[bytes]:
         found += [line for line in key_file.read_bytes().splitlines() if len(line) > 40 and not line.startswith(b"-----")]
     assert found, "no key material found to look for"
     return found
+
+
+async def start_loader_as_configured(app: Any, *, timeout: float = 30.0) -> None:
+    """Start the monitor's loader with its configured source and pace, through the set-up dialog.
+
+    "Loader: start" asks first (source, profile, rate, concurrency); a test that is not about
+    that dialog accepts what it shows, as a person pressing ctrl+s would.
+    """
+    from crdscope.tui.loader_actions import run_action
+    from crdscope.tui.screens.loader_setup import LoaderSetupScreen
+
+    def plan_shown() -> bool:
+        screen = app.screen
+        if not isinstance(screen, LoaderSetupScreen) or not screen.query("#plan"):
+            return False
+        return "Will apply" in str(screen.query_one("#plan").render())
+
+    run_action(app, "start")
+    # The dialog counts the source's CRDs before it offers to start: wait for its plan.
+    await async_wait_for(plan_shown, timeout=timeout, message="the loader's set-up dialog and its plan")
+    app.screen.action_start()
+    await async_wait_for(lambda: not isinstance(app.screen, LoaderSetupScreen), timeout=timeout,
+                         message="the set-up dialog to start the load")

@@ -25,10 +25,9 @@ from crdscope.probes.cluster import DEFAULT_TIMEOUT
 from crdscope.probes.health_checks import CHECK_TIMEOUT
 from crdscope.probes.settings import LoaderSettings, Settings
 from tests.faults.helpers import count_requests
-from tests.helpers import async_wait_for, timed_action
+from tests.helpers import async_wait_for, start_loader_as_configured, timed_action
 from tests.tui.conftest import status_text
 from crdscope.tui.launch import build_app
-from crdscope.tui.loader_actions import run_action
 from crdscope.tui.panels.discovery import DiscoveryPanel
 from crdscope.tui.panels.health import HealthPanel
 from crdscope.tui.panels.inventory import InventoryPanel
@@ -63,7 +62,7 @@ async def test_a_frozen_apiserver_times_out_piles_nothing_up_and_keys_answer(fre
         panels = [screen.panel(cls) for cls in PROBE_PANELS]
         await async_wait_for(lambda: all(app.store.last_good(p.probes[0]) for p in panels), timeout=120,
                              message="a good sample in every panel")
-        run_action(app, "start")
+        await start_loader_as_configured(app)
         await async_wait_for(lambda: (s := app.store.latest("loader")) is not None and s.sent >= LOAD // 4,
                              timeout=120, message="the loader sending")
 

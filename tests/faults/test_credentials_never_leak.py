@@ -28,9 +28,8 @@ from crdscope.lab.controlplane import free_port
 from crdscope.lab.pki import CertificateAuthority
 from crdscope.probes.settings import LoaderSettings, Settings
 from tests.faults.helpers import crdscope, spawn
-from tests.helpers import async_wait_for, secrets_of, wait_for
+from tests.helpers import async_wait_for, secrets_of, start_loader_as_configured, wait_for
 from crdscope.tui.launch import build_app
-from crdscope.tui.loader_actions import run_action
 
 pytestmark = pytest.mark.lab
 
@@ -52,7 +51,7 @@ async def test_no_artefact_of_a_session_holds_key_material(fresh_lab, tmp_path, 
     async with app.run_test(size=(160, 50)) as pilot:
         await async_wait_for(lambda: all(app.store.last_good(p) for p in ("inventory", "health", "discovery")),
                              timeout=120, message="first samples")
-        run_action(app, "start")
+        await start_loader_as_configured(app)
         await async_wait_for(lambda: (s := app.store.latest("loader")) is not None and s.state == "done",
                              timeout=120, message="the load to finish")
         await pilot.press("s")

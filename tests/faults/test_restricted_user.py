@@ -22,10 +22,9 @@ import pytest
 
 from crdscope.probes.settings import LoaderSettings, Settings
 from tests.faults.helpers import crdscope
-from tests.helpers import async_wait_for
+from tests.helpers import async_wait_for, start_loader_as_configured
 from tests.tui.conftest import widget_text
 from crdscope.tui.launch import build_app
-from crdscope.tui.loader_actions import run_action
 from crdscope.tui.panels.discovery import DiscoveryPanel
 from crdscope.tui.panels.health import HealthPanel
 from crdscope.tui.panels.inventory import InventoryPanel
@@ -72,7 +71,7 @@ async def test_panels_show_what_the_user_may_and_may_not_see(lab, narrow, who):
         probes = ("inventory", "discovery", "throttling", "openapi", "health", "latency")
         await async_wait_for(lambda: all(app.store.last_good(p) for p in probes), timeout=120,
                              message="a sample of every probe")
-        run_action(app, "start")
+        await start_loader_as_configured(app)
         loader = screen.panel(LoaderPanel)
         await async_wait_for(lambda: REFUSED_LOAD in " ".join(widget_text(loader).split()), timeout=60,
                              message="the loader refusing with the permission named")
