@@ -24,10 +24,10 @@ from collections.abc import Callable, Iterable
 from crdscope.probes.errors import CrdscopeError
 from crdscope.probes.logs import log_to_file
 from crdscope.findings.engine import FindingsEngine
-from crdscope.findings.model import FindingChange
+from crdscope.findings.model import FindingChange, format_duration
 from crdscope.probes.samples import Sample
 
-from .events import Event, EventDetector, FAIL, format_seconds
+from .events import FAIL, Event, EventDetector
 from .durations import parse_duration
 from .failif import FINDINGS, Holding, Threshold, parse_thresholds
 
@@ -179,7 +179,7 @@ async def _watch(cluster: Any, settings: Any, seconds: float | None, record: str
         version = info.kubernetes_version or "version unknown"
         sink.say(f"watching {info.server} ({version}, context {info.context}); probes: "
                   f"{', '.join(p.name for p in monitor.scheduler.probes)}"
-                  + (f"; for {format_seconds(seconds)}" if seconds else ""))
+                  + (f"; for {format_duration(seconds)}" if seconds else ""))
         if recorder is not None:
             sink.say(f"recording to {recorder.path}")
         if server is not None:
@@ -196,7 +196,7 @@ async def _watch(cluster: Any, settings: Any, seconds: float | None, record: str
         failure = running.exception() if running in done and not running.cancelled() else None
         if failure is not None:
             raise failure
-        elapsed = format_seconds(time.monotonic() - started)
+        elapsed = format_duration(time.monotonic() - started)
         if sink.crossing is not None:
             outcome = "crossed"
         elif stopped.is_set():
@@ -266,7 +266,7 @@ def replay_headless(recording: Any, *, speed: float = 0.0, as_json: bool = False
         return
     if not as_json:
         span = (recording.end - recording.start) if recording.samples else 0.0
-        print(f"replayed {len(recording.samples)} samples covering {format_seconds(span)}"
+        print(f"replayed {len(recording.samples)} samples covering {format_duration(span)}"
               + ("" if recording.ended else " (the recording was not closed cleanly)"), file=out, flush=True)
 
 

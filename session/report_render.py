@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from crdscope.probes import __version__
 from crdscope.probes.fit import LinearFit
 
-from .events import format_seconds
+from crdscope.findings.model import format_duration
 from .report import Summary
 from .svgplot import Series, chart
 
@@ -76,7 +76,7 @@ def _findings(s: Summary) -> Section:
     section = Section("Findings (derived from the samples)")
     if s.findings:
         rows: list[Sequence[str]] = [[clock(c.timestamp), c.change, c.finding.severity.value, c.finding.title,
-                 format_seconds(c.duration_seconds) if c.change == "closed" else ""] for c in s.findings]
+                 format_duration(c.duration_seconds) if c.change == "closed" else ""] for c in s.findings]
         section.tables.append(Table(["time", "change", "severity", "finding", "open for"], rows))
     else:
         section.notes.append("No findings.")
@@ -91,7 +91,7 @@ def _session(s: Summary) -> Section:
         ("Recorded by", f"crdscope {s.header.get('crdscope_version', '?')}"),
         ("From", clock(s.start, with_date=True)),
         ("To", clock(s.end, with_date=True)),
-        ("Duration", format_seconds(s.duration) if s.duration is not None else DASH),
+        ("Duration", format_duration(s.duration) if s.duration is not None else DASH),
         ("Samples", ", ".join(f"{probe} {n}" for probe, n in sorted(s.samples.items())) or DASH),
     ])
     if s.damage is not None:
@@ -225,7 +225,7 @@ def _availability(s: Summary) -> Section:
     ])
     if s.outages:
         section.tables.append(Table(["start", "end", "duration", "reason"], [
-            [clock(w.start), clock(w.end) if w.end is not None else "(still down)", format_seconds(w.seconds),
+            [clock(w.start), clock(w.end) if w.end is not None else "(still down)", format_duration(w.seconds),
              w.reason or DASH] for w in s.outages]))
     return section
 
