@@ -74,7 +74,7 @@ class Handler(BaseHTTPRequestHandler):
             for byte in body:
                 self.wfile.write(bytes([byte]))
                 self.wfile.flush()
-                time.sleep(1.0)
+                time.sleep(1.0)  # deliberate: this stand-in IS the byte-a-second trickling server under test
             return
         if path == "/metrics":
             lines = (METRICS_BYTES - len(HEAD)) // len(FILLER % 0)

@@ -72,7 +72,7 @@ async def test_a_frozen_apiserver_times_out_piles_nothing_up_and_keys_answer(fre
             with timed_action(app, "toggle_pause") as keys:
                 while time.monotonic() - frozen_at < FREEZE_SECONDS:
                     await keys.press("p")
-                    await asyncio.sleep(0.2)  # a person's pace between presses, not a synchronisation
+                    await asyncio.sleep(0.2)  # deliberate: a person's pace between presses (what is measured), not a synchronisation
         finally:
             if app.probes_paused:
                 app.action_toggle_pause()
