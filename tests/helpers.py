@@ -131,3 +131,29 @@ async def start_loader_as_configured(app: Any, *, timeout: float = 30.0) -> None
     app.screen.action_start()
     await async_wait_for(lambda: not isinstance(app.screen, LoaderSetupScreen), timeout=timeout,
                          message="the set-up dialog to start the load")
+
+
+class LoopTurns:
+    """Counts the event loop's turns while work runs: how a test sees that the work yields.
+
+    ``async with LoopTurns() as turns: await work()`` then ``turns.count``.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(0)  # one turn of the loop, counted: this is the measurement
+            self.count += 1
+
+    async def __aenter__(self) -> LoopTurns:
+        self._task = asyncio.create_task(self._tick())
+        await asyncio.sleep(0)  # let the ticker start before the work
+        self.count = 0
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        assert self._task is not None
+        self._task.cancel()

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from crdscope.probes.discovery_decode import decode_aggregated
 from crdscope.probes.discovery_docs import decode_in_pieces, parse_aggregated
+from tests.helpers import LoopTurns
 from tests.unit.discovery_documents import APIS, CORE, group, resource
 
 
@@ -71,19 +72,8 @@ async def test_a_big_document_lets_the_event_loop_run():
     items = [group(f"g{i}.example.test", ("v1", [resource(f"things{j}") for j in range(5)], "Current"))
              for i in range(3000)]
     raw = json.dumps({"kind": "APIGroupDiscoveryList", "items": items}).encode()  # about 2 MB
-    turns = 0
-
-    async def ticker():
-        nonlocal turns
-        while True:
-            await asyncio.sleep(0)
-            turns += 1
-
-    task = asyncio.create_task(ticker())
-    await asyncio.sleep(0)
-    before = turns
-    decoded = await decode_aggregated(raw, "/apis")
-    during = turns - before
-    task.cancel()
+    async with LoopTurns() as turns:
+        decoded = await decode_aggregated(raw, "/apis")
+    during = turns.count
     assert decoded == await reference(raw)
     assert during >= len(raw) // (1 << 16) - 1 > 20

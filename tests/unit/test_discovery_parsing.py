@@ -7,7 +7,6 @@ resource, preferred version first, no subresources, no verb-less resources).
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,6 +22,7 @@ from crdscope.probes.errors import ConfigError
 from crdscope.probes.registry import sample_type
 from crdscope.probes.shared import SharedState
 from crdscope.probes.settings import Cadences, Settings
+from tests.helpers import LoopTurns
 from tests.unit.discovery_documents import APIS, CORE, EXPECTED_RESOURCES, group, resource
 
 SERVER = "https://discovery.test:6443"
@@ -311,20 +311,9 @@ async def test_a_big_document_lets_the_event_loop_run_while_it_is_decoded():
     items = [{"metadata": {"name": f"g{i}.example.test"}, "versions": [{"version": "v1", "resources": [
         resource(f"things{j}") for j in range(5)]}]} for i in range(3000)]
     raw = json.dumps({"kind": "APIGroupDiscoveryList", "items": items}).encode()  # about 2 MB
-    turns = 0
-
-    async def ticker():
-        nonlocal turns
-        while True:
-            await asyncio.sleep(0)
-            turns += 1
-
-    task = asyncio.create_task(ticker())
-    await asyncio.sleep(0)
-    before = turns
-    decoded = await decode_in_pieces(raw)
-    during = turns - before
-    task.cancel()
+    async with LoopTurns() as turns:
+        decoded = await decode_in_pieces(raw)
+    during = turns.count
     assert decoded == json.loads(raw)
     # One turn of the loop (at least) per 64 KiB piece; json.loads alone would give it none.
     assert during >= len(raw) // (1 << 16) - 1 > 20
