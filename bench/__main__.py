@@ -1,6 +1,6 @@
 """``python -m bench [--quick] [--runs N] [--sizes LIST] [--output DIR] [NAME ...]``: run the benchmarks.
 
-NAME is any of: discovery, loader, overhead, ui_latency, metrics_parse, cli (default: all).
+NAME is any of: discovery, loader, overhead, ui_latency, metrics_parse, cli, doctor (default: all).
 ``python -m bench calibrate [--help]`` fits the cost model instead (bench/calibrate.py).
 ``python -m bench versions [--help]`` loads the AWS set into each built Kubernetes version (bench/versions.py).
 """
@@ -18,10 +18,10 @@ from pathlib import Path
 from .common import BenchError, Options, Result, isolate_environment
 from .labs import release_shared
 
-BENCHMARKS = ["loader", "discovery", "overhead", "ui_latency", "metrics_parse", "cli"]
+BENCHMARKS = ["loader", "discovery", "overhead", "ui_latency", "metrics_parse", "cli", "doctor"]
 #: Benchmarks that measure one shared loaded lab per size (bench.labs.shared_lab): they run
 #: size by size, so that each lab is loaded once.
-SIZE_BY_SIZE = ("discovery", "overhead", "ui_latency")
+SIZE_BY_SIZE = ("discovery", "overhead", "ui_latency", "doctor")
 
 
 def steps(chosen: list[str], options: Options) -> list[tuple[str, Options]]:

@@ -41,6 +41,8 @@ V2_ACCEPT = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf, applica
 #: Building /openapi/v2 on a cluster with thousands of CRDs takes long before the first byte.
 V2_TIMEOUT = httpx.Timeout(connect=5.0, read=300.0, write=10.0, pool=10.0)
 BACKLOG_NAMES = 10
+#: Group-version documents read per round to settle CRDs the index hashes cannot place.
+CONTENT_FETCHES_PER_ROUND = 4
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -104,6 +106,23 @@ def index_hashes(document: dict[str, Any]) -> dict[str, str]:
         url = str((entry or {}).get("serverRelativeURL", ""))
         hashes[path] = url.partition("hash=")[2].partition("&")[0]
     return hashes
+
+
+def document_resources(document: dict[str, Any], path: str) -> frozenset[str]:
+    """Resources (plurals) a group-version document lists under ``/<path>/``, namespaced or not."""
+    prefix = f"/{path}/"
+    found = set()
+    for key in document.get("paths") or {}:
+        if not key.startswith(prefix):
+            continue
+        parts = key[len(prefix):].split("/")
+        if parts[0] == "watch" and len(parts) > 1:  # the deprecated watch paths name the same resources
+            parts = parts[1:]
+        if parts[0] == "namespaces" and len(parts) > 2:
+            parts = parts[2:]
+        if parts[0] and not parts[0].startswith("{"):
+            found.add(parts[0])
+    return frozenset(found)
 
 
 def discovered_resources(document: dict[str, Any]) -> set[tuple[str, str, str]]:
@@ -250,9 +269,30 @@ class OpenAPIObserver:
             discovery_unobservable = None
         else:
             discovery_unobservable = await self._observe_discovery(crds)
+        await self._read_wanted_documents(crds, received)
         self.tracker.place_openapi(crds)
         return self._sample(crds, received, v3_seconds, changed, len(index.get("paths") or {}),
                             discovery_unobservable)
+
+    async def _read_wanted_documents(self, crds: dict[str, CRDRecord], now: float) -> None:
+        """Read the few group-version documents that settle CRDs the hashes alone cannot place.
+
+        Fetched by the hash URL the index names, so each (path, hash) is read at
+        most once; a failed read is tried again next round.
+        """
+        for path, digest in self.tracker.content_wanted(crds, now)[:CONTENT_FETCHES_PER_ROUND]:
+            try:
+                response = await self.cluster.client.get(f"/openapi/v3/{path}", params={"hash": digest},
+                                                         headers={"Accept": "application/json"})
+                if response.status_code != 200:
+                    continue
+                document = (await asyncio.to_thread(response.json) if len(response.content) > 256 * 1024
+                            else response.json())
+            except TRANSPORT_ERRORS:
+                continue
+            except ValueError:  # not JSON: tried again next round
+                continue
+            self.tracker.observe_content(path, digest, document_resources(document, path))
 
     async def _observe_discovery(self, crds: dict[str, CRDRecord]) -> str | None:
         try:

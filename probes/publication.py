@@ -19,6 +19,13 @@ Stages, and which clock each one uses:
   its hash before (or the path appeared).  The server publishes a CRD's schema
   only once it is Established; a hash change caused by another CRD of the same
   group-version established moments before can mark this one a little early.
+  The watch reports Established late when its events queue up (a big batch, a
+  busy client), and the server may publish the schema before that report: then
+  no fetch started after ``established`` ever shows a change.  A CRD left so
+  for ``CONTENT_CHECK_AFTER`` seconds is settled by the group-version document
+  itself (``/openapi/v3/apis/<group>/<version>?hash=...``, fetched once per
+  hash): when its resource is in the document, the stage is timed at the later
+  of ``established`` and the fetch that first showed that hash.
 
 A stage seen already reached at the first observation ("before monitoring")
 has no time: it counts as reached but stays out of the lag figures.  Lags are
@@ -39,6 +46,10 @@ Stage = Literal["names_accepted", "established", "discovery", "openapi_v3"]
 STAGES: tuple[Stage, ...] = ("names_accepted", "established", "discovery", "openapi_v3")
 #: Hash changes kept per group-version (enough to place every pending CRD).
 HISTORY_PER_GROUP_VERSION = 64
+#: Seconds an Established CRD waits for a hash change before its group-version document is read.
+CONTENT_CHECK_AFTER = 5.0
+#: Group-version documents remembered (path, hash) -> resources in it.
+CONTENTS_KEPT = 256
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -137,6 +148,10 @@ class PublicationTracker:
         #: (group, version, plural) -> when it appeared in discovery (None: in the first fetch).
         self.discovery_appeared: dict[tuple[str, str, str], float | None] = {}
         self.discovery_fetches = 0
+        #: ("apis/<group>/<version>", hash) -> the resources its document lists.
+        self.contents: dict[tuple[str, str], frozenset[str]] = {}
+        #: CRD versions placed by a group-version document rather than by a hash change.
+        self.placed_by_content = 0
 
     # -- CRDs ------------------------------------------------------------------------
     def update_crds(self, records: dict[str, CRDRecord]) -> None:
@@ -212,14 +227,50 @@ class PublicationTracker:
                     untimed = True  # published, for all we know, before the first fetch
                     continue
                 change = next((c for c in history.changes if c.started > stages.established and c.hash), None)
+                if change is not None:
+                    times.append(change.received)
+                    continue
+                change = self._shown_by_content(f"apis/{record.group}/{version}", history, record.plural)
                 if change is None:
                     break
-                times.append(change.received)
+                self.placed_by_content += 1
+                times.append(max(change.received, stages.established))
             else:
                 if untimed:
                     stages.openapi_untimed = True
                 else:
                     stages.openapi_v3 = max(times)
+
+    def _shown_by_content(self, path: str, history: GroupVersionHistory, plural: str) -> IndexChange | None:
+        """The change that brought the current hash, when that hash's document lists ``plural``."""
+        current = history.changes[-1]
+        resources = self.contents.get((path, current.hash or ""))
+        return current if resources is not None and plural in resources else None
+
+    def content_wanted(self, records: dict[str, CRDRecord], now: float,
+                       after: float = CONTENT_CHECK_AFTER) -> list[tuple[str, str]]:
+        """(path, hash) documents that would settle CRDs Established ``after`` seconds ago with no change since."""
+        wanted: list[tuple[str, str]] = []
+        for record in records.values():
+            stages = self.stages.get(record.uid)
+            if (stages is None or stages.in_openapi or stages.established is None or record.terminating
+                    or now - stages.established < after):
+                continue
+            for version in record.served_versions:
+                path = f"apis/{record.group}/{version}"
+                history = self.index.get(path)
+                if history is None or not history.changes or history.current is None:
+                    continue
+                key = (path, history.current)
+                if key not in self.contents and key not in wanted:
+                    wanted.append(key)
+        return wanted
+
+    def observe_content(self, path: str, digest: str, resources: frozenset[str]) -> None:
+        """What one group-version document (``path`` at hash ``digest``) lists."""
+        self.contents[(path, digest)] = resources
+        while len(self.contents) > CONTENTS_KEPT:
+            del self.contents[next(iter(self.contents))]
 
     # -- results -----------------------------------------------------------------------------
     def lag_seconds(self) -> dict[str, LagStats]:

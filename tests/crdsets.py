@@ -8,11 +8,13 @@ and crdscope's loader see the same files.
 from __future__ import annotations
 
 import tarfile
+import time
 from pathlib import Path
 
 import yaml
 
 from tests.conftest import SHARED_CRDS
+from tests.helpers import wait_for
 
 
 def archive(name: str) -> Path:
@@ -85,3 +87,50 @@ def write_tiny_crds(target: Path, count: int, *, prefix: str = "t", per_group: i
     path = target / f"{prefix}-{count}.yaml"
     path.write_text(yaml.safe_dump_all(documents))
     return path
+
+
+#: Seconds between annotations of CRDs that linger in deletion (see :func:`delete_crds`).
+NUDGE_EVERY = 5.0
+
+
+def delete_crds(lab, *names: str, selector: str | None = None, timeout: float = 180.0) -> None:
+    """Delete CRDs by name and/or label selector and wait until they are gone (tests share one lab).
+
+    The API server's CRD finalizer lists a CRD's objects before letting it go; on
+    a CRD created moments before, that list can fail with "storage is
+    (re)initializing" and the CRD then waits for the finalizer's next resync, up
+    to five minutes (seen on the lab, and upstream: operator-framework/
+    operator-controller#1437).  Any update requeues it at once, so CRDs that
+    linger get an annotation, as ``crdscope clean`` does for its own.
+    """
+    if names:
+        lab.kubectl("delete", "crd", "--ignore-not-found", "--wait=false", *names, timeout=600)
+    if selector:
+        lab.kubectl("delete", "crd", "-l", selector, "--ignore-not-found", "--wait=false", timeout=600)
+    wanted = set(names)
+    started = last_nudge = time.monotonic()
+
+    def lingering() -> list[str]:
+        left: set[str] = set()
+        if names:
+            left |= {i["metadata"]["name"] for i in lab.kubectl_json("get", "crd")["items"]} & wanted
+        if selector:
+            left |= {i["metadata"]["name"] for i in lab.kubectl_json("get", "crd", "-l", selector)["items"]}
+        return sorted(left)
+
+    def gone() -> bool:
+        nonlocal last_nudge
+        left = lingering()
+        now = time.monotonic()
+        if left and now - started > NUDGE_EVERY and now - last_nudge >= NUDGE_EVERY:
+            last_nudge = now
+            lab.kubectl("annotate", "crd", *left, f"crdscope.test/nudge={int(now)}", "--overwrite", check=False)
+        return not left
+
+    try:
+        wait_for(gone, timeout=timeout, interval=1.0, message="deleted CRDs to be gone")
+    except AssertionError:
+        stuck = [(i["metadata"]["name"], i["metadata"].get("finalizers"), i.get("status", {}).get("conditions"))
+                 for i in lab.kubectl_json("get", "crd")["items"] if i["metadata"].get("deletionTimestamp")]
+        raise AssertionError(f"CRDs stuck in deletion: {stuck}") from None
+

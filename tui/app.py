@@ -57,6 +57,7 @@ class CrdscopeApp(App[None]):
         Binding("t", "next_theme", "Theme"),
         Binding("s", "screenshot", "Shot"),
         Binding("e", "estimate", "Estimate"),
+        Binding("f", "findings", "Findings"),
     ]
 
     def __init__(self, feed: Feed, *, settings: Settings | None = None, theme: str | None = None,
@@ -248,6 +249,13 @@ class CrdscopeApp(App[None]):
 
         self.push_screen(EstimateScreen(self.store))
 
+    def action_findings(self) -> None:
+        """Every open finding, with the selected one's evidence, cause and remedy."""
+        from .screens.findings import FindingsScreen
+
+        if not isinstance(self.screen, FindingsScreen):
+            self.push_screen(FindingsScreen())
+
     def action_loader(self) -> None:
         """The loader's menu (start, pause, resume, stop, clean)."""
         from .loader_actions import open_loader_menu
@@ -272,6 +280,7 @@ class CrdscopeApp(App[None]):
             ("Screenshot: save SVG", f"into {data_dir() / 'screenshots'} (s)", self.action_screenshot),
             ("Theme: next", "cycle the crdscope themes (t)", self.action_next_theme),
             ("Estimate: what would SOURCE cost", "the cost model against this cluster (e)", self.action_estimate),
+            ("Findings: evidence, cause, remedy", "every open finding in full (f)", self.action_findings),
             ("Quit", "leave crdscope (q)", self.action_quit),
         ]
         commands += [(f"Theme: {name}", "colour theme", self._theme_setter(name)) for name in THEME_NAMES]

@@ -9,9 +9,11 @@ from textual.widgets import Static
 
 from crdscope.findings.model import Finding, Severity, format_duration
 from crdscope.probes.crdwatch import MANAGED_BY_VALUE
+from crdscope.probes.discovery import DiscoverySample
 from crdscope.probes.health import HealthSample
 from crdscope.probes.inventory import InventorySample
 from crdscope.probes.scheduler import ProbeHealth
+from crdscope.probes.throttling import ThrottlingSample
 from crdscope.probes.version import VersionSample
 
 from .format import DASH, age, number as fmt_number
@@ -51,6 +53,24 @@ def api_servers(health: HealthSample | None) -> int:
     return health.apiservers or len(health.replicas)
 
 
+def version_behaviour(discovery: DiscoverySample | None, throttling: ThrottlingSample | None) -> str:
+    """What this server's version does differently from a current one, as the probes found it.
+
+    Nothing on a server with aggregated discovery v2 and APF v1 (the current
+    behaviour); otherwise ``discovery: legacy only (why)`` and the older API
+    versions the probes read, so nobody reads an old server's figures as a new one's.
+    """
+    parts = []
+    if discovery is not None and discovery.format == "legacy":
+        why = discovery.fallback_reason or "measured with the legacy walk"
+        parts.append(f"discovery: legacy only: {why}")
+    elif discovery is not None and discovery.format == "v2beta1":
+        parts.append("discovery: aggregated v2beta1 (beta)")
+    if throttling is not None and throttling.flowcontrol_api not in ("", "v1"):
+        parts.append(f"APF {throttling.flowcontrol_api}")
+    return " · ".join(parts)
+
+
 class ClusterHeader(Static):
     """Two lines: the cluster, then the probes' health (refreshed every second)."""
 
@@ -83,6 +103,9 @@ class ClusterHeader(Static):
         servers = api_servers(app.store.last_good_of(HealthSample))
         if servers > 1:
             first += f" · [b]{servers}[/b] API servers"
+        behaviour = version_behaviour(app.store.last_good_of(DiscoverySample), app.store.last_good_of(ThrottlingSample))
+        if behaviour:
+            first += f" · [$probe-warn]{escape(behaviour)}[/]"
         if app.mode_label:
             first = f"[reverse] {escape(app.mode_label)} [/reverse] " + first
         now = app.now()

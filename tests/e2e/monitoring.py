@@ -11,6 +11,7 @@ import contextlib
 from pathlib import Path
 from collections.abc import Callable
 
+from tests.crdsets import crd_names, delete_crds
 from tests.helpers import async_wait_for
 
 ADMIN_CONTEXT = "crdscope-lab"
@@ -91,12 +92,7 @@ async def apply_and_establish(lab, path: Path, monitor=None) -> None:
 
 async def delete_and_wait(lab, *paths: Path) -> None:
     """Delete the CRDs of some files and wait until they are gone (tests share one lab)."""
-    for path in paths:
-        await kubectl(lab, "delete", "--ignore-not-found", "--wait=false", "-f", str(path))
-    for path in paths:
-        await kubectl(lab, "wait", "--for=delete", "--timeout=180s", "-f", str(path), check=False)
-        left = await kubectl(lab, "get", "--ignore-not-found", "-o", "name", "-f", str(path), check=False)
-        assert not left.stdout.strip(), f"CRDs left behind: {left.stdout[:200]}"
+    await asyncio.to_thread(delete_crds, lab, *crd_names(list(paths)))
 
 
 def metric_value(text: str, name: str) -> float:

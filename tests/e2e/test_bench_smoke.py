@@ -60,7 +60,15 @@ def only(smoke: dict[str, list[dict]], name: str) -> dict:
 
 
 def test_every_benchmark_ran(smoke):
-    assert set(smoke) == {"discovery", "loader", "overhead", "ui_latency", "metrics_parse", "cli"}
+    assert set(smoke) == {"discovery", "loader", "overhead", "ui_latency", "metrics_parse", "cli", "doctor"}
+
+
+def test_doctor_ran_and_kubectl_was_timed_beside_it(smoke):
+    document = only(smoke, "doctor")
+    figures = document["figures"]
+    assert document["goals"]["exit code = worst severity"] is True, figures
+    assert figures["kubectl_cold_s"]["n"] >= 3 and figures["kubectl_cold_s"]["min"] > 0
+    assert figures["crds_kubectl"] >= 50 and figures["doctor_wall_s"] >= 8
 
 
 def test_cli_start_up_was_timed_beside_the_interpreter_and_kubectl(smoke):

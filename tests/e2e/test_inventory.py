@@ -18,7 +18,7 @@ from crdscope.probes.crdwatch import CRDWatch
 from crdscope.probes.credentials import parse_rfc3339
 from crdscope.probes.inventory import InventorySample, summarize
 from tests.conftest import SHARED_CRDS
-from tests.crdsets import tiny_crd, write_tiny_crds
+from tests.crdsets import delete_crds, tiny_crd, write_tiny_crds
 from tests.helpers import async_wait_for, wait_for
 
 pytestmark = pytest.mark.lab
@@ -56,9 +56,7 @@ def delete_and_wait(lab, names: list[str]) -> None:
     for name in names:  # a held CRD would never go away
         lab.kubectl("patch", "crd", name, "--type=json",
                     "-p", '[{"op": "remove", "path": "/metadata/finalizers"}]', check=False)
-    lab.kubectl("delete", "crd", "--ignore-not-found", "--wait=true", *names)
-    wait_for(lambda: not ({i["metadata"]["name"] for i in kubectl_crds(lab)} & set(names)),
-             timeout=60, message="test CRDs to be deleted")
+    delete_crds(lab, *names)
 
 
 def test_kubectl_crds_appear_with_owner_and_state(lab, tmp_path: Path):

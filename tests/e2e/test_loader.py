@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import tarfile
-import time
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,7 @@ from crdscope.loader.engine import LoadEngine
 from crdscope.loader.sources import ContextSource, CRDDocument, open_source
 from crdscope.loader.synthetic import synthetic_documents
 from crdscope.probes.crdwatch import RUN_ANNOTATION, CRDWatch
-from tests.crdsets import crd_names, extract, tiny_crd, write_tiny_crds
+from tests.crdsets import crd_names, delete_crds, extract, tiny_crd, write_tiny_crds
 from tests.helpers import async_wait_for, wait_for
 
 CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
@@ -49,34 +48,6 @@ def managed(lab) -> dict[str, dict]:
 def established(item: dict) -> bool:
     return any(c["type"] == "Established" and c["status"] == "True"
                for c in (item.get("status") or {}).get("conditions") or [])
-
-
-def delete_crds(lab, *names: str, selector: str | None = None) -> None:
-    """Delete CRDs by name and/or label and wait until they are gone."""
-    if names:
-        lab.kubectl("delete", "crd", "--ignore-not-found", "--wait=false", *names)
-    if selector:
-        lab.kubectl("delete", "crd", "-l", selector, "--ignore-not-found", "--wait=false")
-
-    started = time.monotonic()
-
-    def gone() -> bool:
-        left = [i["metadata"]["name"] for i in lab.kubectl_json("get", "crd")["items"]
-                if i["metadata"]["name"] in names
-                or (selector and i["metadata"].get("labels", {}).get("app.kubernetes.io/managed-by") == "crdscope")]
-        if left and time.monotonic() - started > 10:
-            # The CRD finalizer backs off for minutes when its first list of a brand-new CRD's
-            # objects fails ("storage is (re)initializing"); an update requeues it at once.
-            lab.kubectl("annotate", "crd", *left, f"crdscope.test/nudge={int(time.monotonic())}", "--overwrite",
-                        check=False)
-        return not left
-
-    try:
-        wait_for(gone, timeout=180, interval=1.0, message="deleted CRDs to be gone")
-    except AssertionError:
-        stuck = [(i["metadata"]["name"], i["metadata"].get("finalizers"), i.get("status", {}).get("conditions"))
-                 for i in lab.kubectl_json("get", "crd")["items"] if i["metadata"].get("deletionTimestamp")]
-        raise AssertionError(f"CRDs stuck in deletion: {stuck}") from None
 
 
 @pytest.fixture

@@ -113,6 +113,20 @@ def test_openapi_and_health_on_126(old_lab):
         assert reason, figure
 
 
+async def test_the_monitor_header_says_which_behaviour_applies_on_126(old_lab):
+    """The header states the old server's behaviour (legacy discovery and why, APF v1beta3)."""
+    from crdscope.tui.launch import build_app
+
+    app = build_app(old_lab.kubeconfig, old_lab.admin_context, record=None, layout="grid")
+    async with app.run_test(size=(200, 50)) as pilot:
+        header = app.monitor_screen.query_one("#header")
+        await async_wait_for(lambda: "discovery: legacy only" in header.markup() and "APF v1beta3" in header.markup(),
+                             timeout=90, message=f"the version's behaviour in the header ({header.markup()!r})")
+        await pilot.pause()
+        assert "no aggregated discovery" in header.markup() or "406" in header.markup()
+        assert "v1.26." in header.markup()
+
+
 def test_loader_run_of_200_crds_on_126(old_lab):
     done = crdscope("load", "synthetic:200", "--seed", "126", "--json", "--kubeconfig", old_lab.kubeconfig,
                     "--context", old_lab.admin_context, timeout=900)

@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 
 from crdscope.probes.crdwatch import CRDRecord
-from crdscope.probes.publication import PublicationTracker, lag_stats
+from crdscope.probes.openapi import document_resources
+from crdscope.probes.publication import CONTENT_CHECK_AFTER, PublicationTracker, lag_stats
 
 
 def record(name: str, *, created: float, established: float | None, live: bool = True, uid: str | None = None,
@@ -48,6 +49,60 @@ def test_openapi_stage_needs_a_hash_change_after_establishment():
     assert tracker.lag_seconds()["openapi_v3"].max == pytest.approx(2.3)
     history = tracker.index["apis/g.test/v1"]
     assert history.first_seen is None and history.hash_changed == 102.3
+
+
+def test_published_before_the_watch_reported_it():
+    """The watch can report Established after the index already shows the schema: the document settles it."""
+    tracker = PublicationTracker()
+    crds = {"a.g.test": record("a.g.test", created=100.0, established=None),
+            "b.g.test": record("b.g.test", created=100.0, established=None)}
+    tracker.update_crds(crds)
+    tracker.observe_index(100.0, 100.1, {"apis/g.test/v1": "H0"})
+    # The fetch that started at 100.4 already shows a (H1, with a's schema); the watch tells us at 100.5.
+    tracker.observe_index(100.4, 100.6, {"apis/g.test/v1": "H1"})
+    crds["a.g.test"] = record("a.g.test", created=100.0, established=100.5)
+    crds["b.g.test"] = record("b.g.test", created=100.0, established=100.5)
+    tracker.update_crds(crds)
+    tracker.observe_index(101.0, 101.1, {"apis/g.test/v1": "H1"})
+    tracker.place_openapi(crds)
+    assert len(tracker.backlog(crds)) == 2
+    # Not read before the CRDs waited CONTENT_CHECK_AFTER seconds; then once per (path, hash).
+    assert tracker.content_wanted(crds, now=101.1) == []
+    assert tracker.content_wanted(crds, now=100.5 + CONTENT_CHECK_AFTER) == [("apis/g.test/v1", "H1")]
+    tracker.observe_content("apis/g.test/v1", "H1", frozenset({"a"}))
+    assert tracker.content_wanted(crds, now=200.0) == []
+    tracker.place_openapi(crds)
+    by_name = {s.name: s for s in tracker.stages.values()}
+    # Shown by the fetch received at 100.6, after the watch's report at 100.5.
+    assert by_name["a.g.test"].openapi_v3 == 100.6
+    assert tracker.backlog(crds) == [("b.g.test", 100.5)]  # not in H1's document: still waiting
+    tracker.observe_index(110.0, 110.2, {"apis/g.test/v1": "H2"})
+    tracker.place_openapi(crds)
+    assert by_name["b.g.test"].openapi_v3 == 110.2 and tracker.backlog(crds) == []
+
+
+def test_shown_before_the_report_is_timed_at_the_report():
+    tracker = PublicationTracker()
+    crds = {"a.g.test": record("a.g.test", created=100.0, established=None)}
+    tracker.update_crds(crds)
+    tracker.observe_index(100.0, 100.1, {"apis/g.test/v1": "H0"})
+    tracker.observe_index(100.2, 100.3, {"apis/g.test/v1": "H1"})  # received before the watch's report
+    crds["a.g.test"] = record("a.g.test", created=100.0, established=100.9)
+    tracker.update_crds(crds)
+    tracker.observe_content("apis/g.test/v1", "H1", frozenset({"a", "other"}))
+    tracker.place_openapi(crds)
+    assert next(iter(tracker.stages.values())).openapi_v3 == 100.9
+
+
+def test_resources_of_a_group_version_document():
+    document = {"paths": {
+        "/apis/g.test/v1/": {}, "/apis/g.test/v1/widgets": {}, "/apis/g.test/v1/widgets/{name}": {},
+        "/apis/g.test/v1/namespaces/{namespace}/gadgets": {},
+        "/apis/g.test/v1/namespaces/{namespace}/gadgets/{name}/status": {},
+        "/apis/g.test/v1/watch/things": {}, "/apis/other.test/v1/nope": {},
+    }}
+    found = document_resources(document, "apis/g.test/v1")
+    assert found == {"widgets", "gadgets", "things"}
 
 
 def test_crds_older_than_the_monitor():

@@ -31,8 +31,8 @@ def strip_markup(findings: list[Finding], now: float) -> str:
     if not findings:
         return "[$probe-ok]no findings[/]"
     lines = [finding_line(f, now) for f in findings[:SHOWN]]
-    if len(findings) > SHOWN:
-        lines[-1] += f"  [$probe-idle](+{len(findings) - SHOWN} more)[/]"
+    more = f"+{len(findings) - SHOWN} more · " if len(findings) > SHOWN else ""
+    lines[0] += f"  [$probe-idle]({more}f: evidence, cause, remedy)[/]"
     worst = findings[0]
     if worst.severity is Severity.CRITICAL:
         if worst.evidence:

@@ -17,6 +17,7 @@ HELP = """\
   [b]l[/b]        loader: start, pause, resume, stop, clean (asks first)
   [b]t[/b]        next theme           [b]s[/b]  save an SVG screenshot
   [b]e[/b]        estimate: what installing a source would cost this API server
+  [b]f[/b]        findings: each open one's evidence, likely cause and remedy
   [b]1[/b]-[b]7[/b]      show a panel (tabbed layout, small terminals)
   [b]ctrl+p[/b]   command palette: every action, themes, lab faults
 
