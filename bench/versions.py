@@ -40,6 +40,7 @@ from crdscope.lab.binaries import ensure_binaries, supported_minors
 from crdscope.lab.cgroups import parse_size
 from crdscope.lab.controlplane import Lab, LabOptions, LabState, admin_tls
 from crdscope.lab.sockets import etcd_connection_counter
+from crdscope.probes.cluster import status_message
 from crdscope.lab.supervisor import read_events
 
 from crdscope.probes.paths import cache_dir
@@ -251,9 +252,15 @@ def _after_load(state: LabState, figures: dict[str, Any]) -> None:
     with httpx.Client(base_url=state.server, verify=admin_tls(state.pki_dir), timeout=1800) as client:
         started = time.perf_counter()
         try:
-            body = client.get("/openapi/v2", headers={"Accept": "application/json"}).content
+            response = client.get("/openapi/v2", headers={"Accept": "application/json"})
             figures["openapi_v2_first_s"] = round(time.perf_counter() - started, 1)
-            figures["openapi_v2_mib"] = round(len(body) / 2**20, 1)
+            figures["openapi_v2_status"] = response.status_code
+            if response.status_code == 200:
+                figures["openapi_v2_mib"] = round(len(response.content) / 2**20, 1)
+            else:
+                # An error answer is not the document (a server that cannot build /openapi/v2 within
+                # its request timeout answers 504): say what it was, never a size.
+                figures["openapi_v2_mib"] = f"{response.status_code}: {status_message(response)}"
         except httpx.HTTPError as exc:
             figures["openapi_v2_first_s"] = f"failed: {exc}"
 

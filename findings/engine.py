@@ -52,8 +52,9 @@ CHECKED = (
 class FindingsEngine:
     """Turns samples into :class:`FindingChange` transitions and keeps the open findings."""
 
-    def __init__(self, thresholds: Thresholds | None = None, checks_: Iterable[Check] = CHECKS) -> None:
-        self.observations = Observations(thresholds=thresholds or Thresholds())
+    def __init__(self, thresholds: Thresholds | None = None, checks_: Iterable[Check] = CHECKS, *,
+                 memory_limit_bytes: int | None = None) -> None:
+        self.observations = Observations(thresholds=thresholds or Thresholds(), memory_limit_bytes=memory_limit_bytes)
         self.checks = list(checks_)
         self.open: dict[str, Finding] = {}
         self.sinks: list[Callable[[FindingChange], None]] = []

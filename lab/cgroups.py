@@ -120,9 +120,9 @@ def set_limit(group: Path, limit: int) -> None:
     """Change a group's limit while its process runs (lowering it below the usage may be refused)."""
     names = ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes") if (group / "memory.limit_in_bytes").exists() \
         else ("memory.max",)
-    if limit > usage(group) and len(names) == 2:
-        names = names[::-1]  # v1: memsw must stay >= the plain limit, so raise it first
     try:
+        if len(names) == 2 and limit > int((group / names[0]).read_text()):
+            names = names[::-1]  # v1: memsw must stay >= the plain limit: raising, it goes first; lowering, last
         for name in names:
             if (group / name).exists():
                 (group / name).write_text(str(limit))

@@ -66,20 +66,13 @@ def etcd_connection_counter(server: str, home: Path | None = None) -> Callable[[
     across ``crdscope lab kill/start`` (new pid, same ports); it returns None
     while the API server is not running.
     """
-    from .controlplane import Lab, lab_home, pid_is
+    from .controlplane import pid_is
+    from .lookup import lab_for_server
 
-    # Without a home: the default lab, then every named one (`lab up --name`), by server.
-    homes = [home] if home is not None else [lab_home(), *sorted((lab_home() / "named").glob("*"))]
-    for candidate in homes:
-        lab = Lab(candidate)
-        try:
-            state = lab.state()
-        except Exception:  # noqa: BLE001 - a corrupt state file only means "not a lab"
-            continue
-        if state is not None and state.server.rstrip("/") == server.rstrip("/"):
-            break
-    else:
+    found = lab_for_server(server, home)
+    if found is None:
         return None
+    lab = found[0]
 
     def count() -> int | None:
         current = lab.state()

@@ -46,21 +46,26 @@ class Diagnosis:
                 "findings": [f.to_json() for f in self.findings], "checked": list(CHECKED)}
 
 
-def run_doctor(kubeconfig: str | None, context: str | None, seconds: float) -> Diagnosis:
-    """Watch the cluster for ``seconds`` and return the findings open at the end."""
+def run_doctor(kubeconfig: str | None, context: str | None, seconds: float,
+               memory_limit: int | None = None) -> Diagnosis:
+    """Watch the cluster for ``seconds`` and return the findings open at the end.
+
+    ``memory_limit`` (bytes) is the API server's limit when the caller knows it; a
+    capped crdscope lab's cap is found without it.
+    """
     from crdscope.probes.cluster import Cluster
     from crdscope.probes.settings import load_settings
 
     settings = load_settings()
     cluster = Cluster.connect(kubeconfig, context)
-    return asyncio.run(_diagnose(cluster, settings, seconds))
+    return asyncio.run(_diagnose(cluster, settings, seconds, memory_limit))
 
 
-async def _diagnose(cluster: Any, settings: Any, seconds: float) -> Diagnosis:
+async def _diagnose(cluster: Any, settings: Any, seconds: float, memory_limit: int | None = None) -> Diagnosis:
     from crdscope.probes.cluster import first_contact
     from crdscope.probes.monitor import Monitor
 
-    from .headless import add_local_kubectl, wire_lab
+    from .headless import add_local_kubectl, known_memory_limit, wire_lab
     from .recorder import describe_cluster
 
     try:
@@ -69,7 +74,8 @@ async def _diagnose(cluster: Any, settings: Any, seconds: float) -> Diagnosis:
             info = await asyncio.wait_for(describe_cluster(cluster), DESCRIBE_TIMEOUT_SECONDS)
         except TimeoutError:
             info = ClusterInfo(server=cluster.server, context=cluster.context)
-        engine = FindingsEngine(settings.thresholds)
+        engine = FindingsEngine(settings.thresholds,
+                                memory_limit_bytes=known_memory_limit(cluster.server, memory_limit))
         await add_local_kubectl(engine)
         local = engine.observations.kubectl
         samples = 0

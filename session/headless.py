@@ -119,7 +119,8 @@ class HeadlessSink:
 
 def run_headless(kubeconfig: str | None = None, context: str | None = None, duration: str | None = None,
                  record: str | None = None, fail_if: Iterable[str] = (), serve_metrics: str | None = None,
-                 prometheus_url: str | None = None, *, out: TextIO | None = None) -> None:
+                 prometheus_url: str | None = None, *, out: TextIO | None = None,
+                 memory_limit: int | None = None) -> None:
     """Watch a cluster without a screen; raises :class:`CrdscopeError` (exit 1) when a threshold is crossed."""
     from crdscope.probes.cluster import Cluster
     from crdscope.probes.settings import load_settings
@@ -136,7 +137,7 @@ def run_headless(kubeconfig: str | None = None, context: str | None = None, dura
     cluster = Cluster.connect(kubeconfig, context)
     out = out or sys.stdout
     log_to_file(errors_to_stderr=True)  # probe transitions are event lines already
-    outcome = asyncio.run(_watch(cluster, settings, seconds, record, thresholds, listen, out))
+    outcome = asyncio.run(_watch(cluster, settings, seconds, record, thresholds, listen, out, memory_limit))
     if outcome == "crossed":
         raise CrdscopeError("a --fail-if threshold was crossed", exit_code=1)
     if outcome == "interrupted":
@@ -144,7 +145,8 @@ def run_headless(kubeconfig: str | None = None, context: str | None = None, dura
 
 
 async def _watch(cluster: Any, settings: Any, seconds: float | None, record: str | None,
-                 thresholds: list[Threshold], listen: tuple[str, int] | None, out: TextIO) -> str:
+                 thresholds: list[Threshold], listen: tuple[str, int] | None, out: TextIO,
+                 memory_limit: int | None = None) -> str:
     from crdscope.probes.monitor import Monitor
 
     from .exporter import MetricsServer, SampleCollector
@@ -173,6 +175,7 @@ async def _watch(cluster: Any, settings: Any, seconds: float | None, record: str
         sink = HeadlessSink(EventDetector(settings.thresholds), thresholds, recorder=recorder,
                             collector=collector, out=out)
         await add_local_kubectl(sink.findings)
+        sink.findings.observations.memory_limit_bytes = known_memory_limit(cluster.server, memory_limit)
         if collector is not None:
             collector.findings = sink.findings.current
         monitor.add_sink(sink)
@@ -286,6 +289,18 @@ async def add_local_kubectl(engine: FindingsEngine) -> None:
     engine.observations.kubectl = await asyncio.to_thread(read_local_kubectl)
     if engine.observations.kubectl is not None:
         engine.checks.append(kubectl_check)
+
+
+def known_memory_limit(server: str, explicit: int | None = None, lab_home: Path | None = None) -> int | None:
+    """The API server's memory limit: the one given (``--memory-limit``), else the lab's cap when
+    ``server`` is a capped crdscope lab, else None (unknown: no headroom finding)."""
+    if explicit:
+        return explicit
+    try:
+        from crdscope.lab.lookup import lab_memory_limit
+    except ImportError:
+        return None
+    return lab_memory_limit(server, lab_home)
 
 
 def wire_lab(monitor: Any, lab_home: Path | None = None) -> None:

@@ -63,7 +63,7 @@ class CrdscopeApp(App[None]):
     def __init__(self, feed: Feed, *, settings: Settings | None = None, theme: str | None = None,
                  loader: Any = None, lab: Any = None, recorder: Any = None, detector: Any = None,
                  clock: Callable[[], float] | None = None, layout: str | None = None,
-                 mode_label: str = "") -> None:
+                 mode_label: str = "", memory_limit: int | None = None) -> None:
         super().__init__()
         self.feed = feed
         self.settings = settings or Settings()
@@ -74,7 +74,9 @@ class CrdscopeApp(App[None]):
         self.lab = lab
         self.recorder = recorder
         self.detector = detector if detector is not None else _default_detector(self.settings)
-        self.findings = FindingsEngine(self.settings.thresholds)
+        #: The API server's memory limit in bytes when known (``--memory-limit``, the lab's cap).
+        self.memory_limit = memory_limit
+        self.findings = FindingsEngine(self.settings.thresholds, memory_limit_bytes=memory_limit)
         self._clock = clock
         self.mode_label = mode_label
         self._layout = layout
@@ -174,7 +176,7 @@ class CrdscopeApp(App[None]):
     def reset(self) -> None:
         """Forget every sample and event (a replay seeking backwards)."""
         self.store.clear()
-        self.findings = FindingsEngine(self.settings.thresholds)
+        self.findings = FindingsEngine(self.settings.thresholds, memory_limit_bytes=self.memory_limit)
         screen = self.monitor_screen
         if screen is not None:
             for panel in screen.panels():

@@ -102,6 +102,22 @@ def cluster_options(function: Callable[..., Any]) -> Callable[..., Any]:
     return function
 
 
+def memory_limit_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--memory-limit SIZE``: the API server's memory limit, for headroom (watch, doctor, estimate)."""
+    return click.option("--memory-limit", "memory_limit", default=None, metavar="SIZE",
+                        help="the API server's memory limit (e.g. 8Gi): headroom, and when it would be "
+                             "OOM-killed (a capped crdscope lab's is known without it)")(function)
+
+
+def memory_limit_bytes(text: str | None) -> int | None:
+    """``--memory-limit`` in bytes (None when not given); a bad size is a one-line error."""
+    if not text:
+        return None
+    from crdscope.lab.cgroups import parse_size
+
+    return parse_size(text)
+
+
 def run_async(coroutine: Any) -> Any:
     """Run a coroutine to completion from a synchronous click command."""
     import asyncio  # only the commands that talk to a cluster pay for it

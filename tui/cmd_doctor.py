@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .cli import cluster_options
+from .cli import cluster_options, memory_limit_bytes, memory_limit_option
 
 
 @click.command()
@@ -13,12 +13,14 @@ from .cli import cluster_options
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 @click.option("--format", "fmt", type=click.Choice(["text", "md"]), default="text", show_default=True,
               help="text, or Markdown for an incident channel")
-def doctor(kubeconfig: str | None, context: str | None, duration: str, as_json: bool, fmt: str) -> None:
+@memory_limit_option
+def doctor(kubeconfig: str | None, context: str | None, duration: str, as_json: bool, fmt: str,
+           memory_limit: str | None) -> None:
     """Run the probes for a short while and print what is wrong (exit 0 nothing, 1 warning, 2 critical)."""
     from crdscope.session.doctor import render, run_doctor
     from crdscope.session.durations import parse_duration
 
     seconds = parse_duration(duration)
-    diagnosis = run_doctor(kubeconfig, context, seconds)
+    diagnosis = run_doctor(kubeconfig, context, seconds, memory_limit_bytes(memory_limit))
     click.echo(render(diagnosis, "json" if as_json else fmt))
     raise SystemExit(diagnosis.exit_code)

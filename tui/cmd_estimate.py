@@ -12,27 +12,18 @@ from typing import TYPE_CHECKING
 
 import click
 
-from crdscope.tui.cli import cluster_options
+from crdscope.tui.cli import cluster_options, memory_limit_bytes, memory_limit_option
 
 if TYPE_CHECKING:
     from crdscope.costmodel.model import Estimate
     from crdscope.lab.controlplane import LabState
 
 
-def _limit_bytes(text: str | None) -> float | None:
-    if not text:
-        return None
-    from crdscope.lab.cgroups import parse_size
-
-    return float(parse_size(text))
-
-
 @click.command()
 @click.argument("source", required=False)
 @click.option("--kubernetes", "kubernetes_minor", default=None, metavar="MINOR",
               help="an empty cluster of this minor version, e.g. 1.37 [default: the newest calibrated]")
-@click.option("--memory-limit", default=None, metavar="SIZE",
-              help="the API server's memory limit (e.g. 8Gi): headroom and when it would be OOM-killed")
+@memory_limit_option
 @click.option("--json", "as_json", is_flag=True, help="one JSON object (stable keys, units in names)")
 @click.option("--format", "output_format", type=click.Choice(["table", "md"]), default="table", show_default=True,
               help="md: a footprint card to publish with a release")
@@ -63,7 +54,8 @@ def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str
     if measure and context:
         # Replaying the context's CRDs into the lab first is not built yet: say so, do not half-do it.
         raise ConfigError("--measure measures on a fresh empty lab: use it with --kubernetes, not --context")
-    limit = _limit_bytes(memory_limit)
+    given = memory_limit_bytes(memory_limit)
+    limit = float(given) if given else None
     import asyncio  # here, not at the top: `crdscope --help` imports this module
 
     read = asyncio.run(read_source(source, schema_props=schema_props, seed=seed, from_context=from_context,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .cli import cluster_options
+from .cli import cluster_options, memory_limit_bytes, memory_limit_option
 
 
 @click.command()
@@ -20,13 +20,15 @@ from .cli import cluster_options
               help="expose the probes' figures in Prometheus text format")
 @click.option("--prometheus", "prometheus_url", default=None, metavar="URL",
               help="read memory and restarts from this Prometheus (managed control planes)")
+@memory_limit_option
 @click.option("--theme", default=None, help="colour theme of the monitor")
 @click.option("--source", default=None, metavar="SRC",
               help="what the loader loads: a directory, an archive, a YAML file, synthetic:N")
 def watch(kubeconfig: str | None, context: str | None, headless: bool, duration: str | None, record: str | None,
           no_record: bool, fail_if: tuple[str, ...], serve_metrics: str | None, prometheus_url: str | None,
-          theme: str | None, source: str | None) -> None:
+          memory_limit: str | None, theme: str | None, source: str | None) -> None:
     """Open the monitor on a cluster (the current context by default)."""
+    limit = memory_limit_bytes(memory_limit)
     if headless:
         if source is not None:
             # The headless watch only observes; loading is `crdscope load SRC` beside it.
@@ -35,9 +37,10 @@ def watch(kubeconfig: str | None, context: str | None, headless: bool, duration:
         from crdscope.session.headless import run_headless
 
         run_headless(kubeconfig=kubeconfig, context=context, duration=duration, record=record,
-                     fail_if=fail_if, serve_metrics=serve_metrics, prometheus_url=prometheus_url)
+                     fail_if=fail_if, serve_metrics=serve_metrics, prometheus_url=prometheus_url,
+                     memory_limit=limit)
         return
     from .launch import open_monitor
 
     open_monitor(kubeconfig=kubeconfig, context=context, record=None if no_record else (record or True),
-                 prometheus_url=prometheus_url, theme=theme, source=source)
+                 prometheus_url=prometheus_url, theme=theme, source=source, memory_limit=limit)

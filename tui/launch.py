@@ -59,12 +59,13 @@ def open_recorder(record: Any, settings: Settings, kubeconfig: str | None, conte
 
 def build_app(kubeconfig: str | None = None, context: str | None = None, *, record: Any = None,
               prometheus_url: str | None = None, theme: str | None = None, lab: Any = None,
-              settings: Any = None, layout: str | None = None, source: str | None = None) -> CrdscopeApp:
+              settings: Any = None, layout: str | None = None, source: str | None = None,
+              memory_limit: int | None = None) -> CrdscopeApp:
     """The monitor app on a cluster, ready to run (tests drive it with ``run_test``)."""
     from crdscope.probes.cluster import Cluster
     from crdscope.probes.monitor import Monitor
     from crdscope.probes.settings import load_settings
-    from crdscope.session.headless import wire_lab
+    from crdscope.session.headless import known_memory_limit, wire_lab
 
     from .app import CrdscopeApp, check_theme
     from .feeds import LiveFeed
@@ -79,8 +80,9 @@ def build_app(kubeconfig: str | None = None, context: str | None = None, *, reco
     monitor = Monitor(cluster, settings)
     wire_lab(monitor, lab.home if lab is not None else None)
     loader = LoaderControl(monitor, settings.loader, context_flag=context, source=source)
+    limit = known_memory_limit(cluster.server, memory_limit, lab.home if lab is not None else None)
     return CrdscopeApp(LiveFeed(monitor), settings=settings, theme=theme, loader=loader, lab=lab,
-                       recorder=recorder, layout=layout)
+                       recorder=recorder, layout=layout, memory_limit=limit)
 
 
 def check_source(source: str | None) -> None:
@@ -93,14 +95,14 @@ def check_source(source: str | None) -> None:
 
 def open_monitor(kubeconfig: str | None = None, context: str | None = None, *, record: Any = True,
                  prometheus_url: str | None = None, theme: str | None = None, lab: Any = None,
-                 source: str | None = None) -> None:
+                 source: str | None = None, memory_limit: int | None = None) -> None:
     """Open the monitor on a cluster (the current context by default) and run it until quit;
     ``source`` is what the loader offers to load (default: the configured one)."""
     check_source(source)
     where = log_to_file() or NOT_WRITABLE
     _first_contact(kubeconfig, context)
     app = build_app(kubeconfig, context, record=record, prometheus_url=prometheus_url, theme=theme, lab=lab,
-                    source=source)
+                    source=source, memory_limit=memory_limit)
     try:
         app.run()
     finally:

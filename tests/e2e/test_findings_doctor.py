@@ -82,3 +82,40 @@ def test_doctor_on_an_aws_slice_names_kubectl_and_unused_crds(lab, shared_crds, 
     assert group_versions and abs(int(group_versions.group(1)) - len(api_versions)) <= 1, \
         (group_versions, len(api_versions))
     assert kubectl_finding["cause"] and kubectl_finding["remedy"] and unused["remedy"]
+
+
+#: RSS / limit for the headroom tests: inside the warning band (0.8 to 0.95) with room both ways
+#: for an idle API server's RSS to drift, and far enough from the cap that nothing is OOM-killed.
+HEADROOM_FRACTION = 0.87
+
+
+def headroom(done) -> dict:
+    report = json.loads(done.stdout)
+    found = [f for f in report["findings"] if f["id"] == "memory-headroom"]
+    assert found, (report["findings"], done.stderr)
+    return found[0]
+
+
+def test_doctor_judges_memory_headroom_against_a_given_limit_and_a_capped_lab(lab_binaries):
+    """``--memory-limit`` on any cluster; a capped crdscope lab's cap without the flag."""
+    from crdscope.lab.controlplane import Lab, LabOptions
+
+    capped = Lab(name="capped")  # under $CRDSCOPE_LAB_HOME, where the doctor process looks for labs
+    state = capped.up(lab_binaries, options=LabOptions(name="capped", memory_limit=2 << 30))
+    try:
+        where = ("--kubeconfig", state.kubeconfig, "--context", state.admin_context)
+        health = json.loads(crdscope("probe", "health", "--json", *where, timeout=120).stdout)
+        limit_mib = int(health["rss_bytes"] / HEADROOM_FRACTION / 2**20)
+        # A limit given on the command line (the lab's own 2 GiB cap is far away and loses to it).
+        given = headroom(crdscope("doctor", "--duration", "10s", "--json", "--memory-limit", f"{limit_mib}Mi",
+                                  *where, timeout=180))
+        assert f"of its {limit_mib:,} MiB limit" in given["title"], given
+        assert given["severity"] in ("warning", "critical") and "health.rss_bytes" in given["evidence"][0]
+        # The lab's cap, changed in place as `crdscope lab limit` does: known without the flag.
+        capped.set_memory_limit(limit_mib << 20)
+        done = crdscope("doctor", "--duration", "10s", "--json", *where, timeout=180)
+        from_lab = headroom(done)
+        assert f"of its {limit_mib:,} MiB limit" in from_lab["title"], from_lab
+        assert done.returncode >= RANK[from_lab["severity"]] >= 1  # exit by the worst finding
+    finally:
+        capped.down()

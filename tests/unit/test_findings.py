@@ -120,3 +120,16 @@ def test_the_kubectl_finding_estimates_a_legacy_walk_behind_its_limits():
     assert change.finding.severity is Severity.WARNING and "61.2 s" in change.finding.title
     assert "10 minutes" in change.finding.title
     assert any("2 + 400 requests" in e for e in change.finding.evidence)
+
+
+def test_memory_headroom_needs_a_known_limit_and_rises_to_critical():
+    limit = 1000 * 2**20
+    assert not [f for f in FindingsEngine().observe(HealthSample(timestamp=1.0, rss_bytes=int(0.9 * limit), crds=10))
+                if f.finding.id == "memory-headroom"]  # no limit known: no verdict
+    engine = FindingsEngine(memory_limit_bytes=limit)
+    assert engine.observe(HealthSample(timestamp=1.0, rss_bytes=int(0.7 * limit), crds=10)) == []
+    opened = engine.observe(HealthSample(timestamp=2.0, rss_bytes=int(0.85 * limit), crds=10))
+    assert [(c.change, c.finding.severity.value) for c in opened] == [("opened", "warning")]
+    assert "85% of its 1,000 MiB limit" in opened[0].finding.title
+    worse = engine.observe(HealthSample(timestamp=3.0, rss_bytes=int(0.97 * limit), crds=10))
+    assert [c.finding.severity.value for c in worse] == ["critical"]

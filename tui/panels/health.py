@@ -136,13 +136,14 @@ class HealthPanel(ProbePanel):
             yield RolePlot(id="plot-latency")
 
     def memory_limit(self) -> float | None:
-        """The API server's memory limit when known: the lab's cap (``lab up --memory-limit``)."""
+        """The API server's memory limit when known: the lab's cap as it is now (``lab limit`` changes
+        it), else the one the monitor was given (``--memory-limit``)."""
         lab = getattr(self.app, "lab", None)
         try:
             state = lab.state() if lab is not None else None
         except (OSError, ValueError):
-            return None
-        limit = getattr(state, "memory_limit", 0)
+            state = None
+        limit = getattr(state, "memory_limit", 0) or getattr(self.app, "memory_limit", None)
         return float(limit) if limit else None
 
     def draw(self) -> None:
