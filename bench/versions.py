@@ -5,7 +5,7 @@ built version, a fresh lab; the AWS set (``../shared/crds/provider-aws.tar.xz``)
 ``crdscope load`` at its default pace, while a sampler records every few seconds:
 
 - resident memory and Go heap (``/metrics``) against the CRDs stored
-  (``apiserver_storage_objects``), fitted to MiB per CRD; the API server's TCP connections to
+  (a one-item LIST of CRDs), fitted to MiB per CRD; the API server's TCP connections to
   etcd (from /proc, lab/sockets.py) against the CRDs;
 - a latency canary (``GET /api/v1/namespaces/default`` every second): p99, failures, and outage
   windows (consecutive failures); the lab supervisor's kills and restarts with ``--memory-limit``;
@@ -50,7 +50,7 @@ from .discovery import crdscope_command
 from .labs import crd_files
 
 SET = "provider-aws"
-CRD_RESOURCE = "customresourcedefinitions.apiextensions.k8s.io"
+CRD_LIST = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 METRIC_SECONDS = 5.0
 CANARY_SECONDS = 1.0
 OPENAPI_SECONDS = 2.0
@@ -66,6 +66,18 @@ def _metric(text: str, name: str, labels: str = "") -> float | None:
     pattern = rf"^{re.escape(name)}(?:\{{[^}}]*{re.escape(labels)}[^}}]*\}})?\s+(\S+)$"
     match = re.search(pattern, text, re.M)
     return float(match.group(1)) if match else None
+
+
+def _crd_count(client: httpx.Client) -> float | None:
+    """CRDs stored now: one item listed, the rest counted by ``remainingItemCount``."""
+    try:
+        answer = client.get(CRD_LIST, params={"limit": "1"})
+        if answer.status_code != 200:
+            return None
+        listed = answer.json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    return float(len(listed.get("items") or []) + int((listed.get("metadata") or {}).get("remainingItemCount") or 0))
 
 
 def _fit(points: list[tuple[float, float]]) -> float | None:
@@ -150,11 +162,10 @@ class Sampler:
                     text = client.get("/metrics").text
                 except httpx.HTTPError:
                     continue
-                # 1.37 counts objects in apiserver_resource_objects{group,resource}; older servers
-                # in apiserver_storage_objects{resource="<resource>.<group>"}.
-                crds = _metric(text, "apiserver_resource_objects", 'resource="customresourcedefinitions"')
-                if crds is None:
-                    crds = _metric(text, "apiserver_storage_objects", f'resource="{CRD_RESOURCE}"')
+                # The CRDs stored, counted by a one-item LIST: the object-count metrics
+                # (apiserver_resource_objects on 1.37, apiserver_storage_objects before) refresh
+                # about once a minute on older servers, too seldom to fit a short load.
+                crds = _crd_count(client)
                 rss = _metric(text, "process_resident_memory_bytes")
                 if crds is None or rss is None:
                     continue

@@ -521,15 +521,19 @@ def make_probe(monitor: Monitor) -> HealthProbe:
 SCRAPES_PER_REPLICA = 3
 
 
-async def once(cluster: Cluster, prometheus_url: str | None = None) -> HealthSample:
+async def once(cluster: Cluster, prometheus_url: str | None = None,
+               etcd_counter: Callable[[], int | None] | None = None) -> HealthSample:
     """One health sample (``crdscope probe health``): fits need a running monitor.
+
+    ``etcd_counter`` counts the API server's etcd connections where the caller can (a
+    crdscope lab's, from /proc: probes never import the lab).
 
     Behind a load balancer it scrapes again (each time on a new connection) until every API
     server the Leases count has answered once, so the sample lists each replica's figures.
     """
     prometheus = PrometheusSource(prometheus_url) if prometheus_url else None
     probe = HealthProbe(cluster, MetricsSource(cluster), crd_count=lambda: count_crds(cluster),
-                        prometheus=prometheus, cadence=0.0)
+                        prometheus=prometheus, cadence=0.0, etcd_counter=lambda: etcd_counter)
     try:
         sample = await probe.run()
         for _ in range(SCRAPES_PER_REPLICA * (sample.apiservers or 1)):

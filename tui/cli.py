@@ -193,6 +193,10 @@ def probe(name: str, as_json: bool, legacy: bool, qps: float | None, burst: int 
 
     async def main() -> dict[str, Any]:
         async with Cluster.connect(kubeconfig, context) as cluster:
+            if name == "health":  # on a crdscope lab, its etcd connections are counted from /proc
+                from crdscope.lab.sockets import etcd_connection_counter
+
+                options["etcd_counter"] = etcd_connection_counter(cluster.server)
             sample = await function(cluster, **options)
             return sample.to_json()
 
@@ -225,7 +229,7 @@ def check_probe_options(name: str, function: Callable[..., Any], options: dict[s
     declared = {p.name for p in parameters if p.kind in keywords}
     unknown = [PROBE_FLAGS.get(k, k) for k in options if k not in declared]
     if unknown:
-        takes = sorted(PROBE_FLAGS.get(k, k) for k in declared)
+        takes = sorted(PROBE_FLAGS[k] for k in declared if k in PROBE_FLAGS)  # others are wiring, not flags
         raise ConfigError(f"probe {name} does not take {', '.join(unknown)} "
                           f"({'it takes ' + ', '.join(takes) if takes else 'it takes no options'})")
 

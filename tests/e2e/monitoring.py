@@ -7,9 +7,13 @@ Shared by the health and latency end-to-end tests.  kubectl runs in a thread
 from __future__ import annotations
 
 import asyncio
+import shutil
+import subprocess
 import contextlib
 from pathlib import Path
 from collections.abc import Callable
+
+import pytest
 
 from tests.crdsets import crd_names, delete_crds
 from tests.helpers import async_wait_for
@@ -101,3 +105,14 @@ def metric_value(text: str, name: str) -> float:
         if line.startswith(name + " "):
             return float(line.split()[1])
     raise AssertionError(f"{name} not in /metrics")
+
+
+def ss_etcd_connections(lab) -> int:
+    """The reference count: `ss` lists the API server's established connections to etcd's port."""
+    if not shutil.which("ss"):
+        pytest.fail("ss (iproute2) is needed as the reference for the etcd connection count")
+    state = lab.lab.state()
+    pid, port = state.components["apiserver"].pid, state.components["etcd"].port
+    done = subprocess.run(["ss", "-Htnp", "state", "established", f"( dport = :{port} )"],
+                          capture_output=True, text=True, timeout=30, check=True)
+    return sum(1 for line in done.stdout.splitlines() if f"pid={pid}," in line)

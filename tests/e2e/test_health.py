@@ -15,7 +15,7 @@ import pytest
 
 from crdscope.probes.health import HealthSample
 from tests.crdsets import write_tiny_crds
-from tests.e2e.monitoring import apply_and_establish, kubectl, metric_value, running_monitor
+from tests.e2e.monitoring import apply_and_establish, kubectl, metric_value, running_monitor, ss_etcd_connections
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.lab
@@ -24,9 +24,9 @@ CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
 OURS = {"app.kubernetes.io/managed-by": "crdscope"}
 
 
-def probe_health(kubeconfig: str, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+def probe_health(kubeconfig: str, *extra: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, dict]:
     done = subprocess.run([*CRDSCOPE, "probe", "health", "--json", "--kubeconfig", kubeconfig, *extra],
-                          capture_output=True, text=True, timeout=120, env=dict(os.environ))
+                          capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})})
     return done, json.loads(done.stdout) if done.stdout.strip() else {}
 
 
@@ -45,7 +45,8 @@ def objects_by_resource(text: str) -> dict[str, int]:
 
 def test_cli_figures_agree_with_a_direct_metrics_read(lab):
     def agreeing():
-        done, sample = probe_health(lab.kubeconfig)
+        # The session lab's home, where `crdscope lab up` would have put it: the probe finds the lab there.
+        done, sample = probe_health(lab.kubeconfig, env={"CRDSCOPE_LAB_HOME": str(lab.lab.home)})
         assert done.returncode == 0, done.stderr
         reference = lab.kubectl("get", "--raw", "/metrics").stdout
         crds = len(lab.kubectl_json("get", "crd")["items"])
@@ -78,8 +79,9 @@ def test_cli_figures_agree_with_a_direct_metrics_read(lab):
     # One sample cannot fit a line: each fit is None with its reason, never 0.
     for field in ("mib_per_crd", "r2", "fds_per_crd"):
         assert sample[field] is None and "two or more CRD counts" in sample["unobservable"][field]
-    # A one-shot probe is not wired to the lab: the etcd count says why it is missing.
-    assert sample["etcd_connections"] is None and "lab" in sample["unobservable"]["etcd_connections"]
+    # On a crdscope lab even the one-shot probe counts the API server's etcd connections (from /proc).
+    assert sample["etcd_connections"] == pytest.approx(ss_etcd_connections(lab), abs=3)
+    assert "etcd_connections" not in sample["unobservable"]
 
 
 async def test_memory_per_crd_is_positive_with_r2_after_a_few_hundred_crds(fresh_lab, tmp_path: Path):

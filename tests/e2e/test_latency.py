@@ -4,7 +4,6 @@ and descriptor / etcd-connection growth as custom resource kinds come into use."
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,23 +12,13 @@ import pytest
 
 from crdscope.probes.latency import WINDOW_SECONDS
 from tests.crdsets import crd_names, write_tiny_crds
-from tests.e2e.monitoring import apply_and_establish, delete_and_wait, kubectl, running_monitor
+from tests.e2e.monitoring import (apply_and_establish, delete_and_wait, kubectl, running_monitor,
+                                  ss_etcd_connections)
 
 pytestmark = pytest.mark.lab
 
 CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
 OURS = {"app.kubernetes.io/managed-by": "crdscope"}
-
-
-def ss_etcd_connections(lab) -> int:
-    """The reference count: `ss` lists the API server's established connections to etcd's port."""
-    if not shutil.which("ss"):
-        pytest.fail("ss (iproute2) is needed as the reference for the etcd connection count")
-    state = lab.lab.state()
-    pid, port = state.components["apiserver"].pid, state.components["etcd"].port
-    done = subprocess.run(["ss", "-Htnp", "state", "established", f"( dport = :{port} )"],
-                          capture_output=True, text=True, timeout=30, check=True)
-    return sum(1 for line in done.stdout.splitlines() if f"pid={pid}," in line)
 
 
 async def test_canaries_answer_200_with_plausible_times(lab, tmp_path: Path):
