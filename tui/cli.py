@@ -186,8 +186,9 @@ def probe(name: str, as_json: bool, legacy: bool, qps: float | None, burst: int 
     from crdscope.probes.registry import oneshot
 
     function = oneshot(name)
-    options = {k: v for k, v in {"legacy": legacy or None, "qps": qps, "burst": burst,
-                                 "prometheus_url": prometheus_url, "kubectl": kubectl}.items() if v is not None}
+    options: dict[str, Any] = {k: v for k, v in {"legacy": legacy or None, "qps": qps, "burst": burst,
+                                                 "prometheus_url": prometheus_url, "kubectl": kubectl}.items()
+                               if v is not None}
 
     check_probe_options(name, function, options)
 
