@@ -34,6 +34,16 @@ SMALL_CLUSTER_GROUP_VERSIONS = 50
 
 
 @dataclasses.dataclass(frozen=True)
+class KubectlMeasurement:
+    """The local kubectl's ``api-resources`` with an empty cache dir, timed in this run."""
+
+    seconds: float | None = None
+    #: Killed unfinished after this many seconds (its cold discovery takes longer).
+    unfinished_after: float | None = None
+    error: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class KubectlClient:
     """The local kubectl: where, which version, and its discovery behaviour."""
 
@@ -128,7 +138,8 @@ def kubectl_check(obs: Observations) -> list[Finding]:
     discovery = obs.good("discovery")
     if not isinstance(kubectl, KubectlClient) or discovery is None:
         return []
-    seconds, how = estimate_cold_discovery(kubectl, discovery)
+    modelled, how = estimate_cold_discovery(kubectl, discovery)
+    seconds, measured = _measured(obs.kubectl_measured, modelled)
     if seconds is None:
         return []
     budget = obs.thresholds.discovery_seconds_warn
@@ -141,7 +152,7 @@ def kubectl_check(obs: Observations) -> list[Finding]:
         "kubectl-discovery", severity,
         f"your kubectl {kubectl.git_version}: next cold discovery about {fmt_seconds(seconds)} ({verdict}), "
         f"cache expires every {ttl}",
-        (f"local kubectl: {kubectl.describe()}", how,
+        (f"local kubectl: {kubectl.describe()}", *measured, how if not measured else f"modelled: {how}",
          f"discovery.group_versions = {discovery.group_versions}; budget {budget:g} s "
          "(thresholds.discovery_seconds_warn)"),
         "kubectl discovers every group-version before its first command after the cache expires; behind its "
@@ -149,3 +160,18 @@ def kubectl_check(obs: Observations) -> list[Finding]:
         + ("; kubectl up to 1.23 also keeps the cache only 10 minutes" if kubectl.minor <= 23 else ""),
         "use kubectl 1.30 or newer (aggregated discovery v2, 50/300, 6 h cache) against a server that serves "
         "aggregated discovery; fewer CRDs mean fewer group-versions")]
+
+
+def _measured(measurement: object, modelled: float | None) -> tuple[float | None, tuple[str, ...]]:
+    """The figure the finding states (a real run beats the model) and the evidence lines for it."""
+    if not isinstance(measurement, KubectlMeasurement):
+        return modelled, ()
+    if measurement.seconds is not None:
+        return measurement.seconds, (f"measured: kubectl api-resources with an empty --cache-dir took "
+                                     f"{fmt_seconds(measurement.seconds)} in this run (process start, "
+                                     "discovery, its disk cache written)",)
+    if measurement.unfinished_after is not None:
+        return max(modelled or 0.0, measurement.unfinished_after), (
+            f"measured: kubectl api-resources with an empty --cache-dir had not finished after "
+            f"{fmt_seconds(measurement.unfinished_after)} (stopped there)",)
+    return modelled, (f"not measured: {measurement.error}",) if measurement.error else ()

@@ -25,6 +25,8 @@ class Observations:
     #: Extra knowledge set by the caller: the local kubectl (findings.kubectl.KubectlClient),
     #: a memory limit in bytes, a cost model... (None: not known).
     kubectl: Any = None
+    #: That kubectl's cold discovery timed for real (findings.kubectl.KubectlMeasurement; doctor sets it).
+    kubectl_measured: Any = None
     memory_limit_bytes: int | None = None
     now: float = 0.0
 

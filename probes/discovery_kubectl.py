@@ -122,18 +122,48 @@ def inspect_cache(server: str, root: Path | None = None, *, time_reads: bool = T
     )
 
 
-async def _run_kubectl(argv: list[str], env: dict[str, str]) -> tuple[float, int, str, str]:
+async def _run_kubectl(argv: list[str], env: dict[str, str],
+                       timeout: float = KUBECTL_TIMEOUT_SECONDS) -> tuple[float, int, str, str]:
     started = time.perf_counter()
     process = await asyncio.create_subprocess_exec(*argv, env=env, stdout=asyncio.subprocess.PIPE,
                                                    stderr=asyncio.subprocess.PIPE)
     try:
-        out, err = await asyncio.wait_for(process.communicate(), KUBECTL_TIMEOUT_SECONDS)
-    except TimeoutError:
-        process.kill()
+        out, err = await asyncio.wait_for(process.communicate(), timeout)
+    except (TimeoutError, asyncio.CancelledError):
+        process.kill()  # never leave a kubectl behind
         await process.wait()
         raise
     return time.perf_counter() - started, process.returncode or 0, out.decode(errors="replace"), \
         err.decode(errors="replace")
+
+
+def _kubectl_env(cluster: Cluster) -> dict[str, str]:
+    env = dict(os.environ)
+    if cluster.config.kubeconfig:
+        env["KUBECONFIG"] = os.pathsep.join(cluster.config.kubeconfig)
+    return env
+
+
+def _api_resources(binary: str, cache: str, cluster: Cluster) -> list[str]:
+    argv = [binary, f"--cache-dir={cache}", f"--context={cluster.context}", "api-resources", "--no-headers"]
+    if cluster.context == "in-cluster":
+        argv.remove(f"--context={cluster.context}")
+    return argv
+
+
+async def kubectl_cold_seconds(cluster: Cluster, kubectl: str, timeout: float) -> tuple[float | None, str | None]:
+    """Seconds of one ``kubectl api-resources`` with an empty cache dir (what its next cold discovery
+    costs), or (None, why not).  A run past ``timeout`` is killed and raises :class:`TimeoutError`
+    (a cold discovery that slow is itself the answer)."""
+    with tempfile.TemporaryDirectory(prefix="crdscope-kubectl-cache-") as cache:
+        try:
+            seconds, code, _, err = await _run_kubectl(_api_resources(kubectl, cache, cluster),
+                                                       _kubectl_env(cluster), timeout)
+        except OSError as exc:
+            return None, f"cannot run kubectl: {exc.strerror or exc}"
+    if code != 0:
+        return None, f"kubectl api-resources failed: {_last_line(err)}"
+    return seconds, None
 
 
 async def kubectl_timing(cluster: Cluster, kubectl: str | None = None) -> KubectlTiming:
@@ -146,13 +176,9 @@ async def kubectl_timing(cluster: Cluster, kubectl: str | None = None) -> Kubect
     binary = kubectl or shutil.which("kubectl")
     if not binary:
         return KubectlTiming(error="kubectl is not on PATH")
-    env = dict(os.environ)
-    if cluster.config.kubeconfig:
-        env["KUBECONFIG"] = os.pathsep.join(cluster.config.kubeconfig)
+    env = _kubectl_env(cluster)
     with tempfile.TemporaryDirectory(prefix="crdscope-kubectl-cache-") as cache:
-        base = [binary, f"--cache-dir={cache}", f"--context={cluster.context}", "api-resources", "--no-headers"]
-        if cluster.context == "in-cluster":
-            base.remove(f"--context={cluster.context}")
+        base = _api_resources(binary, cache, cluster)
         try:
             cold, code, out, err = await _run_kubectl(base, env)
             if code != 0:

@@ -68,6 +68,7 @@ async def _diagnose(cluster: Any, settings: Any, seconds: float, memory_limit: i
     from .headless import add_local_kubectl, known_memory_limit, wire_lab
     from .recorder import describe_cluster
 
+    measuring: asyncio.Task[Any] | None = None
     try:
         await first_contact(cluster)
         try:
@@ -78,6 +79,8 @@ async def _diagnose(cluster: Any, settings: Any, seconds: float, memory_limit: i
                                 memory_limit_bytes=known_memory_limit(cluster.server, memory_limit))
         await add_local_kubectl(engine)
         local = engine.observations.kubectl
+        # The local kubectl's cold discovery, for real, beside the probes (bounded by the duration).
+        measuring = asyncio.create_task(measure_kubectl(cluster, local.path, seconds)) if local else None
         samples = 0
 
         def sink(sample: Any) -> None:
@@ -96,10 +99,30 @@ async def _diagnose(cluster: Any, settings: Any, seconds: float, memory_limit: i
             await running
         if running in done and running.exception() is not None:
             raise running.exception()  # type: ignore[misc]  # checked just above: not None
+        if measuring is not None:
+            engine.observations.kubectl_measured = await measuring
+            engine.evaluate(time.time())
         return Diagnosis(cluster=info, seconds=time.monotonic() - started, findings=engine.current(),
                          samples=samples, kubectl=local.describe() if local else "not found on PATH")
     finally:
+        if measuring is not None and not measuring.done():
+            measuring.cancel()  # its kubectl is killed on the way out
+            with contextlib.suppress(BaseException):
+                await measuring
         await cluster.aclose()
+
+
+async def measure_kubectl(cluster: Any, kubectl: str, seconds: float) -> Any:
+    """kubectl's ``api-resources`` with an empty cache dir, timed, at most ``seconds`` (then stopped)."""
+    from crdscope.findings.kubectl import KubectlMeasurement
+    from crdscope.probes.discovery_kubectl import kubectl_cold_seconds
+
+    budget = max(1.0, seconds)
+    try:
+        took, error = await kubectl_cold_seconds(cluster, kubectl, budget)
+    except TimeoutError:
+        return KubectlMeasurement(unfinished_after=budget)
+    return KubectlMeasurement(seconds=took, error=error)
 
 
 def render(diagnosis: Diagnosis, fmt: str) -> str:

@@ -81,6 +81,13 @@ def test_doctor_on_an_aws_slice_names_kubectl_and_unused_crds(lab, shared_crds, 
     # kubectl lists the core "v1" too; crdscope counts the group-versions a discovery walk fetches.
     assert group_versions and abs(int(group_versions.group(1)) - len(api_versions)) <= 1, \
         (group_versions, len(api_versions))
+    # The local kubectl was run for real with an empty cache dir; the title states that figure,
+    # and the model's figure stays in the evidence beside it.
+    measured = next((e for e in kubectl_finding["evidence"] if e.startswith("measured: ")), None)
+    assert measured and "api-resources with an empty --cache-dir took" in measured, kubectl_finding["evidence"]
+    figure = re.search(r"took ([\d.]+) s", measured).group(1)
+    assert f"about {figure} s" in kubectl_finding["title"], (measured, kubectl_finding["title"])
+    assert any(e.startswith("modelled: ") for e in kubectl_finding["evidence"])
     assert kubectl_finding["cause"] and kubectl_finding["remedy"] and unused["remedy"]
 
 

@@ -122,6 +122,31 @@ def test_the_kubectl_finding_estimates_a_legacy_walk_behind_its_limits():
     assert any("2 + 400 requests" in e for e in change.finding.evidence)
 
 
+def test_a_real_kubectl_run_beats_the_model_and_an_unfinished_one_is_a_lower_bound():
+    from crdscope.findings.kubectl import KubectlClient, KubectlMeasurement, kubectl_check
+    from crdscope.probes.discovery import DiscoverySample
+
+    new = KubectlClient("kubectl", "v1.32.4", 1, 32)
+    discovery = DiscoverySample(timestamp=1.0, mode="aggregated", format="v2", group_versions=400, cold_seconds=0.25)
+
+    def finding(measured):
+        engine = FindingsEngine(checks_=[kubectl_check])
+        engine.observations.kubectl, engine.observations.kubectl_measured = new, measured
+        (change,) = engine.observe(discovery)
+        return change.finding
+
+    modelled = finding(None)
+    assert "about 0.25 s (fine)" in modelled.title and not any("measured:" in e for e in modelled.evidence)
+    real = finding(KubectlMeasurement(seconds=0.99))
+    assert "about 0.99 s (fine)" in real.title
+    assert any(e.startswith("measured: ") and "0.99 s" in e for e in real.evidence)
+    assert any(e.startswith("modelled: ") and "0.25 s" in e for e in real.evidence)  # both, to compare
+    slow = finding(KubectlMeasurement(unfinished_after=30.0))
+    assert slow.severity is Severity.WARNING and "about 30.0 s (slow)" in slow.title
+    failed = finding(KubectlMeasurement(error="kubectl api-resources failed: Unauthorized"))
+    assert "0.25 s" in failed.title and any("not measured: " in e for e in failed.evidence)
+
+
 def test_memory_headroom_needs_a_known_limit_and_rises_to_critical():
     limit = 1000 * 2**20
     assert not [f for f in FindingsEngine().observe(HealthSample(timestamp=1.0, rss_bytes=int(0.9 * limit), crds=10))
