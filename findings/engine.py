@@ -37,16 +37,19 @@ CHECKS: tuple[Check, ...] = (
     resources.etcd_connections,
 )
 #: What the checks look at, for "nothing found" (``crdscope doctor``).
-CHECKED = (
-    "API server answering (requests in flight, health checks)",
-    "request latency against the SLOs (canaries, server-side p99)",
-    "aggregated discovery offered",
-    "APF rejecting or queueing",
-    "OpenAPI publication backlog",
-    "memory per CRD, growth, restarts",
-    "CRDs without objects",
-    "etcd connections per CRD",
+#: What the checks look at, and the probe whose samples each needs (``doctor`` lists a check as
+#: done only when that probe delivered a good sample).
+CHECKED_BY_PROBE = (
+    ("API server answering (requests in flight, health checks)", "responsiveness"),
+    ("request latency against the SLOs (canaries, server-side p99)", "latency"),
+    ("aggregated discovery offered", "discovery"),
+    ("APF rejecting or queueing", "throttling"),
+    ("OpenAPI publication backlog", "openapi"),
+    ("memory per CRD, growth, restarts", "health"),
+    ("CRDs without objects", "health"),
+    ("etcd connections per CRD", "health"),
 )
+CHECKED = tuple(what for what, _ in CHECKED_BY_PROBE)
 
 
 class FindingsEngine:
@@ -134,4 +137,4 @@ class FindingsReplay:
         return most_severe_first(list(self.open.values()))
 
 
-__all__ = ["CHECKS", "CHECKED", "FindingsEngine", "FindingsReplay", "OPENED", "CLOSED", "CHANGED"]
+__all__ = ["CHECKS", "CHECKED", "CHECKED_BY_PROBE", "FindingsEngine", "FindingsReplay", "OPENED", "CLOSED", "CHANGED"]

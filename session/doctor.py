@@ -14,7 +14,7 @@ import json
 import time
 from typing import Any
 
-from crdscope.findings.engine import CHECKED, FindingsEngine
+from crdscope.findings.engine import CHECKED_BY_PROBE, FindingsEngine
 from crdscope.findings.model import Finding, Severity, format_duration, most_severe_first
 from crdscope.probes.errors import ConfigError
 
@@ -34,6 +34,19 @@ class Diagnosis:
     findings: list[Finding]
     samples: int
     kubectl: str
+    #: Probes that delivered at least one good sample (what the checks could judge).
+    probes_seen: frozenset[str] = frozenset()
+
+    @property
+    def checked(self) -> list[str]:
+        """The checks whose probe delivered a good sample."""
+        return [what for what, probe in CHECKED_BY_PROBE if probe in self.probes_seen]
+
+    @property
+    def not_checked(self) -> list[str]:
+        """The others, each with why (its probe never delivered a good sample in the time given)."""
+        return [f"{what} (no good {probe} sample in {format_duration(self.seconds)}: try a longer --duration)"
+                for what, probe in CHECKED_BY_PROBE if probe not in self.probes_seen]
 
     @property
     def exit_code(self) -> int:
@@ -43,7 +56,8 @@ class Diagnosis:
     def to_json(self) -> dict[str, Any]:
         return {"cluster": self.cluster.to_json(), "duration_seconds": round(self.seconds, 1),
                 "samples": self.samples, "kubectl": self.kubectl, "exit_code": self.exit_code,
-                "findings": [f.to_json() for f in self.findings], "checked": list(CHECKED)}
+                "findings": [f.to_json() for f in self.findings], "checked": self.checked,
+                "not_checked": self.not_checked}
 
 
 def run_doctor(kubeconfig: str | None, context: str | None, seconds: float,
@@ -82,10 +96,13 @@ async def _diagnose(cluster: Any, settings: Any, seconds: float, memory_limit: i
         # The local kubectl's cold discovery, for real, beside the probes (bounded by the duration).
         measuring = asyncio.create_task(measure_kubectl(cluster, local.path, seconds)) if local else None
         samples = 0
+        seen: set[str] = set()
 
         def sink(sample: Any) -> None:
             nonlocal samples
             samples += 1
+            if sample.error is None:
+                seen.add(sample.probe)
             engine.observe(sample)
 
         monitor = Monitor(cluster, settings)
@@ -103,7 +120,8 @@ async def _diagnose(cluster: Any, settings: Any, seconds: float, memory_limit: i
             engine.observations.kubectl_measured = await measuring
             engine.evaluate(time.time())
         return Diagnosis(cluster=info, seconds=time.monotonic() - started, findings=engine.current(),
-                         samples=samples, kubectl=local.describe() if local else "not found on PATH")
+                         samples=samples, kubectl=local.describe() if local else "not found on PATH",
+                         probes_seen=frozenset(seen))
     finally:
         if measuring is not None and not measuring.done():
             measuring.cancel()  # its kubectl is killed on the way out
@@ -137,9 +155,10 @@ def render(diagnosis: Diagnosis, fmt: str) -> str:
             f"{info.context}), watched {format_duration(diagnosis.seconds)}; local kubectl: {diagnosis.kubectl}")
     lines = [f"### {head}" if md else head, ""]
     findings = most_severe_first(diagnosis.findings)
+    not_checked = ["", "Not checked: " + "; ".join(diagnosis.not_checked) + "."] if diagnosis.not_checked else []
     if not findings:
-        lines.append("Nothing found. Checked: " + "; ".join(CHECKED) + ".")
-        return "\n".join(lines)
+        lines.append("Nothing found. Checked: " + ("; ".join(diagnosis.checked) or "nothing") + ".")
+        return "\n".join(lines + not_checked)
     now = time.time()
     for finding in findings:
         since = time.strftime("%H:%M:%S", time.localtime(finding.since))
@@ -151,4 +170,4 @@ def render(diagnosis: Diagnosis, fmt: str) -> str:
         lines += [f"{bullet}likely cause: {finding.cause}", f"{bullet}what to do: {finding.remedy}", ""]
     counts = {s: sum(1 for f in findings if f.severity is s) for s in Severity}
     lines.append(", ".join(f"{n} {s.value}" for s, n in counts.items() if n) + f"; exit {diagnosis.exit_code}")
-    return "\n".join(lines)
+    return "\n".join(lines + not_checked)

@@ -26,6 +26,7 @@ def test_doctor_on_an_idle_small_lab_finds_nothing_and_exits_0(lab):
     assert report["exit_code"] == 0 and report["cluster"]["server"] == lab.server
     assert report["samples"] > 20  # the responsiveness probe alone reports every second
     assert "API server answering" in " ".join(report["checked"])
+    assert report["not_checked"] == [], report["not_checked"]  # every probe answered within 20 s
 
 
 def test_doctor_markdown_says_what_it_checked(lab):
