@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from crdscope.findings.kubectl import SMALL_CLUSTER_GROUP_VERSIONS
-from tests.crdsets import crd_names, delete_crds, extract
+from tests.crdsets import crd_names, extract
 from tests.faults.helpers import crdscope
 
 RANK = {"info": 0, "warning": 1, "critical": 2}
@@ -48,18 +48,21 @@ def test_doctor_rejects_a_bad_duration_in_one_line():
 AWS_GROUPS = 36
 
 
-def test_doctor_on_an_aws_slice_names_kubectl_and_unused_crds(lab, shared_crds, tmp_path):
-    """The kubectl and unused-CRD findings with their evidence, checked against kubectl itself."""
+def test_doctor_on_an_aws_slice_names_kubectl_and_unused_crds(fresh_lab, shared_crds, tmp_path):
+    """The kubectl and unused-CRD findings with their evidence, checked against kubectl itself.
+
+    On a lab of its own: the API server keeps /metrics series for every CRD it ever served, and
+    190 AWS CRDs would fatten the shared lab's /metrics for every later test (a Prometheus with a
+    1 s scrape timeout then misses scrapes).
+    """
+    lab = fresh_lab
     paths = extract("provider-aws", tmp_path / "aws", groups=AWS_GROUPS)
     names = crd_names(paths)
-    try:
-        lab.kubectl("apply", "--server-side", "-f", str(tmp_path / "aws"), timeout=900)
-        lab.kubectl("wait", "--for=condition=Established", "--timeout=300s", "crd", *names, timeout=400)
-        done = crdscope("doctor", "--duration", "20s", "--json", "--kubeconfig", lab.kubeconfig,
-                        "--context", lab.admin_context, timeout=240)
-        api_versions = lab.kubectl("api-versions").stdout.split()
-    finally:
-        delete_crds(lab, *names)
+    lab.kubectl("apply", "--server-side", "-f", str(tmp_path / "aws"), timeout=900)
+    lab.kubectl("wait", "--for=condition=Established", "--timeout=300s", "crd", *names, timeout=400)
+    done = crdscope("doctor", "--duration", "20s", "--json", "--kubeconfig", lab.kubeconfig,
+                    "--context", lab.admin_context, timeout=240)
+    api_versions = lab.kubectl("api-versions").stdout.split()
     assert len(api_versions) >= SMALL_CLUSTER_GROUP_VERSIONS  # the slice is big enough for the finding
     report = json.loads(done.stdout)
     by_kind = {f["id"].split(":")[0]: f for f in report["findings"]}
