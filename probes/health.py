@@ -262,7 +262,7 @@ class HealthProbe:
         if crds is None:
             unobservable["crds"] = crds_reason or "CRD count unknown"
 
-        restarts, replica = self._restarts(values, reading, unobservable, now, crds)
+        restarts, replica = self._restarts(values, reading, unobservable, scrape.timestamp, crds)
         if leases.error:
             unobservable["apiservers"] = unobservable["lease_replacements"] = leases.error
         self._spread_scrapes()

@@ -15,9 +15,13 @@ cluster reports (its identity Leases, :mod:`probes.leases`):
   away and came back with a new start time), among slots whose process
   started before the new one (a process cannot replace a younger one);
 * a process that was counted as replaced and answers again proves the
-  "restart" was another replica: the count is taken back and the newer process
-  gets a slot of its own (this is what keeps a balancer flipping between
-  replicas from counting restarts when the Leases are not readable).
+  "restart" was of another replica.  With every replica already holding a slot,
+  the restart moves to the slot that has not answered since the newer process
+  appeared (the least recently seen one was a guess, and a replica that was not
+  scraped for a while makes it wrong).  Otherwise the count is taken back and
+  the newer process gets a slot of its own (this is what keeps a balancer
+  flipping between replicas from counting restarts when the Leases are not
+  readable).
 
 Switching between known processes is never a restart.
 """
@@ -86,6 +90,8 @@ class _Slot:
     last_seen: float
     restarts: int = 0
     scrapes: int = 0
+    #: When the process it holds now was first seen (a restart resets it).
+    since: float = 0.0
     #: Start times of the processes this slot held before (newest last), for take-backs.
     replaced: list[float] = field(default_factory=list)
     figures: dict[str, float] = field(default_factory=dict)
@@ -135,6 +141,9 @@ class ReplicaTracker:
 
         ``replicas`` is how many API servers the cluster reports (None: unknown).
         """
+        late = self._late(start_time, now)
+        if late is not None:
+            return late.name
         slot = self._slot_for(start_time, now, replicas)
         slot.last_seen = now
         slot.scrapes += 1
@@ -146,23 +155,46 @@ class ReplicaTracker:
         self.answering = slot.name
         return slot.name
 
+    def _late(self, start_time: float, now: float) -> _Slot | None:
+        """The slot whose replaced process took a scrape that began before its successor was seen.
+
+        Such a scrape proves nothing about which replica restarted; it changes no figure.
+        """
+        for slot in self._slots:
+            if slot.replaced and same_process(slot.replaced[-1], start_time) and now < slot.since:
+                return slot
+        return None
+
     def _slot_for(self, start_time: float, now: float, replicas: int | None) -> _Slot:
         for slot in self._slots:
             if same_process(slot.start_time, start_time):
                 return slot
         for slot in self._slots:
             if slot.replaced and same_process(slot.replaced[-1], start_time):
-                return self._take_back(slot, now)
+                return self._take_back(slot, replicas)
         return self._new_process(start_time, now, replicas)
 
-    def _take_back(self, slot: _Slot, now: float) -> _Slot:
-        """The process ``slot`` held before answers again: its "restart" was another replica."""
-        newer = _Slot(self._next_name(), slot.start_time, slot.first_seen, slot.last_seen,
-                      scrapes=slot.scrapes, figures=slot.figures, fits=slot.fits)
+    def _take_back(self, slot: _Slot, replicas: int | None) -> _Slot:
+        """The process ``slot`` held before answers again: its "restart" was of another replica."""
+        newer_start, newer_since = slot.start_time, slot.since
+        moved = (slot.scrapes, slot.figures, slot.fits, slot.last_seen)
         slot.start_time = slot.replaced.pop()
         slot.restarts -= 1
+        slot.since = slot.first_seen if not slot.replaced else slot.since
         slot.fits = {name: ProcessFits() for name in REPLICA_FITS}
         slot.scrapes = 0
+        # Every replica holds a slot: the newer process replaced one that fell silent before it appeared.
+        silent = [other for other in self._slots if other is not slot
+                  and other.start_time < newer_start and other.last_seen < newer_since]
+        if silent and replicas is not None and len(self._slots) >= replicas:
+            other = min(silent, key=lambda s: s.last_seen)
+            self._replace(other, newer_start, newer_since)
+            other.scrapes, other.figures, other.fits, other.last_seen = moved
+            log.warning("API server replica %s answers again: the restart was of replica %s",
+                        slot.name, other.name)
+            return slot
+        newer = _Slot(self._next_name(), newer_start, newer_since, moved[3], since=newer_since,
+                      scrapes=moved[0], figures=moved[1], fits=moved[2])
         self._slots.append(newer)
         log.info("API server replica %s answers again: %s is another replica, not a restart",
                  slot.name, newer.name)
@@ -175,16 +207,22 @@ class ReplicaTracker:
             slot = min(older, key=lambda s: s.last_seen)
             log.warning("API server replica %s restarted (process start time moved by %.0f s)",
                         slot.name, start_time - slot.start_time)
-            slot.replaced.append(slot.start_time)
-            del slot.replaced[:-2]
-            slot.start_time = start_time
-            slot.restarts += 1
+            self._replace(slot, start_time, now)
             slot.scrapes = 0
             return slot
-        slot = _Slot(self._next_name(), start_time, now, now)
+        slot = _Slot(self._next_name(), start_time, now, now, since=now)
         self._slots.append(slot)
         self._trim()
         return slot
+
+    @staticmethod
+    def _replace(slot: _Slot, start_time: float, since: float) -> None:
+        """One restart of ``slot``: the process started at ``start_time`` (first seen at ``since``) holds it now."""
+        slot.replaced.append(slot.start_time)
+        del slot.replaced[:-2]
+        slot.start_time = start_time
+        slot.since = since
+        slot.restarts += 1
 
     def _next_name(self) -> str:
         self._named += 1

@@ -90,6 +90,46 @@ def test_a_replica_back_with_a_new_start_time_is_one_restart_of_that_replica():
     assert restarted.start_time == figure("restarted-apiserver-2", "process_start_time_seconds")
 
 
+def test_a_wrong_guess_of_which_replica_restarted_moves_to_the_silent_one():
+    # CI saw this: replica 2 died and came back while no scrape happened to reach replica 1, so
+    # replica 1 was the least recently seen and took the guess.  Its next answer proves the restart
+    # was replica 2's: the count stays 1 and moves, and is never taken back down to 0.
+    tracker = ReplicaTracker()
+    one = observe(tracker, "first-apiserver", 100.0)
+    two = observe(tracker, "first-apiserver-2", 101.0)
+    guessed = observe(tracker, "restarted-apiserver-2", 110.0)
+    assert guessed == one and tracker.restarts == 1  # the guess: least recently seen
+    counts = [tracker.restarts]
+    assert observe(tracker, "later-apiserver", 111.0) == one
+    counts.append(tracker.restarts)
+    for step in range(4):  # both answer again, in turns
+        observe(tracker, "restarted-apiserver-2" if step % 2 == 0 else "later-apiserver", 112.0 + step)
+        counts.append(tracker.restarts)
+    assert counts == [1] * len(counts)
+    replicas = {replica.name: replica for replica in tracker.figures()}
+    assert set(replicas) == {one, two}
+    assert (replicas[one].restarts, replicas[two].restarts) == (0, 1)
+    assert replicas[one].start_time == figure("first-apiserver", "process_start_time_seconds")
+    assert replicas[two].start_time == figure("restarted-apiserver-2", "process_start_time_seconds")
+    # The figures the restarted process answered with went with it.
+    assert replicas[two].rss_bytes == int(figure("restarted-apiserver-2", "process_resident_memory_bytes"))
+
+
+def test_a_scrape_begun_before_the_restart_was_seen_takes_nothing_back():
+    # A slow scrape of the replaced process can be delivered after its successor's: it is late, not
+    # a sign that the "restarted" replica is another one.
+    tracker = ReplicaTracker()
+    one = observe(tracker, "first-apiserver", 100.0)
+    two = observe(tracker, "first-apiserver-2", 101.0)
+    observe(tracker, "later-apiserver", 105.0)
+    assert observe(tracker, "restarted-apiserver-2", 110.0) == two
+    assert observe(tracker, "first-apiserver-2", 108.0) == two  # began at 108, delivered late
+    assert tracker.restarts == 1 and tracker.known == 2
+    restarted = next(r for r in tracker.figures() if r.name == two)
+    assert restarted.start_time == figure("restarted-apiserver-2", "process_start_time_seconds")
+    assert observe(tracker, "later-apiserver", 111.0) == one
+
+
 def test_without_leases_a_flip_back_takes_the_restart_back():
     tracker = ReplicaTracker()
     observe(tracker, "first-apiserver", 100.0, replicas=None)
