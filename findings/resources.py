@@ -57,15 +57,17 @@ def memory(obs: Observations) -> list[Finding]:
             "install only the CRDs you use (Crossplane v2: ManagedResourceActivationPolicy), and size the "
             "API server's memory for the CRD count you plan"))
     found += _growth(obs)
-    if obs.memory_limit_bytes and health.rss_bytes:
-        fraction = health.rss_bytes / obs.memory_limit_bytes
+    # A limit given (--memory-limit, the lab's cap) wins over the one Prometheus shows.
+    limit = obs.memory_limit_bytes or health.memory_limit_bytes
+    if limit and health.rss_bytes:
+        fraction = health.rss_bytes / limit
         if fraction >= obs.thresholds.memory_limit_fraction_warn:
             severity = Severity.CRITICAL if fraction >= 0.95 else Severity.WARNING
+            where = "" if obs.memory_limit_bytes else f" ({health.sources.get('memory_limit_bytes', 'prometheus')})"
             found.append(Finding(
                 "memory-headroom", severity,
-                f"API server memory at {fraction:.0%} of its {obs.memory_limit_bytes / MIB:,.0f} MiB limit",
-                (f"health.rss_bytes = {health.rss_bytes / MIB:,.0f} MiB; limit {obs.memory_limit_bytes / MIB:,.0f} "
-                 "MiB",),
+                f"API server memory at {fraction:.0%} of its {limit / MIB:,.0f} MiB limit",
+                (f"health.rss_bytes = {health.rss_bytes / MIB:,.0f} MiB; limit {limit / MIB:,.0f} MiB{where}",),
                 "CRDs and objects use memory the limit does not leave room for; an OOM kill restarts the server",
                 "raise the limit or remove unused CRDs before adding more"))
     restarts = (health.restarts or 0) + sum((health.pod_restarts or {}).values())

@@ -137,6 +137,8 @@ class HealthSample(Sample):
     fit_crd_counts: int = 0
     #: Prometheus only: the pod's working set and kube-state-metrics' restart counts per pod.
     working_set_bytes: int | None = None
+    #: Prometheus only: the API server container's memory limit (kube-state-metrics or cAdvisor).
+    memory_limit_bytes: int | None = None
     pod_restarts: dict[str, int] = field(default_factory=dict)
     #: Prometheus only: per-instance figures, APF and latency p99 by verb over every instance.
     prometheus: PrometheusFigures | None = None
@@ -258,7 +260,7 @@ class HealthProbe:
             _fill_from_prometheus(reading, values, sources, unobservable)
         else:
             reason = "needs --prometheus (a kubelet/cAdvisor and kube-state-metrics figure)"
-            unobservable.update(working_set_bytes=reason, pod_restarts=reason)
+            unobservable.update(working_set_bytes=reason, pod_restarts=reason, memory_limit_bytes=reason)
         if crds is None:
             unobservable["crds"] = crds_reason or "CRD count unknown"
 
@@ -312,6 +314,7 @@ class HealthProbe:
             fit_points=rss_fit.n if rss_fit else 0,
             fit_crd_counts=rss_fit.distinct_x if rss_fit else 0,
             working_set_bytes=_int(values.get("working_set_bytes")),
+            memory_limit_bytes=_int(values.get("memory_limit_bytes")),
             pod_restarts=dict(reading.pod_restarts) if reading else {},
             sources=sources,
             unobservable=unobservable,

@@ -12,6 +12,10 @@ figure                  query (what must be scraped for it to exist)
                         (kubelet/cAdvisor; a pod's working set, not the process's RSS)
 ``pod_restarts``        ``kube_pod_container_status_restarts_total{namespace="kube-system",
                         container="kube-apiserver"}`` (kube-state-metrics, per pod)
+``memory_limit_bytes``  ``kube_pod_container_resource_limits{resource="memory",container=
+                        "kube-apiserver"}`` (kube-state-metrics), else cAdvisor's
+                        ``container_spec_memory_limit_bytes`` (0 or huge: no limit); the
+                        smallest over the replicas (the first to be OOM-killed)
 process figures         ``process_resident_memory_bytes``, ``process_start_time_seconds``,
                         ``go_memstats_heap_inuse_bytes``, ``go_goroutines``, ``process_open_fds``
                         with ``job=~"apiserver|kube-apiserver"`` (the API server's own
@@ -62,10 +66,14 @@ from .errors import ConfigError
 #: Jobs under which common setups scrape the API server's own /metrics.
 APISERVER_JOBS = "apiserver|kube-apiserver"
 CONTAINER = "kube-apiserver"
+#: The container's memory limit: kube-state-metrics' and cAdvisor's series (cAdvisor writes 0 for none).
+LIMIT_METRICS = ("kube_pod_container_resource_limits", "container_spec_memory_limit_bytes")
 CONTAINER_QUERY = (
-    '{__name__=~"container_memory_working_set_bytes|kube_pod_container_status_restarts_total",'
-    f'container="{CONTAINER}"}}'
+    '{__name__=~"container_memory_working_set_bytes|kube_pod_container_status_restarts_total|'
+    f'{"|".join(LIMIT_METRICS)}",container="{CONTAINER}"}}'
 )
+#: Above this a "limit" means none (cAdvisor reports the page-rounded maximum of an unlimited cgroup).
+UNLIMITED_BYTES = float(1 << 60)
 #: health field -> process metric read from the API server's own scrape.
 PROCESS_METRICS = {
     "rss_bytes": "process_resident_memory_bytes",
@@ -247,7 +255,7 @@ class PrometheusSource:
         )
 
     def _failed(self, stamp: float, message: str) -> PrometheusReading:
-        reasons = dict.fromkeys(("working_set_bytes", "pod_restarts", *PROCESS_METRICS), message)
+        reasons = dict.fromkeys(("working_set_bytes", "pod_restarts", "memory_limit_bytes", *PROCESS_METRICS), message)
         return PrometheusReading(stamp, unobservable=reasons, error=message)
 
     def _interpret(self, stamp: float, container: list[dict[str, Any]],
@@ -287,6 +295,7 @@ class PrometheusSource:
                 "Prometheus has no kube_pod_container_status_restarts_total for kube-system "
                 f"{CONTAINER} pods (no kube-state-metrics, or a managed control plane)")
 
+        _memory_limit(container, values, sources, unobservable)
         by_name: dict[str, list[float]] = {}
         for series in process:
             value = _value(series)
@@ -302,6 +311,24 @@ class PrometheusSource:
                 unobservable[field_name] = (f'Prometheus has no {metric}{{job=~"{self.jobs}"}} '
                                             "(it does not scrape the API server's /metrics under that job)")
         return PrometheusReading(stamp, values, pod_restarts, sources, unobservable)
+
+
+def _memory_limit(container: list[dict[str, Any]], values: dict[str, float], sources: dict[str, str],
+                  unobservable: dict[str, str]) -> None:
+    """The API server container's memory limit (kube-state-metrics first, then cAdvisor)."""
+    for metric in LIMIT_METRICS:
+        limits = [value for series in container
+                  if series["metric"].get("__name__") == metric
+                  and series["metric"].get("resource", "memory") == "memory"
+                  and (value := _value(series)) is not None and 0 < value < UNLIMITED_BYTES]
+        if limits:
+            values["memory_limit_bytes"] = min(limits)
+            sources["memory_limit_bytes"] = (f'prometheus: {metric}{{container="{CONTAINER}"}} '
+                                             f"(smallest of {len(limits)} series)")
+            return
+    unobservable["memory_limit_bytes"] = (
+        f"Prometheus shows no memory limit for {CONTAINER} (no kube-state-metrics or cAdvisor series, "
+        "or the container has none)")
 
 
 def _whole(value: float | None) -> int | None:

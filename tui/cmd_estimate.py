@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 @click.option("--kubernetes", "kubernetes_minor", default=None, metavar="MINOR",
               help="an empty cluster of this minor version, e.g. 1.37 [default: the newest calibrated]")
 @memory_limit_option
+@click.option("--prometheus", "prometheus_url", default=None, metavar="URL",
+              help="read the API server container's memory limit from this Prometheus (when no --memory-limit)")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object (stable keys, units in names)")
 @click.option("--format", "output_format", type=click.Choice(["table", "md"]), default="table", show_default=True,
               help="md: a footprint card to publish with a release")
@@ -32,7 +34,8 @@ if TYPE_CHECKING:
 @click.option("--seed", type=int, default=1, show_default=True, help="synthetic: the generator's seed")
 @click.option("--from-context", default=None, metavar="CTX", help="SOURCE is the CRDs of another context")
 @cluster_options
-def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str | None, as_json: bool,
+def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str | None,
+             prometheus_url: str | None, as_json: bool,
              output_format: str, measure: bool, schema_props: int, seed: int, from_context: str | None,
              kubeconfig: str | None, context: str | None) -> None:
     """Predict what installing SOURCE costs: memory, discovery, OpenAPI, install time.
@@ -57,6 +60,9 @@ def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str
     given = memory_limit_bytes(memory_limit)
     limit = float(given) if given else None
     import asyncio  # here, not at the top: `crdscope --help` imports this module
+
+    if limit is None and prometheus_url:
+        limit = asyncio.run(_prometheus_limit(prometheus_url))
 
     read = asyncio.run(read_source(source, schema_props=schema_props, seed=seed, from_context=from_context,
                                    kubeconfig=kubeconfig))
@@ -86,6 +92,27 @@ def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str
     if read.problems:
         click.echo(f"estimate: {len(read.problems)} entries of {read.spec} could not be read and are left out "
                    f"(first: {read.problems[0].origin}: {read.problems[0].reason})", err=True)
+
+
+async def _prometheus_limit(url: str) -> float | None:
+    """The memory limit Prometheus shows for the API server container (None, said on stderr, if none)."""
+    from crdscope.probes.errors import ConfigError
+    from crdscope.probes.prometheus import PrometheusSource
+
+    source = PrometheusSource(url)
+    try:
+        reading = await source.read()
+    finally:
+        source.close()
+    if reading.error:
+        raise ConfigError(reading.error)
+    limit = reading.values.get("memory_limit_bytes")
+    if limit is None:
+        click.echo(f"estimate: {reading.unobservable.get('memory_limit_bytes')}: no headroom figure", err=True)
+        return None
+    click.echo(f"estimate: memory limit {limit / 2**20:,.0f} MiB from {reading.sources['memory_limit_bytes']}",
+               err=True)
+    return limit
 
 
 def _load_into(state: LabState, source: str, arguments: tuple[str, ...]) -> float:

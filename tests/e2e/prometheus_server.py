@@ -41,6 +41,19 @@ CADVISOR_STANDIN = [
 ]
 
 
+#: kube-state-metrics' memory limit, stood in for by the lab's own process_start_time_seconds: a gauge that
+#: holds still (about 1.8e9, read as bytes: a 1.7 GiB limit), so the value read through crdscope can be
+#: compared with the one Prometheus holds.
+LIMIT_STANDIN = [
+    {"source_labels": ["__name__"], "regex": "process_start_time_seconds", "action": "keep"},
+    {"target_label": "__name__", "replacement": "kube_pod_container_resource_limits"},
+    {"target_label": "container", "replacement": "kube-apiserver"},
+    {"target_label": "namespace", "replacement": "kube-system"},
+    {"target_label": "resource", "replacement": "memory"},
+    {"target_label": "unit", "replacement": "byte"},
+]
+
+
 class PrometheusServer:
     def __init__(self, lab, directory: Path) -> None:
         from crdscope.lab.controlplane import free_port
@@ -58,10 +71,12 @@ class PrometheusServer:
              f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
             stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
-    def write_config(self, *, cadvisor_standin: bool) -> None:
+    def write_config(self, *, cadvisor_standin: bool, limit_standin: bool = False) -> None:
         jobs = [scrape_job("apiserver", self.lab, self.pki)]
         if cadvisor_standin:
             jobs.append(scrape_job("cadvisor-standin", self.lab, self.pki, CADVISOR_STANDIN))
+        if limit_standin:
+            jobs.append(scrape_job("kube-state-metrics-standin", self.lab, self.pki, LIMIT_STANDIN))
         config = {"global": {"scrape_interval": "1s", "scrape_timeout": "1s"}, "scrape_configs": jobs}
         self.config.write_text(json.dumps(config))  # JSON is YAML
 

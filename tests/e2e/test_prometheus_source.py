@@ -15,7 +15,9 @@ What the lab cannot give for real, and how the tests deal with it:
   the query, the labels and the value path are exercised end to end.
 * kube-state-metrics (``kube_pod_container_status_restarts_total``): nothing
   in the lab produces it, so only its absence (unobservable, with the reason)
-  is tested for real.
+  is tested for real.  Its memory limit series is stood in for the same way as
+  cAdvisor's (a relabelled gauge that holds still), for the limit's path into
+  ``probe health`` and ``estimate --prometheus``.
 """
 
 from __future__ import annotations
@@ -135,3 +137,31 @@ async def test_container_working_set_is_read_when_cadvisor_series_exist(promethe
     sample = wait_for(probe_sees_working_set, timeout=90, interval=1, message=f"working set via the probe {runs}")
     assert sample["working_set_bytes"] == pytest.approx(sample["rss_bytes"], rel=0.3)
     assert sample["sources"]["working_set_bytes"].startswith("prometheus: container_memory_working_set_bytes")
+
+
+async def test_the_memory_limit_prometheus_shows_reaches_health_and_estimate(prometheus, lab):
+    prometheus.write_config(cadvisor_standin=True, limit_standin=True)
+    prometheus.reload()
+    selector = 'kube_pod_container_resource_limits{container="kube-apiserver",resource="memory"}'
+    (series,) = wait_for(lambda: prometheus.query(selector), timeout=60, message="the limit stand-in series")
+    expected = float(series["value"][1])
+    reading = await read_now(prometheus.url)
+    assert reading.values["memory_limit_bytes"] == expected
+    assert reading.sources["memory_limit_bytes"].startswith("prometheus: kube_pod_container_resource_limits")
+
+    done, sample = probe_health(lab.kubeconfig, "--prometheus", prometheus.url)
+    assert done.returncode == 0, done.stderr
+    assert sample["memory_limit_bytes"] == int(expected)
+
+    estimate = subprocess.run([*CRDSCOPE, "estimate", "synthetic:50", "--kubernetes", "1.37", "--json",
+                               "--prometheus", prometheus.url], capture_output=True, text=True, timeout=120)
+    assert estimate.returncode == 0, estimate.stderr
+    memory = json.loads(estimate.stdout)["memory"]
+    assert memory["limit_mib"] == round(expected / 2**20, 1)
+    assert memory["crds_until_limit"] and memory["crds_until_limit"] > 0
+    assert "kube_pod_container_resource_limits" in estimate.stderr
+    # A flag wins over Prometheus.
+    given = subprocess.run([*CRDSCOPE, "estimate", "synthetic:50", "--kubernetes", "1.37", "--json",
+                            "--prometheus", prometheus.url, "--memory-limit", "3Gi"],
+                           capture_output=True, text=True, timeout=120)
+    assert json.loads(given.stdout)["memory"]["limit_mib"] == 3072.0

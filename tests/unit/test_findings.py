@@ -158,3 +158,14 @@ def test_memory_headroom_needs_a_known_limit_and_rises_to_critical():
     assert "85% of its 1,000 MiB limit" in opened[0].finding.title
     worse = engine.observe(HealthSample(timestamp=3.0, rss_bytes=int(0.97 * limit), crds=10))
     assert [c.finding.severity.value for c in worse] == ["critical"]
+
+
+def test_memory_headroom_uses_the_limit_prometheus_shows_unless_one_is_given():
+    limit = 1000 * 2**20
+    where = {"memory_limit_bytes": 'prometheus: kube_pod_container_resource_limits{container="kube-apiserver"}'}
+    shown = HealthSample(timestamp=1.0, rss_bytes=int(0.9 * limit), crds=10, memory_limit_bytes=limit, sources=where)
+    (opened,) = FindingsEngine().observe(shown)
+    assert "90% of its 1,000 MiB limit" in opened.finding.title
+    assert "kube_pod_container_resource_limits" in opened.finding.evidence[0]
+    # --memory-limit (or a lab's cap) wins: 2,000 MiB leaves this server at 45%, no finding.
+    assert FindingsEngine(memory_limit_bytes=2 * limit).observe(shown) == []
