@@ -197,11 +197,11 @@ def memory_for(size: int | None, total: int) -> float:
 
 
 @contextlib.contextmanager
-def fresh_lab() -> Iterator[LabState]:
-    """A lab of its own, torn down afterwards."""
+def fresh_lab(kubernetes: str | None = None) -> Iterator[LabState]:
+    """A lab of its own (of the ``kubernetes`` version, default: the lab's), torn down afterwards."""
     with tempfile.TemporaryDirectory(prefix="crdscope-bench-") as home:
         lab = Lab(Path(home))
-        state = lab.up(ensure_binaries())
+        state = lab.up(ensure_binaries(kubernetes=kubernetes))
         try:
             yield state
         finally:

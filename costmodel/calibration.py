@@ -1,7 +1,8 @@
 """Turn raw calibration measurements (``python -m bench calibrate``) into coefficients.
 
 The raw file lists, per calibration set, the CRD files it loaded and points
-measured on one fresh lab: empty, after the first half, after all of it.
+measured on one fresh lab: empty, and after loading the set (older raw files
+have a point after each half too: any number of points is fitted).
 Each figure's growth over the empty point is fitted against the features of
 the CRDs loaded by then (:mod:`.fitting`); discovery sizes are built
 (:mod:`.documents`) and only their scale is fitted; request counts and
@@ -96,6 +97,11 @@ def _baseline(raw: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _measured(rows: list[dict[str, Any]], figure: str) -> list[dict[str, Any]]:
+    """The rows where ``figure`` was read (a v2 document that timed out is None)."""
+    return [row for row in rows if row["point"].get(figure) is not None and row["empty"].get(figure) is not None]
+
+
 def _leave_one_set_out(rows: list[dict[str, Any]], figure: str, terms: tuple[str, ...]) -> dict[str, float]:
     """Each set's error when the figure is fitted without it (the honest error of a new set)."""
     errors = {}
@@ -134,11 +140,12 @@ def fit_minor(raw: dict[str, Any], *, source: str = "") -> tuple[str, dict[str, 
     rows = _rows(raw)
     figures: dict[str, Any] = {}
     for figure, terms in LINEAR_FIGURES.items():
-        fit = fit_terms([row["x"] for row in rows], [row["point"][figure] - row["empty"][figure] for row in rows],
-                        terms)
+        measured = _measured(rows, figure)
+        fit = fit_terms([row["x"] for row in measured],
+                        [row["point"][figure] - row["empty"][figure] for row in measured], terms)
         figures[figure] = {"terms": fit.coefficients, "relative_rms": fit.relative_rms,
                            "relative_max": fit.relative_max, "points": fit.points,
-                           "leave_one_set_out": _leave_one_set_out(rows, figure, terms)}
+                           "leave_one_set_out": _leave_one_set_out(measured, figure, terms)}
     figures["aggregated_bytes"] = _scale(rows, "aggregated_bytes",
                                          [float(aggregated_bytes(row["crds"])) for row in rows])
     figures["legacy_bytes"] = _scale(rows, "legacy_bytes", [float(legacy_bytes(row["crds"])) for row in rows])
