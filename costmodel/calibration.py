@@ -88,11 +88,15 @@ def _baseline(raw: dict[str, Any]) -> dict[str, Any]:
     def median(name: str) -> float:
         return float(statistics.median(point[name] for point in empties))
 
+    def median_if_served(name: str) -> float | None:
+        known = [point[name] for point in empties if point.get(name) is not None]
+        return float(statistics.median(known)) if known else None
+
     return {
         "rss_bytes": median("rss_bytes"), "heap_bytes": median("heap_bytes"),
-        "aggregated_bytes": median("aggregated_bytes"), "legacy_bytes": median("legacy_bytes"),
+        "aggregated_bytes": median_if_served("aggregated_bytes"), "legacy_bytes": median("legacy_bytes"),
         "group_versions": int(median("legacy_requests")) - 2, "openapi_v3_paths": int(median("openapi_v3_paths")),
-        "openapi_v2_bytes": median("openapi_v2_bytes"), "etcd_connections": int(median("etcd_connections")),
+        "openapi_v2_bytes": median_if_served("openapi_v2_bytes"), "etcd_connections": int(median("etcd_connections")),
         "legacy_request_seconds": float(statistics.median(p["legacy_request_seconds_median"] for p in everything)),
     }
 
@@ -146,8 +150,9 @@ def fit_minor(raw: dict[str, Any], *, source: str = "") -> tuple[str, dict[str, 
         figures[figure] = {"terms": fit.coefficients, "relative_rms": fit.relative_rms,
                            "relative_max": fit.relative_max, "points": fit.points,
                            "leave_one_set_out": _leave_one_set_out(measured, figure, terms)}
-    figures["aggregated_bytes"] = _scale(rows, "aggregated_bytes",
-                                         [float(aggregated_bytes(row["crds"])) for row in rows])
+    served = _measured(rows, "aggregated_bytes")  # none where the minor serves no aggregated discovery
+    figures["aggregated_bytes"] = _scale(served, "aggregated_bytes",
+                                         [float(aggregated_bytes(row["crds"])) for row in served])
     figures["legacy_bytes"] = _scale(rows, "legacy_bytes", [float(legacy_bytes(row["crds"])) for row in rows])
     figures["legacy_requests"] = _exact(rows, "legacy_requests")
     figures["openapi_v3_paths"] = _exact(rows, "openapi_v3_paths")

@@ -56,6 +56,9 @@ def _aggregated(client: httpx.Client) -> dict[str, Any]:
     for path in ("/api", "/apis"):
         response = client.get(path, headers={"Accept": ACCEPT_AGGREGATED})
         response.raise_for_status()
+        if "APIGroupDiscoveryList" not in response.headers.get("content-type", ""):
+            # A server without aggregated discovery (1.26 by default) answers the legacy document.
+            return {"aggregated_bytes": None, "aggregated_group_versions": None, "aggregated_resources": None}
         total += len(response.content)
         for group in response.json().get("items") or []:
             for version in group.get("versions") or []:
@@ -131,7 +134,8 @@ class Comparison:
 
     figure: str
     unit: str
-    predicted: float
+    #: None where the model predicts that the server does not serve it
+    predicted: float | None
     low: float | None
     high: float | None
     measured: float | None
@@ -142,7 +146,7 @@ class Comparison:
     def error(self) -> float | None:
         """(predicted - measured) / measured."""
         measured = self.measured
-        if not measured:
+        if not measured or self.predicted is None:
             return None
         return (self.predicted - measured) / measured
 
@@ -194,7 +198,8 @@ def comparison_table(rows: list[Comparison]) -> str:
         error = f"{row.error:+.1%}" if row.error is not None else "n/a"
         goal = ("exact" if row.goal == 0 else f"within {row.goal:.0%}") if row.goal is not None else "-"
         verdict = {True: " met", False: " MISSED", None: ""}[row.met]
-        lines.append(f"{row.figure:32} {f'{row.predicted:.4g}{band}':>26} {measured:>12} {error:>8}  {goal}{verdict}"
+        predicted = f"{row.predicted:.4g}{band}" if row.predicted is not None else "not served"
+        lines.append(f"{row.figure:32} {predicted:>26} {measured:>12} {error:>8}  {goal}{verdict}"
                      f"  [{row.unit}]")
     return "\n".join(lines)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from crdscope.loader.sources import CRDDocument
 from crdscope.probes.ratelimit import NAMED_LIMITS, replay_legacy_walk
 
-from .coefficients import Coefficients, for_minor
+from .coefficients import Coefficients, for_minor, parse_minor
 from .documents import aggregated_bytes, legacy_bytes
 from .features import CRDFeatures, features_of
 
@@ -93,8 +93,9 @@ class Estimate:
     groups_added: int
     group_versions_added: int
     resources_added: int
-    aggregated_bytes_added: float
-    aggregated_bytes_after: float
+    #: None where the minor serves no aggregated discovery by default (1.26: alpha, off)
+    aggregated_bytes_added: float | None
+    aggregated_bytes_after: float | None
     legacy_requests_added: int
     legacy_requests_after: int
     legacy_walks: tuple[ClientWalk, ...]
@@ -110,6 +111,11 @@ class Estimate:
     #: about how many CRDs like these fit before the API server reaches its memory limit
     crds_until_limit: int | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+#: Aggregated discovery is served by default from 1.27 (beta); 1.26 has it as an alpha behind the
+#: AggregatedDiscoveryEndpoint feature gate, off by default (its clients walk the legacy endpoints).
+AGGREGATED_DEFAULT_FROM = (1, 27)
 
 
 def relative_interval(coefficients: Coefficients, name: str) -> float:
@@ -216,14 +222,19 @@ def estimate(crds: Iterable[CRDFeatures | CRDDocument], kubernetes_minor: str, *
     headroom, until_limit = _limit(memory, per_crd, fixed, rss_after, memory_limit_bytes)
     rate = coefficients.figure("establish_rate").get("per_second")
     notes = [] if coefficients.requested == coefficients.minor else [coefficients.note]
+    aggregated = parse_minor(kubernetes_minor) >= AGGREGATED_DEFAULT_FROM
+    if not aggregated:
+        notes.append(f"Kubernetes {kubernetes_minor} serves no aggregated discovery by default (alpha, feature gate "
+                     "AggregatedDiscoveryEndpoint): clients walk the legacy endpoints")
     return Estimate(
         minor_requested=coefficients.requested, minor_used=coefficients.minor, model_note=coefficients.note,
         crds=len(listed), served_versions=int(totals.get("served_versions", 0)),
         schema_bytes=int(totals.get("schema_bytes", 0)), memory_bytes=memory, heap_bytes=heap,
         rss_before_bytes=float(before) if before is not None else None, rss_after_bytes=rss_after,
         groups_added=int(discovery["groups"]), group_versions_added=int(discovery["group_versions"]),
-        resources_added=int(discovery["resources"]), aggregated_bytes_added=discovery["aggregated_added"],
-        aggregated_bytes_after=discovery["aggregated_after"],
+        resources_added=int(discovery["resources"]),
+        aggregated_bytes_added=discovery["aggregated_added"] if aggregated else None,
+        aggregated_bytes_after=discovery["aggregated_after"] if aggregated else None,
         legacy_requests_added=int(discovery["legacy_added"]), legacy_requests_after=int(discovery["legacy_after"]),
         legacy_walks=_walks(coefficients, int(discovery["legacy_after"])),
         kubectl_cache_bytes_after=discovery["kubectl_cache_after"],

@@ -59,8 +59,8 @@ def to_json(estimate: Estimate, *, source: str, activation: Activation | None = 
             "groups_added": e.groups_added,
             "group_versions_added": e.group_versions_added,
             "resources_added": e.resources_added,
-            "aggregated_bytes_added": round(e.aggregated_bytes_added),
-            "aggregated_bytes_after": round(e.aggregated_bytes_after),
+            "aggregated_bytes_added": _rounded(e.aggregated_bytes_added),
+            "aggregated_bytes_after": _rounded(e.aggregated_bytes_after),
             "legacy_requests_added": e.legacy_requests_added,
             "legacy_requests_after": e.legacy_requests_after,
             "legacy_walk_seconds": {walk.name: round(walk.seconds, 2) for walk in e.legacy_walks},
@@ -114,7 +114,9 @@ def lines(estimate: Estimate, *, source: str, activation: Activation | None = No
     rows += [
         ("discovery added", f"{e.groups_added} groups, {e.group_versions_added} group-versions, "
                             f"{e.resources_added} resources"),
-        ("aggregated discovery", f"+{_size(e.aggregated_bytes_added)} ({_size(e.aggregated_bytes_after)} after)"),
+        ("aggregated discovery", f"+{_size(e.aggregated_bytes_added)} ({_size(e.aggregated_bytes_after)} after)"
+         if e.aggregated_bytes_added is not None and e.aggregated_bytes_after is not None
+         else f"not served by default on {e.minor_requested}: clients walk the legacy endpoints"),
         ("legacy discovery walk", f"{e.legacy_requests_after} requests (+{e.legacy_requests_added}): "
          + ", ".join(f"{w.name} ({w.qps:g}/{w.burst}) {w.seconds:.1f} s" for w in e.legacy_walks)),
         ("kubectl cache", _size(e.kubectl_cache_bytes_after)),
@@ -151,3 +153,7 @@ def to_markdown(estimate: Estimate, *, source: str, activation: Activation | Non
     return (f"### API-server footprint of {source}\n\n| figure | predicted |\n|---|---|\n{body}\n\n"
             f"Predicted by `crdscope estimate` ({estimate.model_note}); intervals are twice the calibration's "
             f"relative RMS error, at least 10%.\n")
+
+
+def _rounded(value: float | None) -> int | None:
+    return None if value is None else round(value)

@@ -169,6 +169,16 @@ def test_estimate_sums_the_terms_and_counts_the_walk(coefficients_file):
     assert walks["kubectl >=1.24"] == pytest.approx(3 * 0.002, abs=1e-6)
 
 
+def test_a_minor_that_serves_no_aggregated_discovery_predicts_none_and_says_why(coefficients_file):
+    crd = features_of_spec("as.g.example", spec(("v1",), group="g.example", kind="A"))
+    old = estimate([crd], "1.26")
+    assert old.aggregated_bytes_added is None and old.aggregated_bytes_after is None
+    assert any("AggregatedDiscoveryEndpoint" in note for note in old.notes)
+    assert to_json(old, source="x.yaml")["discovery"]["aggregated_bytes_added"] is None
+    assert "not served by default on 1.26" in to_table(old, source="x.yaml")
+    assert estimate([crd], "1.27").aggregated_bytes_added  # beta, on by default
+
+
 def test_reports_keep_their_keys_and_units(coefficients_file):
     crd = features_of_spec("as.g.example", spec(("v1",), group="g.example", kind="A"))
     result = estimate([crd], "1.33")

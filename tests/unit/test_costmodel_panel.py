@@ -26,9 +26,10 @@ def test_the_live_fit_and_the_model_side_by_side():
 def test_no_version_or_no_crds_no_attribution():
     assert model_attribution(HealthSample(crds=10, rss_bytes=2**30), None) == ""
     assert model_attribution(HealthSample(crds=0, rss_bytes=2**30), VERSION) == ""
-    # A minor without coefficients of its own still gets the nearest model, named as such.
-    assert "(model for 1.37, nearest to 1.33)" in model_attribution(HealthSample(crds=10, rss_bytes=2**30),
-                                                                     VersionSample(major="1", minor="33+"))
+    # A minor without coefficients of its own still gets the nearest model, named as such (no calibration
+    # will cover 1.99).
+    assert "(model for 1.37, nearest to 1.99)" in model_attribution(HealthSample(crds=10, rss_bytes=2**30),
+                                                                     VersionSample(major="1", minor="99+"))
 
 
 async def test_the_estimate_dialog_prices_a_source_for_the_watched_cluster():
