@@ -37,8 +37,8 @@ from crdscope.probes.discovery import once as discovery_once
 from crdscope.probes.discovery_docs import ACCEPT_AGGREGATED, ACCEPT_LEGACY, group_version_path
 from crdscope.probes.kubeconfig import load_config
 
-from .common import (BenchError, Options, Result, alternate, median_at_most, ratios, run_timed, size_label,
-                     stats)
+from .common import (BenchError, Options, Result, alternate, compile_sources, median_at_most, ratios, run_timed,
+                     size_label, stats)
 from .labs import ADMIN_CONTEXT, each_shared_lab
 
 SET = "provider-aws"
@@ -46,6 +46,7 @@ SET = "provider-aws"
 
 def crdscope_command() -> list[str]:
     """The ``crdscope`` a person runs: the console script beside this interpreter."""
+    compile_sources()  # timed as installed: with bytecode
     script = Path(sys.executable).with_name("crdscope")
     return [str(script)] if script.exists() else [sys.executable, "-m", "crdscope.tui.cli"]
 
