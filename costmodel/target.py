@@ -26,7 +26,7 @@ TRANSPORT_ERRORS = (httpx.HTTPError, OSError)
 
 
 async def _group_versions(cluster: Cluster) -> tuple[frozenset[str], frozenset[str]]:
-    """(group-versions, groups) the cluster serves, from aggregated discovery (or the legacy lists)."""
+    """(group-versions, groups) the cluster serves: /apis (aggregated, or the legacy list) and /api."""
     gvs: set[str] = set()
     groups: set[str] = set()
     response = await cluster.client.get("/apis", headers={"Accept": ACCEPT_AGGREGATED})
@@ -41,6 +41,10 @@ async def _group_versions(cluster: Cluster) -> tuple[frozenset[str], frozenset[s
         for group in body.get("groups") or []:
             groups.add(group.get("name") or "")
             gvs.update(str(v.get("groupVersion")) for v in group.get("versions") or [])
+    # The core group-versions (v1) are listed by /api: the legacy walk fetches them too.
+    core = await cluster.client.get("/api", headers={"Accept": "application/json"})
+    raise_for_status(core)
+    gvs.update(str(version) for version in core.json().get("versions") or [])
     return frozenset(gvs), frozenset(groups)
 
 

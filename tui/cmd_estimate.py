@@ -15,6 +15,8 @@ import click
 from crdscope.tui.cli import cluster_options, memory_limit_bytes, memory_limit_option
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from crdscope.costmodel.model import Estimate
     from crdscope.lab.controlplane import LabState
 
@@ -29,7 +31,9 @@ if TYPE_CHECKING:
 @click.option("--json", "as_json", is_flag=True, help="one JSON object (stable keys, units in names)")
 @click.option("--format", "output_format", type=click.Choice(["table", "md"]), default="table", show_default=True,
               help="md: a footprint card to publish with a release")
-@click.option("--measure", is_flag=True, help="install SOURCE on a fresh lab, measure, print both, tear it down")
+@click.option("--measure", is_flag=True,
+              help="install SOURCE on a fresh lab (with --context: that cluster's CRDs first), measure, print both, "
+                   "tear it down")
 @click.option("--schema-props", type=int, default=40, show_default=True, help="synthetic: properties per schema")
 @click.option("--seed", type=int, default=1, show_default=True, help="synthetic: the generator's seed")
 @click.option("--from-context", default=None, metavar="CTX", help="SOURCE is the CRDs of another context")
@@ -54,9 +58,6 @@ def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str
 
     if kubernetes_minor and context:
         raise ConfigError("give either --kubernetes (an empty cluster) or --context (a real one), not both")
-    if measure and context:
-        # Replaying the context's CRDs into the lab first is not built yet: say so, do not half-do it.
-        raise ConfigError("--measure measures on a fresh empty lab: use it with --kubernetes, not --context")
     given = memory_limit_bytes(memory_limit)
     limit = float(given) if given else None
     import asyncio  # here, not at the top: `crdscope --help` imports this module
@@ -80,7 +81,8 @@ def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str
     if measure:
         synthetic = read.spec.startswith("synthetic")
         arguments = ("--schema-props", str(schema_props), "--seed", str(seed)) if synthetic else ()
-        _measure(source or "", arguments, predicted, minor, as_json)
+        _measure(source or "", arguments, predicted, minor, as_json,
+                 replay=(context, kubeconfig) if context else None)
         return
     if as_json:
         click.echo(json.dumps(to_json(predicted, source=read.spec, activation=found, problems=len(read.problems)),
@@ -134,8 +136,29 @@ def _load_into(state: LabState, source: str, arguments: tuple[str, ...]) -> floa
     return seconds
 
 
-def _measure(source: str, arguments: tuple[str, ...], predicted: Estimate, minor: str, as_json: bool) -> None:
-    """A fresh lab of ``minor``: figures empty, load SOURCE, figures again; print both columns."""
+async def _export_crds(context: str, kubeconfig: str | None, directory: Path) -> int:
+    """Write the CRDs of ``context`` into ``directory``, one file each (to replay them into a lab)."""
+    from crdscope.loader.documents import CRDDocument
+    from crdscope.loader.sources import ContextSource
+
+    source = ContextSource(context, kubeconfig)
+    await source.aprepare()
+    count = 0
+    async for item in source.aitems():
+        if isinstance(item, CRDDocument):
+            metadata = {key: item.metadata[key] for key in ("name", "labels", "annotations") if item.metadata.get(key)}
+            document = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                        "metadata": {**metadata, "name": item.name}, "spec": json.loads(item.spec_json)}
+            (directory / f"{count:05d}.json").write_text(json.dumps(document))
+            count += 1
+    return count
+
+
+def _measure(source: str, arguments: tuple[str, ...], predicted: Estimate, minor: str, as_json: bool,
+             replay: tuple[str, str | None] | None = None) -> None:
+    """A fresh lab of ``minor``: (``replay``: the CRDs of that context first), figures, load SOURCE,
+    figures again; print both columns."""
+    import asyncio
     import tempfile
     from pathlib import Path
 
@@ -155,6 +178,14 @@ def _measure(source: str, arguments: tuple[str, ...], predicted: Estimate, minor
             def etcd_connections() -> int:
                 return established_to_port(apiserver.pid, etcd.port)
 
+            replayed = None
+            if replay is not None:  # the cluster as it is: its CRDs, then SOURCE on top
+                copies = Path(home) / "replayed"
+                copies.mkdir()
+                replayed = asyncio.run(_export_crds(*replay, copies))
+                click.echo(f"--measure: replaying the {replayed} CRDs of context {replay[0]} into the lab", err=True)
+                if replayed:
+                    _load_into(state, str(copies), ())
             wait_until_idle(apiserver.pid)
             before = snapshot(state.server, tls, etcd_connections)
             click.echo(f"--measure: lab {state.kubernetes_version} up; loading {source}", err=True)
@@ -166,9 +197,10 @@ def _measure(source: str, arguments: tuple[str, ...], predicted: Estimate, minor
     rows = compare(predicted, before, after, seconds)
     if as_json:
         click.echo(json.dumps({"source": source, "kubernetes": state.kubernetes_version,
-                               "model": predicted.model_note,
+                               "model": predicted.model_note, "replayed_crds": replayed,
                                "before": before, "after": after, "comparison": comparison_json(rows)}, indent=1))
     else:
-        click.echo(f"{source} on a fresh lab of Kubernetes {state.kubernetes_version} "
+        on_top = f" holding the {replayed} CRDs of context {replay[0]}" if replay is not None else ""
+        click.echo(f"{source} on a fresh lab of Kubernetes {state.kubernetes_version}{on_top} "
                    f"({predicted.model_note}):")
         click.echo(comparison_table(rows))

@@ -98,6 +98,33 @@ def test_estimate_against_a_context_counts_only_what_is_new(lab):
         crdscope("clean", "--yes", "--kubeconfig", lab.kubeconfig, "--context", lab.admin_context)
 
 
+def test_measure_against_a_context_replays_its_crds_first(lab):
+    """--measure --context: a fresh lab of the context's version gets the context's CRDs, then SOURCE."""
+    installed, added = ("synthetic:8", "21"), ("synthetic:5", "22")
+    names = {seed: {d["metadata"]["name"] for d in synthetic_documents(int(spec.split(":")[1]), seed=int(seed))}
+             for spec, seed in (installed, added)}
+    assert not names["21"] & names["22"]  # SOURCE adds CRDs the context does not have
+    done = crdscope("load", installed[0], "--seed", installed[1], "--kubeconfig", lab.kubeconfig,
+                    "--context", lab.admin_context, "--json")
+    assert done.returncode == 0, done.stderr
+    try:
+        on_lab = len(lab.kubectl_json("get", "crd")["items"])
+        measured = crdscope("estimate", added[0], "--seed", added[1], "--kubeconfig", lab.kubeconfig,
+                            "--context", lab.admin_context, "--measure", "--json", timeout=900)
+        assert measured.returncode == 0, measured.stderr
+        data = json.loads(measured.stdout)
+        assert data["replayed_crds"] == on_lab >= 8
+        assert data["kubernetes"] == lab.state.kubernetes_version
+        rows = {row["figure"]: row for row in data["comparison"]}
+        # The walk after the install counts the replayed group-versions too, and the new v3 paths only
+        # SOURCE's new ones: predicted from the context, measured on the lab holding its copies.
+        for figure in ("legacy walk requests", "OpenAPI v3 paths added"):
+            assert rows[figure]["measured"] == rows[figure]["predicted"], rows[figure]
+        assert rows["memory added (RSS)"]["measured"] is not None
+    finally:
+        crdscope("clean", "--yes", "--kubeconfig", lab.kubeconfig, "--context", lab.admin_context)
+
+
 # --------------------------------------------------------------------------- Crossplane packages
 
 
