@@ -25,8 +25,10 @@ pytestmark = pytest.mark.lab
 
 CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
 #: Requests per second no priority level of an idle lab reaches: measured 3.6/s at most with rates
-#: kept per replica, 217/s when one replica's counters were subtracted from the other's.
-RATE_CEILING = 50.0
+#: kept per replica, 217/s when one replica's counters were subtracted from the other's (and more as
+#: the counters grow).  A replica that just restarted serves its own bootstrap requests: 50.4/s was
+#: measured in CI on the first rate of the restarted process, a real burst, not a mix.
+RATE_CEILING = 150.0
 
 
 @pytest.fixture(scope="module")
