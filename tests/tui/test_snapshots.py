@@ -16,6 +16,7 @@ from tests.tui.conftest import ListFeed
 from crdscope.themes import THEME_NAMES
 from crdscope.tui.app import CrdscopeApp
 from crdscope.tui.screens.monitor import PANELS
+from crdscope.tui.panels.findings import FindingsStrip
 
 
 def make_app(samples: list, *, theme: str = "crdscope-dark", layout: str | None = None) -> CrdscopeApp:
@@ -32,6 +33,11 @@ async def settle(pilot) -> None:
     for panel in app.monitor_screen.panels():
         panel.redraw()
     app.monitor_screen.refresh_header()
+    # The strip redraws on a finding's open/close/severity change and once a second; a title that
+    # only changed its figure (the last latency sample's p99) would otherwise show the one before,
+    # or not, depending on how fast the machine replays the recording.
+    for strip in app.monitor_screen.query(FindingsStrip):
+        strip.redraw()
     await pilot.pause()
 
 

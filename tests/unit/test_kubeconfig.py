@@ -167,7 +167,7 @@ def test_exec_plugin_that_hangs_is_cut_off(tmp_path: Path, monkeypatch):
     monkeypatch.setattr(credentials, "EXEC_TIMEOUT_SECONDS", 1.0)
     script = _plugin(tmp_path, """
         import time
-        time.sleep(60)
+        time.sleep(60)  # deliberate: the hanging exec plugin under test (crdscope must cut it off at 1 s)
     """)
     path = write_config(tmp_path / "config", {"ex": _exec_user(script)}, current="ex")
     with pytest.raises(ConfigError, match="did not answer within 1s"):
