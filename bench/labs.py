@@ -32,7 +32,7 @@ from crdscope.lab.controlplane import Lab, LabState, admin_tls
 from crdscope.probes.credentials import parse_rfc3339
 from crdscope.probes.paths import cache_dir
 
-from .common import SHARED_CRDS, BenchError, process_cpu_seconds, say
+from .common import SHARED_CRDS, BenchError, say
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 ADMIN_CONTEXT = "crdscope-lab"
@@ -44,9 +44,7 @@ ESTABLISHED_TIMEOUT_SECONDS = 1800.0
 GIB_PER_CRD = 0.005
 MEMORY_WAIT_SECONDS = 1200.0
 #: A freshly loaded API server keeps both cores busy for minutes (OpenAPI aggregation of every
-#: new CRD); benchmarks on a shared lab start once it uses less than this share of one core.
-IDLE_CORE_FRACTION = 0.25
-IDLE_WINDOW_SECONDS = 5.0
+#: new CRD); benchmarks on a shared lab wait this long at most for it to go idle.
 IDLE_TIMEOUT_SECONDS = 600.0
 
 
@@ -145,19 +143,14 @@ def apply_and_wait(state: LabState, directory: Path) -> None:
 
 
 def wait_until_idle(state: LabState, timeout: float = IDLE_TIMEOUT_SECONDS) -> float:
-    """Wait until the lab's API server uses less than :data:`IDLE_CORE_FRACTION` of a core over
-    :data:`IDLE_WINDOW_SECONDS`; returns the last share measured (goes on after ``timeout``)."""
-    pid = state.components["apiserver"].pid
-    deadline = time.monotonic() + timeout
-    while True:
-        before = process_cpu_seconds(pid)
-        time.sleep(IDLE_WINDOW_SECONDS)
-        share = (process_cpu_seconds(pid) - before) / IDLE_WINDOW_SECONDS
-        if share < IDLE_CORE_FRACTION:
-            return share
-        if time.monotonic() > deadline:
-            say(f"the API server still uses {share:.0%} of a core after {timeout:.0f}s; going on")
-            return share
+    """Wait until the lab's API server is idle (:func:`crdscope.costmodel.measure.wait_until_idle`, the
+    one rule calibration and ``estimate --measure`` share); returns the last share, goes on after ``timeout``."""
+    from crdscope.costmodel.measure import IDLE_CORE_FRACTION, wait_until_idle as wait_for_idle_pid
+
+    share = wait_for_idle_pid(state.components["apiserver"].pid, timeout)
+    if share >= IDLE_CORE_FRACTION:
+        say(f"the API server still uses {share:.0%} of a core after {timeout:.0f}s; going on")
+    return share
 
 
 def wait_for_memory(gib: float, timeout: float = MEMORY_WAIT_SECONDS) -> bool:
