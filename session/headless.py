@@ -175,7 +175,13 @@ async def _watch(cluster: Any, settings: Any, seconds: float | None, record: str
         sink = HeadlessSink(EventDetector(settings.thresholds), thresholds, recorder=recorder,
                             collector=collector, out=out)
         await add_local_kubectl(sink.findings)
-        sink.findings.observations.memory_limit_bytes = known_memory_limit(cluster.server, memory_limit)
+        observations = sink.findings.observations
+        observations.memory_limit_bytes = known_memory_limit(cluster.server, memory_limit)
+        if not memory_limit:  # a lab's cap can change while the watch runs
+            follower = asyncio.create_task(follow_memory_limit(
+                cluster.server, None, observations.memory_limit_bytes,
+                lambda limit: setattr(observations, "memory_limit_bytes", limit)), name="memory-limit")
+            stack.callback(follower.cancel)
         if collector is not None:
             collector.findings = sink.findings.current
         monitor.add_sink(sink)
@@ -301,6 +307,30 @@ def known_memory_limit(server: str, explicit: int | None = None, lab_home: Path 
     except ImportError:
         return None
     return lab_memory_limit(server, lab_home)
+
+
+#: How often a running monitor re-reads a crdscope lab's memory cap (``crdscope lab limit`` resizes it live).
+LIMIT_REFRESH_SECONDS = 5.0
+
+
+async def follow_memory_limit(server: str, lab_home: Path | None, known: int | None,
+                              apply: Callable[[int | None], None], *,
+                              every: float = LIMIT_REFRESH_SECONDS) -> None:
+    """Tell ``apply`` each new memory limit of the lab serving ``server`` until cancelled.
+
+    ``crdscope lab limit`` changes a lab's cap under a running monitor, as a provider resizes a
+    control plane; ``known`` is the limit the caller already uses.  The lab's state file is read in a
+    thread: a slow disk never holds the event loop.  Callers given ``--memory-limit`` do not follow.
+    """
+    while True:
+        await asyncio.sleep(every)  # a cadence, not a wait for a condition
+        try:
+            now = await asyncio.to_thread(known_memory_limit, server, None, lab_home)
+        except Exception:  # noqa: BLE001 - an unreadable state file keeps the limit already known
+            continue
+        if now != known:
+            known = now
+            apply(now)
 
 
 def wire_lab(monitor: Any, lab_home: Path | None = None) -> None:

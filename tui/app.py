@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from textual.app import App
 from textual.binding import Binding
@@ -63,7 +63,8 @@ class CrdscopeApp(App[None]):
     def __init__(self, feed: Feed, *, settings: Settings | None = None, theme: str | None = None,
                  loader: Any = None, lab: Any = None, recorder: Any = None, detector: Any = None,
                  clock: Callable[[], float] | None = None, layout: str | None = None,
-                 mode_label: str = "", memory_limit: int | None = None) -> None:
+                 mode_label: str = "", memory_limit: int | None = None,
+                 follow_memory_limit: Callable[[Callable[[int | None], None]], Awaitable[None]] | None = None) -> None:
         super().__init__()
         self.feed = feed
         self.settings = settings or Settings()
@@ -77,6 +78,8 @@ class CrdscopeApp(App[None]):
         #: The API server's memory limit in bytes when known (``--memory-limit``, the lab's cap).
         self.memory_limit = memory_limit
         self.findings = FindingsEngine(self.settings.thresholds, memory_limit_bytes=memory_limit)
+        #: Runs until cancelled, telling :meth:`set_memory_limit` each new limit (a lab's cap resized live).
+        self._follow_memory_limit = follow_memory_limit
         self._clock = clock
         self.mode_label = mode_label
         self._layout = layout
@@ -101,6 +104,9 @@ class CrdscopeApp(App[None]):
             self.loader.add_sink(self.sink)
         self.run_worker(self._run_feed(), name="feed", group="feed", exit_on_error=False)
         self.set_interval(SETTLE_EVERY_SECONDS, self.heap.settle)
+        if self._follow_memory_limit is not None:
+            self.run_worker(self._follow_memory_limit(self.set_memory_limit), name="memory-limit",
+                            group="memory-limit", exit_on_error=False)
 
     def on_unmount(self) -> None:
         self.heap.thaw()
@@ -172,6 +178,15 @@ class CrdscopeApp(App[None]):
             log.exception("recording failed; recording stops")
             self.recorder = None
             self.notify("recording failed and stopped (details in the log)", severity="error")
+
+    def set_memory_limit(self, limit: int | None) -> None:
+        """The API server's memory limit changed (``crdscope lab limit``): findings and panels use the new one."""
+        self.memory_limit = limit
+        self.findings.observations.memory_limit_bytes = limit
+        screen = self.monitor_screen
+        if screen is not None:
+            for panel in screen.panels():
+                panel.changed()
 
     def reset(self) -> None:
         """Forget every sample and event (a replay seeking backwards)."""

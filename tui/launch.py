@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -65,7 +66,7 @@ def build_app(kubeconfig: str | None = None, context: str | None = None, *, reco
     from crdscope.probes.cluster import Cluster
     from crdscope.probes.monitor import Monitor
     from crdscope.probes.settings import load_settings
-    from crdscope.session.headless import known_memory_limit, wire_lab
+    from crdscope.session.headless import follow_memory_limit, known_memory_limit, wire_lab
 
     from .app import CrdscopeApp, check_theme
     from .feeds import LiveFeed
@@ -80,9 +81,12 @@ def build_app(kubeconfig: str | None = None, context: str | None = None, *, reco
     monitor = Monitor(cluster, settings)
     wire_lab(monitor, lab.home if lab is not None else None)
     loader = LoaderControl(monitor, settings.loader, context_flag=context, source=source)
-    limit = known_memory_limit(cluster.server, memory_limit, lab.home if lab is not None else None)
+    lab_dir = lab.home if lab is not None else None
+    limit = known_memory_limit(cluster.server, memory_limit, lab_dir)
+    # A lab's cap changes under the monitor (`crdscope lab limit`); a limit given as a flag does not.
+    follow = None if memory_limit else functools.partial(follow_memory_limit, cluster.server, lab_dir, limit)
     return CrdscopeApp(LiveFeed(monitor), settings=settings, theme=theme, loader=loader, lab=lab,
-                       recorder=recorder, layout=layout, memory_limit=limit)
+                       recorder=recorder, layout=layout, memory_limit=limit, follow_memory_limit=follow)
 
 
 def check_source(source: str | None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
@@ -10,7 +11,7 @@ import pytest
 
 from crdscope.findings.kubectl import SMALL_CLUSTER_GROUP_VERSIONS
 from tests.crdsets import crd_names, extract
-from tests.faults.helpers import crdscope
+from tests.faults.helpers import crdscope, spawn
 
 RANK = {"info": 0, "warning": 1, "critical": 2}
 
@@ -107,26 +108,87 @@ def headroom(done) -> dict:
     return found[0]
 
 
-def test_doctor_judges_memory_headroom_against_a_given_limit_and_a_capped_lab(lab_binaries):
-    """``--memory-limit`` on any cluster; a capped crdscope lab's cap without the flag."""
+@pytest.fixture(scope="module")
+def capped(lab_binaries):
+    """A lab whose API server runs under a 2 GiB memory cap, with a tight limit for headroom to judge."""
     from crdscope.lab.controlplane import Lab, LabOptions
 
-    capped = Lab(name="capped")  # under $CRDSCOPE_LAB_HOME, where the doctor process looks for labs
-    state = capped.up(lab_binaries, options=LabOptions(name="capped", memory_limit=2 << 30))
+    lab = Lab(name="capped")  # under $CRDSCOPE_LAB_HOME, where crdscope processes look for labs
+    state = lab.up(lab_binaries, options=LabOptions(name="capped", memory_limit=2 << 30))
+    where = ("--kubeconfig", state.kubeconfig, "--context", state.admin_context)
     try:
-        where = ("--kubeconfig", state.kubeconfig, "--context", state.admin_context)
-        health = json.loads(crdscope("probe", "health", "--json", *where, timeout=120).stdout)
-        limit_mib = int(health["rss_bytes"] / HEADROOM_FRACTION / 2**20)
-        # A limit given on the command line (the lab's own 2 GiB cap is far away and loses to it).
-        given = headroom(crdscope("doctor", "--duration", "10s", "--json", "--memory-limit", f"{limit_mib}Mi",
-                                  *where, timeout=180))
-        assert f"of its {limit_mib:,} MiB limit" in given["title"], given
-        assert given["severity"] in ("warning", "critical") and "health.rss_bytes" in given["evidence"][0]
-        # The lab's cap, changed in place as `crdscope lab limit` does: known without the flag.
-        capped.set_memory_limit(limit_mib << 20)
-        done = crdscope("doctor", "--duration", "10s", "--json", *where, timeout=180)
-        from_lab = headroom(done)
-        assert f"of its {limit_mib:,} MiB limit" in from_lab["title"], from_lab
-        assert done.returncode >= RANK[from_lab["severity"]] >= 1  # exit by the worst finding
+        yield lab, state, where
     finally:
-        capped.down()
+        lab.down()
+
+
+def tight_limit_mib(where) -> int:
+    """A limit the API server's RSS now sits at HEADROOM_FRACTION of (read on the cluster)."""
+    health = json.loads(crdscope("probe", "health", "--json", *where, timeout=120).stdout)
+    return int(health["rss_bytes"] / HEADROOM_FRACTION / 2**20)
+
+
+def test_doctor_judges_memory_headroom_against_a_given_limit_and_a_capped_lab(capped):
+    """``--memory-limit`` on any cluster; a capped crdscope lab's cap without the flag."""
+    lab, _, where = capped
+    limit_mib = tight_limit_mib(where)
+    # A limit given on the command line (the lab's own 2 GiB cap is far away and loses to it).
+    given = headroom(crdscope("doctor", "--duration", "10s", "--json", "--memory-limit", f"{limit_mib}Mi",
+                              *where, timeout=180))
+    assert f"of its {limit_mib:,} MiB limit" in given["title"], given
+    assert given["severity"] in ("warning", "critical") and "health.rss_bytes" in given["evidence"][0]
+    # The lab's cap, changed in place as `crdscope lab limit` does: known without the flag.
+    lab.set_memory_limit(limit_mib << 20)
+    try:
+        done = crdscope("doctor", "--duration", "10s", "--json", *where, timeout=180)
+    finally:
+        lab.set_memory_limit(2 << 30)
+    from_lab = headroom(done)
+    assert f"of its {limit_mib:,} MiB limit" in from_lab["title"], from_lab
+    assert done.returncode >= RANK[from_lab["severity"]] >= 1  # exit by the worst finding
+
+
+def test_a_headless_watch_follows_lab_limit_while_it_runs(capped):
+    """``crdscope lab limit`` resizes the cap under a running watch: its headroom finding uses the new one."""
+    lab, _, where = capped
+    limit_mib = tight_limit_mib(where)
+    watch = spawn("watch", "--headless", "--duration", "90s", *where)
+    try:
+        lines: list[str] = []
+        first = watch.stdout.readline()
+        assert first.startswith("watching "), first + watch.stderr.read()
+        lab.set_memory_limit(limit_mib << 20)
+        for line in watch.stdout:  # the watch prints a line as each finding opens
+            lines.append(line)
+            if f"of its {limit_mib:,} MiB limit" in line:
+                break
+        else:
+            raise AssertionError("no headroom finding with the new limit in 90 s:\n" + "".join(lines))
+    finally:
+        watch.terminate()
+        watch.communicate(timeout=60)
+        lab.set_memory_limit(2 << 30)
+
+
+async def test_the_monitor_follows_lab_limit_while_it_runs(capped):
+    """The TUI reads the lab's cap off its event loop; a resize reaches its findings and health panel."""
+    from crdscope.probes.health import HealthSample
+    from crdscope.tui.launch import build_app
+    from crdscope.tui.panels.health import HealthPanel
+    from tests.helpers import async_wait_for
+
+    lab, state, where = capped
+    limit_mib = await asyncio.to_thread(tight_limit_mib, where)
+    app = build_app(state.kubeconfig, state.admin_context, record=None, lab=lab)
+    async with app.run_test(size=(100, 30)):
+        await async_wait_for(lambda: app.store.last_good_of(HealthSample), timeout=90, message="a health sample")
+        assert app.memory_limit == 2 << 30
+        await asyncio.to_thread(lab.set_memory_limit, limit_mib << 20)
+        try:
+            def opened():
+                return [f for f in app.findings.current()
+                        if f.id == "memory-headroom" and f"of its {limit_mib:,} MiB limit" in f.title]
+            await async_wait_for(opened, timeout=60, message="the headroom finding against the new limit")
+            assert app.monitor_screen.query_one(HealthPanel).memory_limit() == limit_mib << 20
+        finally:
+            await asyncio.to_thread(lab.set_memory_limit, 2 << 30)

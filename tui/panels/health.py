@@ -136,14 +136,9 @@ class HealthPanel(ProbePanel):
             yield RolePlot(id="plot-latency")
 
     def memory_limit(self) -> float | None:
-        """The API server's memory limit when known: the lab's cap as it is now (``lab limit`` changes
-        it), else the one the monitor was given (``--memory-limit``), else the one Prometheus shows."""
-        lab = getattr(self.app, "lab", None)
-        try:
-            state = lab.state() if lab is not None else None
-        except (OSError, ValueError):
-            state = None
-        limit = getattr(state, "memory_limit", 0) or getattr(self.app, "memory_limit", None)
+        """The API server's memory limit when known: the one the monitor was given (``--memory-limit``)
+        or the lab's cap as it is now (the app follows ``lab limit``), else the one Prometheus shows."""
+        limit = getattr(self.app, "memory_limit", None)
         if not limit:  # the container limit Prometheus shows (--prometheus), if any
             latest = self.store.last_good_of(HealthSample)
             limit = latest.memory_limit_bytes if latest is not None else None
