@@ -33,7 +33,7 @@ import httpx
 from .cluster import Cluster, explain, status_message
 from .crdwatch import CRD_PATH, MANAGED_BY_LABEL, MANAGED_BY_VALUE, THREAD_DECODE_BYTES, CRDRecord
 from .metrics import SHARED_SCRAPE_AGE, MetricsSource, Scrape, buckets, delta_buckets, histogram_quantile, merge_buckets
-from .replicas import KEEP_SLOTS, PROCESS_FAMILY, process_of
+from .replicas import KEEP_SLOTS, PROCESS_FAMILY, process_of, start_time_of
 from .samples import Sample, percentile
 from .transport import TRANSPORT_ERRORS
 
@@ -102,6 +102,8 @@ class LatencySample(Sample):
     slo_seconds: dict[str, float] = field(default_factory=dict)
     slo_breaches: tuple[str, ...] = ()
     canary_slo_breaches: tuple[str, ...] = ()
+    #: The API server process whose histograms the p99s come from (behind a balancer, one replica's).
+    process_start_time_seconds: float | None = None
     unobservable: dict[str, str] = field(default_factory=dict)
 
 
@@ -215,6 +217,7 @@ class LatencyProbe:
         now = time.time()
         unobservable: dict[str, str] = {}
         family, window = "", None
+        process = start_time_of(scrape)
         by_verb: dict[str, float] = {}
         by_scope: dict[str, float] = {}
         counts: dict[str, int] = {}
@@ -240,7 +243,7 @@ class LatencyProbe:
             timestamp=now, error=error, server=self.cluster.server, canaries=canaries, cr_resource=self.cr_name,
             server_family=family, window_seconds=window, p99_by_verb=by_verb, p99_by_verb_scope=by_scope,
             requests_by_verb_scope=counts, slo_seconds=slos, slo_breaches=over, canary_slo_breaches=canary_over,
-            unobservable=unobservable,
+            process_start_time_seconds=process, unobservable=unobservable,
         )
 
     async def _canary(self, name: str, path: str, slo: float | None) -> Canary:

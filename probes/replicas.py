@@ -102,19 +102,31 @@ class _Slot:
 PROCESS_FAMILY = "process_start_time_seconds"
 
 
+def start_time_of(scrape: Scrape) -> float | None:
+    """``process_start_time_seconds`` of the process that answered ``scrape``, None when unknown."""
+    return scrape.value(PROCESS_FAMILY) if scrape.ok else None
+
+
 def process_of(scrape: Scrape) -> int | None:
     """Which process answered ``scrape`` (its start time, whole seconds), None when unknown.
 
     Probes that compute rates from counters keep their previous scrape per process, so that
     behind a load balancer two replicas' counters are never subtracted from each other.
     """
-    start = scrape.value(PROCESS_FAMILY) if scrape.ok else None
+    start = start_time_of(scrape)
     return None if start is None else round(start)
 
 
 def same_process(a: float, b: float) -> bool:
     """True when two start times name one process."""
     return abs(a - b) <= START_TIME_TOLERANCE_SECONDS
+
+
+def replica_named(replicas: tuple[ReplicaFigures, ...], start_time: float | None) -> str | None:
+    """The name of the replica in ``replicas`` whose process started at ``start_time``, if any."""
+    if start_time is None:
+        return None
+    return next((replica.name for replica in replicas if same_process(replica.start_time, start_time)), None)
 
 
 class ReplicaTracker:

@@ -37,7 +37,7 @@ from .apf import (
 from .cluster import Cluster, RequestLog
 from .metrics import SHARED_SCRAPE_AGE, MetricsSource, Scrape
 from .ratelimit import ClientModel
-from .replicas import KEEP_SLOTS, PROCESS_FAMILY, process_of
+from .replicas import KEEP_SLOTS, PROCESS_FAMILY, process_of, start_time_of
 from .samples import Sample
 from .shared import SharedState
 
@@ -119,6 +119,9 @@ class ThrottlingSample(Sample):
     scrape_seconds: float = 0.0
     #: The flowcontrol.apiserver.k8s.io version the names came from (v1 from 1.29, v1beta3 on 1.26-1.28).
     flowcontrol_api: str = ""
+    #: The API server process the APF figures and rates come from (behind a balancer, one replica's;
+    #: rates compare two scrapes of that process only).  None when the scrape does not say.
+    process_start_time_seconds: float | None = None
     #: figure -> why it could not be observed
     unobservable: dict[str, str] = field(default_factory=dict)
 
@@ -266,6 +269,7 @@ class ThrottlingProbe:
             scrape_bytes=scrape.bytes,
             scrape_seconds=scrape.seconds,
             flowcontrol_api=self.names.api_version,
+            process_start_time_seconds=start_time_of(scrape),
             unobservable=unobservable,
         )
 

@@ -128,6 +128,9 @@ async def test_kill_and_start_one_replica_is_one_restart_of_it_and_the_cluster_k
     rates = [level.dispatched_per_s for sample in throttling for level in sample.priority_levels
              if level.dispatched_per_s is not None]
     assert rates and all(0 <= rate < RATE_CEILING for rate in rates), max(rates, default=None)
+    # Each sample with rates names the one process both of its scrapes came from.
+    processes = {sample.process_start_time_seconds for sample in throttling if sample.interval_seconds is not None}
+    assert processes <= {old, new, start_time_of(ha_lab, 2)}, (processes, old, new)
     wait_for(lambda: ha_lab.lab.status()["balancer"].get("apiserver") == "UP", timeout=30,
              message="haproxy to take replica 1 back")
 
@@ -136,7 +139,9 @@ async def test_the_monitor_shows_two_api_servers_and_a_line_per_replica(ha_lab):
     from crdscope.probes.settings import Settings
     from crdscope.tui.header import ClusterHeader
     from crdscope.tui.launch import build_app
+    from crdscope.probes.throttling import ThrottlingSample
     from crdscope.tui.panels.health import HealthPanel
+    from crdscope.tui.panels.throttling import ThrottlingPanel
     from tests.helpers import async_wait_for
     from tests.tui.conftest import shown, widget_text
 
@@ -155,10 +160,25 @@ async def test_the_monitor_shows_two_api_servers_and_a_line_per_replica(ha_lab):
 
         text = await async_wait_for(replica_lines, timeout=90, message="a line per replica and the total")
         await pilot.pause()
-    print("\n" + text)
+        replicas = {replica.start_time: replica.name for replica in app.store.last_good_of(HealthSample).replicas}
+        throttling = shown(app.screen, ThrottlingPanel)
+
+        def rates_named() -> tuple[str, ThrottlingSample] | None:
+            throttling.draw()
+            sample = app.store.last_good_of(ThrottlingSample)
+            summary = widget_text(throttling.query_one("#throttling-summary"))
+            if sample is None or sample.interval_seconds is None or " from " not in summary:
+                return None
+            return summary, sample
+
+        summary, sample = await async_wait_for(rates_named, timeout=60, message="the rates' replica named")
+        await pilot.pause()
+    print("\n" + text + "\n" + summary)
     for name in ("r1", "r2"):
         line = next(line for line in text.splitlines() if line.lstrip("● ").startswith(name))
         assert "RSS" in line and "restarts 0" in line, line
+    # The replica named beside the rates is the process the sample's scrapes came from.
+    assert f"from {replicas[sample.process_start_time_seconds]}" in summary.splitlines()[0], summary
 
 
 async def test_a_frozen_replica_does_not_freeze_the_monitor_while_the_other_serves(ha_lab):

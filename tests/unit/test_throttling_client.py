@@ -1,8 +1,14 @@
-"""The throttling probe's client side: crdscope's own token bucket and the discovery client models."""
+"""The throttling probe beyond APF parsing: crdscope's own token bucket, the discovery client
+models, and rates behind a load balancer (scrapes recorded from a two-replica lab, tests/data/ha)."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
+from pathlib import Path
 from types import SimpleNamespace
+
+import pytest
 
 from crdscope.probes.apf import APF_FAMILIES
 from crdscope.probes.cluster import RequestLog
@@ -13,6 +19,7 @@ from crdscope.probes.shared import SharedState
 from crdscope.probes.throttling import ThrottlingProbe, ThrottlingSample
 
 EXPOSITION = 'apiserver_flowcontrol_nominal_limit_seats{priority_level="global-default"} 49\n'
+HA_SCRAPES = Path(__file__).parent.parent / "data" / "ha"
 
 
 def offline_cluster():
@@ -57,3 +64,34 @@ async def test_without_hooks_the_client_side_is_unobservable():
     assert set(sample.unobservable) >= {"client_limiter", "client_models", "rates"}
     (level,) = sample.priority_levels
     assert (level.name, level.nominal_limit_seats, level.limit_response) == ("global-default", 49, None)
+
+
+def recorded_exempt_dispatched(name: str) -> tuple[float, float]:
+    """(process start time, requests dispatched at the exempt level) as written in a recorded scrape."""
+    text = (HA_SCRAPES / f"{name}.txt").read_text()
+    start = re.search(r"^process_start_time_seconds (\S+)$", text, re.MULTILINE)
+    counts = re.findall(r'^apiserver_flowcontrol_dispatched_requests_total\{[^}]*priority_level="exempt"[^}]*\} (\S+)$',
+                        text, re.MULTILINE)
+    assert start and counts, name
+    return float(start.group(1)), sum(map(float, counts))
+
+
+async def test_behind_a_balancer_rates_compare_two_scrapes_of_one_replica_and_name_it():
+    probe = ThrottlingProbe(offline_cluster(), MetricsSource(offline_cluster()))
+    samples = {}
+    # Round robin: the replicas answer in turns, a minute apart.
+    for turn, name in enumerate(("first-apiserver", "first-apiserver-2", "later-apiserver", "later-apiserver-2")):
+        # The recorded files hold the process families and dispatched counts; the limit line marks APF on.
+        text = EXPOSITION + (HA_SCRAPES / f"{name}.txt").read_text()
+        scrape = dataclasses.replace(parse_text(text), timestamp=1000.0 + 30 * turn)
+        samples[name] = await probe.observe(scrape)
+    for replica in ("apiserver", "apiserver-2"):
+        first, later = samples[f"first-{replica}"], samples[f"later-{replica}"]
+        (start, before), (_, after) = recorded_exempt_dispatched(f"first-{replica}"), \
+            recorded_exempt_dispatched(f"later-{replica}")
+        assert first.process_start_time_seconds == later.process_start_time_seconds == start
+        assert "rates" in first.unobservable  # the other replica's scrape is no baseline
+        assert later.interval_seconds == 60.0
+        (exempt,) = [level for level in later.priority_levels if level.name == "exempt"]
+        assert exempt.dispatched == after - before
+        assert exempt.dispatched_per_s == pytest.approx((after - before) / 60.0)

@@ -8,6 +8,8 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from crdscope.probes.apf import PriorityLevel
+from crdscope.probes.health import HealthSample
+from crdscope.probes.replicas import replica_named
 from crdscope.probes.throttling import ThrottlingSample
 
 from ..format import DASH, age, duration, number as fmt, rate
@@ -75,8 +77,12 @@ class ThrottlingPanel(ProbePanel):
         if sample is None:
             return
         rejected = sample.rejected_per_s
-        summary = pairs(("rejected", rate(rejected) if rejected is not None else DASH),
-                        ("window", duration(sample.interval_seconds)))
+        figures = [("rejected", rate(rejected) if rejected is not None else DASH),
+                   ("window", duration(sample.interval_seconds))]
+        replica = answering_replica(sample, self.store.last_good_of(HealthSample))
+        if replica:  # several API servers: the rates are this one's
+            figures.append(("from", one_line(replica)))
+        summary = pairs(*figures)
         summary += "\n" + responses_line(sample, self.now())
         missing = sample.unobservable
         if missing:
@@ -87,6 +93,13 @@ class ThrottlingPanel(ProbePanel):
             columns(("priority level", "inQ", "seats", "rej/s", "wait p99"), rows, max_widths=(26, 0, 0, 0, 0))
             if rows else "[$probe-idle]no priority levels reported[/]")
         self.query_one("#throttling-client", Static).update(client_lines(sample))
+
+
+def answering_replica(sample: ThrottlingSample, health: HealthSample | None) -> str | None:
+    """The replica whose counters the sample's rates come from, where the cluster runs several."""
+    if health is None or len(health.replicas) < 2:
+        return None
+    return replica_named(health.replicas, sample.process_start_time_seconds)
 
 
 def client_lines(sample: ThrottlingSample) -> str:
