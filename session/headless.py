@@ -319,13 +319,23 @@ async def follow_memory_limit(server: str, lab_home: Path | None, known: int | N
     """Tell ``apply`` each new memory limit of the lab serving ``server`` until cancelled.
 
     ``crdscope lab limit`` changes a lab's cap under a running monitor, as a provider resizes a
-    control plane; ``known`` is the limit the caller already uses.  The lab's state file is read in a
+    control plane; ``known`` is the limit the caller already uses.  Only a capped lab's cap can
+    change (``lab limit`` refuses an uncapped one), so with ``known`` None, or ``server`` no lab,
+    this returns at once.  The lab is found once; each turn reads its state file alone, in a
     thread: a slow disk never holds the event loop.  Callers given ``--memory-limit`` do not follow.
     """
+    if known is None:
+        return
+    from crdscope.lab.lookup import lab_for_server, lab_memory_limit
+
+    found = await asyncio.to_thread(lab_for_server, server, lab_home)
+    if found is None:
+        return
+    home = found[0].home
     while True:
         await asyncio.sleep(every)  # a cadence, not a wait for a condition
         try:
-            now = await asyncio.to_thread(known_memory_limit, server, None, lab_home)
+            now = await asyncio.to_thread(lab_memory_limit, server, home)
         except Exception:  # noqa: BLE001 - an unreadable state file keeps the limit already known
             continue
         if now != known:

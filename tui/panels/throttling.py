@@ -77,12 +77,10 @@ class ThrottlingPanel(ProbePanel):
         if sample is None:
             return
         rejected = sample.rejected_per_s
-        figures = [("rejected", rate(rejected) if rejected is not None else DASH),
-                   ("window", duration(sample.interval_seconds))]
         replica = answering_replica(sample, self.store.last_good_of(HealthSample))
-        if replica:  # several API servers: the rates are this one's
-            figures.append(("from", one_line(replica)))
-        summary = pairs(*figures)
+        summary = pairs(("rejected", rate(rejected) if rejected is not None else DASH),
+                        ("window", duration(sample.interval_seconds)),
+                        ("from", one_line(replica)) if replica else None)  # several API servers: whose rates
         summary += "\n" + responses_line(sample, self.now())
         missing = sample.unobservable
         if missing:
