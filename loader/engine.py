@@ -36,6 +36,7 @@ from crdscope.probes.crdwatch import CRDWatch
 from crdscope.probes.errors import ClusterError, ConfigError, CrdscopeError
 from crdscope.probes.ratelimit import TokenBucket
 from crdscope.probes.settings import LoaderSettings
+from crdscope.probes.traffic import LOADER, origin
 
 from .apply import Applier, ApplyFatalError, ApplyResult
 from .establish import ESTABLISHED_TIMEOUT_SECONDS, EstablishWaiter
@@ -179,14 +180,16 @@ class LoadEngine:
         self._started = time.monotonic()
         if not self.stopping:
             self._set_state("running")
-        ticker = asyncio.create_task(self._tick(), name="loader-progress")
-        try:
-            await self._run()
-        except CrdscopeError as exc:
-            self.fatal = exc
-        finally:
-            ticker.cancel()
-            await self._finish()
+        # The loader's requests are the install being watched: counted apart from the monitor's.
+        with origin(LOADER):
+            ticker = asyncio.create_task(self._tick(), name="loader-progress")
+            try:
+                await self._run()
+            except CrdscopeError as exc:
+                self.fatal = exc
+            finally:
+                ticker.cancel()
+                await self._finish()
         return self.progress()
 
     async def _run(self) -> None:

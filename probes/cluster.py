@@ -23,6 +23,7 @@ from .errors import ClusterError, ConfigError
 from .kubeconfig import (  # noqa: F401 - re-exported: callers know the cluster module
     ClusterConfig, _first_line, kubeconfig_paths, list_contexts, load_config, load_in_cluster_config,
 )
+from .traffic import Traffic
 from .transport import TRANSPORT_ERRORS
 
 #: Explicit timeouts for every request: a frozen API server must not hang a probe.
@@ -231,18 +232,23 @@ class GoawayRetryTransport(httpx.AsyncBaseTransport):
     Kubernetes writes crdscope makes (server-side apply, deletes) are idempotent.
     """
 
-    def __init__(self, primary: httpx.AsyncBaseTransport, fallback: httpx.AsyncBaseTransport) -> None:
+    def __init__(self, primary: httpx.AsyncBaseTransport, fallback: httpx.AsyncBaseTransport,
+                 traffic: Traffic | None = None) -> None:
         self.primary = primary
         self.fallback = fallback
         self.retries = 0
         self.in_flight = InFlightRequests()
+        #: crdscope's own requests and bytes, by origin and path (the monitor's footprint).
+        self.traffic = traffic or Traffic()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         token = self.in_flight.begin(request.method, request.url.path)
+        cell = self.traffic.begin(request)
         failure: str | None = CANCELLED
         try:
             response = await self._send(request)
             failure = None
+            self.traffic.count_answer(cell, response)
             return response
         except TRANSPORT_ERRORS as exc:
             failure = type(exc).__name__
@@ -274,6 +280,7 @@ class Cluster:
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
         limits: httpx.Limits = DEFAULT_LIMITS,
         http2: bool = True,
+        traffic: Traffic | None = None,
     ) -> None:
         self.config = config
         self.requests = RequestLog()
@@ -294,6 +301,7 @@ class Cluster:
         self.transport = GoawayRetryTransport(
             httpx.AsyncHTTPTransport(verify=ssl_context(config), http2=http2, limits=limits, proxy=proxy),
             httpx.AsyncHTTPTransport(verify=ssl_context(config), http2=False, limits=FALLBACK_LIMITS, proxy=proxy),
+            traffic,
         )
         self.client = httpx.AsyncClient(
             base_url=config.server,
@@ -309,6 +317,11 @@ class Cluster:
     def connect(cls, kubeconfig: str | None = None, context: str | None = None, **kwargs: Any) -> Cluster:
         """Resolve a kubeconfig/context and build the client (no request is sent)."""
         return cls(load_config(kubeconfig, context), **kwargs)
+
+    @property
+    def traffic(self) -> Traffic:
+        """What crdscope sent to this cluster, by origin and path (see :mod:`probes.traffic`)."""
+        return self.transport.traffic
 
     @property
     def in_flight(self) -> InFlightRequests:

@@ -40,6 +40,7 @@ import httpx
 
 from .cluster import Cluster, explain, status_message
 from .credentials import parse_rfc3339
+from .traffic import CRD_WATCH, LOADER, REQUEST_ORIGIN
 from .transport import TRANSPORT_ERRORS
 
 log = logging.getLogger("crdscope.crdwatch")
@@ -494,6 +495,8 @@ class CRDWatch:
 
     async def run(self) -> None:
         """List, then watch forever: re-list on 410 Gone, reconnect with backoff on failures."""
+        if REQUEST_ORIGIN.get() != LOADER:  # the loader's own watch is the loader's cost
+            REQUEST_ORIGIN.set(CRD_WATCH)  # run() is a task of its own: this context is the task's
         backoff = 0.5
         resource_version: str | None = None
         while True:

@@ -48,6 +48,7 @@ from .ratelimit import ClientLimits, ClientModel, client_models, user_limits
 from .samples import Sample, percentile
 from .settings import Cadences
 from .shared import SharedState
+from .traffic import origin
 from .transport import TRANSPORT_ERRORS
 
 if TYPE_CHECKING:
@@ -63,6 +64,16 @@ CacheSignature = tuple[tuple[str, int, int], ...]
 SLOWEST = 5
 #: After a change, walk again no sooner than this fraction of the legacy cadence (politeness floor).
 CHANGE_WALK_FLOOR = 0.1
+#: During an install the walk waits, but never longer than this many legacy cadences.
+MAX_WALK_DEFERRALS = 4
+#: The origin the walk's requests are counted under (:mod:`probes.traffic`).
+WALK_ORIGIN = "discovery-walk"
+
+
+def _changing(shared: SharedState | None, settle: float) -> bool:
+    """True while CRDs changed within the last ``settle`` seconds (an install in progress)."""
+    last = shared.last_crd_change if shared is not None else None
+    return last is not None and time.time() - last < settle
 
 
 @dataclass(frozen=True)
@@ -247,6 +258,7 @@ class DiscoveryProbe:
         cadences = cadences or Cadences()
         self.cluster = cluster
         self.cadence = cadences.discovery
+        self.settle = cadences.settle
         self.legacy_cadence = cadences.discovery_legacy
         self.shared = shared
         self.extra_limits = extra_limits
@@ -342,9 +354,10 @@ class DiscoveryProbe:
         started = time.perf_counter()
         timestamp = time.time()
         reused = 0.0 if lists is None else lists.api.seconds + lists.apis.seconds
-        api, apis, listed = lists or await self._legacy_lists({})
-        gvs = listed.group_versions()
-        results = await asyncio.gather(*(self._get_group_version(gv) for gv in gvs))
+        with origin(WALK_ORIGIN):  # 2+N requests: budgeted in walks per hour, apart from the probe's own
+            api, apis, listed = lists or await self._legacy_lists({})
+            gvs = listed.group_versions()
+            results = await asyncio.gather(*(self._get_group_version(gv) for gv in gvs))
         failed = {r.group_version: r.error for r in results if r.error}
         if gvs and len(failed) == len(gvs):
             raise _RunError(f"every group-version GET failed, e.g. {gvs[0]}: {failed[gvs[0]]}")
@@ -384,9 +397,17 @@ class DiscoveryProbe:
 
     # -- one run ------------------------------------------------------------------------
     def _walk_due(self, listed: set[str] | None, now: float) -> bool:
+        """The walk's policy: a first one; then never during an install (CRDs changed within
+        ``settle`` seconds) unless none ran for :data:`MAX_WALK_DEFERRALS` legacy cadences; once
+        the set of group-versions changed and settled, or the legacy cadence passed; never while
+        the guard holds heavy reads back (a walk is 2+N requests)."""
         if self._walk is None:
             return True
         age = now - self._walk.timestamp
+        if self.shared is not None and not self.shared.guard.allows("discovery_walk"):
+            return False
+        if _changing(self.shared, self.settle):
+            return age >= self.legacy_cadence * MAX_WALK_DEFERRALS
         if age >= self.legacy_cadence:
             return True
         return listed is not None and listed != self._walk_listed and age >= self.legacy_cadence * CHANGE_WALK_FLOOR

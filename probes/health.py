@@ -56,8 +56,8 @@ MIB = float(1 << 20)
 KEEP_OUTAGES = 20
 TOP_RESOURCES = 10
 UNUSED_EXAMPLES = 5
-#: Identity Leases are renewed every 10 s: reading them more often tells nothing new.
-LEASE_INTERVAL_SECONDS = 10.0
+#: Identity Leases are renewed every 10 s; a new holder (a restart) stays visible: every 30 s is enough.
+LEASE_INTERVAL_SECONDS = 30.0
 
 #: sample field -> /metrics family
 PROCESS_FAMILIES = {

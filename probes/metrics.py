@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 
 from .cluster import Cluster, explain, status_message
+from .traffic import METRICS as METRICS_ORIGIN, REQUEST_ORIGIN
 from .transport import TRANSPORT_ERRORS
 
 Labels = dict[str, str]
@@ -391,7 +392,7 @@ class MetricsSource:
         if self.spread is None:
             import httpx
 
-            self.spread = Cluster(self.cluster.config, http2=False,
+            self.spread = Cluster(self.cluster.config, http2=False, traffic=self.cluster.traffic,
                                   limits=httpx.Limits(max_connections=2, max_keepalive_connections=0))
 
     def want(self, *families: str) -> None:
@@ -421,6 +422,7 @@ class MetricsSource:
         return self._inflight
 
     async def _fetch(self, families: frozenset[str]) -> Scrape:
+        REQUEST_ORIGIN.set(METRICS_ORIGIN)  # this task's own context: one scrape serves every probe
         parser = MetricsParser(families)
         started = time.perf_counter()
         stamp = time.time()

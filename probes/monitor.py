@@ -12,11 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 
 from .cluster import Cluster
-from .crdwatch import CRDWatch
+from .crdwatch import CRDEvent, CRDWatch
+from .health import HealthSample
 from .metrics import MetricsSource
 from .registry import factory, monitor_probes
+from .samples import Sample
 from .scheduler import Probe, Scheduler, Sink
 from .settings import Settings
 from .shared import SharedState
@@ -33,12 +36,43 @@ class Monitor:
         self.settings = settings or Settings()
         self.metrics = MetricsSource(cluster)
         self.crds = CRDWatch(cluster)
-        self.scheduler = Scheduler()
+        #: Probes with an ``*_idle`` cadence slow down once no CRD changed for ``cadences.settle`` s.
+        self.scheduler = Scheduler(quiet=self.quiet)
         self._tasks: list[asyncio.Task[None]] = []
         #: What probes share beyond metrics and CRDs (e.g. the discovery view for OpenAPI's stages).
         self.shared = SharedState()
+        self.shared.guard.fraction = self.settings.thresholds.memory_limit_fraction_warn
         for name in probes if probes is not None else monitor_probes():
-            self.scheduler.add(factory(name)(self))
+            probe = factory(name)(self)
+            idle = getattr(self.settings.cadences, f"{name}_idle", None)
+            if idle is not None:  # the scheduler paces it (Scheduler.pace)
+                probe.busy_cadence, probe.idle_cadence = probe.cadence, idle  # type: ignore[attr-defined]
+            self.scheduler.add(probe)
+        self.scheduler.add_sink(self._guard_memory)
+        self.crds.add_listener(self._wake_on_change)
+
+    def set_memory_limit(self, limit_bytes: int | None) -> None:
+        """The API server's memory limit as the front end knows it (flag, lab cap); None: unknown."""
+        self.shared.guard.known_limit_bytes = limit_bytes
+
+    def _guard_memory(self, sample: Sample) -> None:
+        if isinstance(sample, HealthSample) and sample.ok:
+            self.shared.guard.observe_memory(sample.rss_bytes, sample.memory_limit_bytes)
+
+    def quiet(self) -> bool:
+        """True once no CRD changed for ``cadences.settle`` seconds (none seen counts as quiet)."""
+        last = self.shared.last_crd_change
+        return last is None or time.time() - last >= self.settings.cadences.settle
+
+    def _wake_on_change(self, event: CRDEvent) -> None:
+        """A CRD changed: probes idling on a slow cadence run now (at most once per busy cadence)."""
+        now = self.shared.last_crd_change = time.time()
+        for name, health in self.scheduler.health().items():
+            busy = getattr(self.probe(name), "busy_cadence", None)
+            if busy is None:
+                continue
+            if health.last_run is None or now - health.last_run >= busy:
+                self.scheduler.trigger(name)
 
     def probe(self, name: str) -> Probe:
         """A registered probe by name."""

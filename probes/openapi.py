@@ -8,11 +8,20 @@ own fetch of ``/apis`` with an ETag), and feeds
 the shared CRD watch's records to a :class:`~probes.publication.PublicationTracker`,
 which keeps each CRD's stage times.  Nothing is fetched per CRD.
 
-``/openapi/v2`` is fetched rarely, in the background: at most every
-``cadences.openapi_v2`` seconds and only after the watch saw a CRD change,
-with If-None-Match, streamed to count bytes without keeping the document.
-Fetching it (and, to a lesser degree, the v3 index with its hashes) makes the
-server build the documents: the cadence is the user's to set (0 turns v2 off).
+``/openapi/v2`` is not fetched unless asked (``--openapi-v2`` or
+``cadences.openapi_v2``): each fetch makes the server build the whole document
+(43 s and 100 MB at 2,065 CRDs, and the Go heap keeps the memory; measured in
+``bench/RESULTS.md``, footprint).  Its cost is read passively instead, from the
+server's own OpenAPI aggregation metrics in the shared ``/metrics`` scrape: how
+often any client made it build v2, and how long the last build took.  When asked,
+it is fetched in the background at most every ``cadences.openapi_v2`` seconds and
+only after the watch saw a CRD change, with If-None-Match, streamed to count bytes
+without keeping the document.
+
+The group-version documents read to settle stages are budgeted
+(``budgets.openapi_v3_documents`` per minute), and the index is read on the idle
+cadence once nothing changes or waits.  Both heavy reads wait while the guard holds
+(:mod:`probes.guard`: the server near its memory limit).
 """
 
 from __future__ import annotations
@@ -26,7 +35,10 @@ import httpx
 
 from .cluster import Cluster, explain, status_message
 from .crdwatch import CRDRecord, CRDWatch
+from .guard import Guard
+from .metrics import Scrape
 from .publication import LagStats, PublicationTracker
+from .ratelimit import Allowance
 from .samples import Sample
 from .transport import TRANSPORT_ERRORS
 
@@ -41,8 +53,16 @@ V2_ACCEPT = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf, applica
 #: Building /openapi/v2 on a cluster with thousands of CRDs takes long before the first byte.
 V2_TIMEOUT = httpx.Timeout(connect=5.0, read=300.0, write=10.0, pool=10.0)
 BACKLOG_NAMES = 10
-#: Group-version documents read per round to settle CRDs the index hashes cannot place.
+#: Group-version documents read per round to settle CRDs the index hashes cannot place (and
+#: at most ``budgets.openapi_v3_documents`` per minute, a token bucket of this burst).
 CONTENT_FETCHES_PER_ROUND = 4
+#: The server's own request histogram: where it records /openapi/v2 (as the non-resource
+#: ``subresource="openapi/v2"``), its count and total seconds say what other clients' v2
+#: fetches cost it.  kube-apiserver 1.37.2 records /openapi/v3 there but not v2, and its
+#: ``apiextensions_openapi_v2_regeneration_count`` stays 0 through lazy builds: on such a
+#: server the cost of v2 is not observable passively (the fields stay None).
+REQUEST_DURATION_FAMILY = "apiserver_request_duration_seconds"
+V2_SUBRESOURCE = "openapi/v2"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -92,6 +112,10 @@ class OpenAPISample(Sample):
     v2_error: str | None = None
     #: Why v2 was not fetched yet ("" once it was).
     v2_note: str = ""
+    #: Read passively from the shared /metrics scrape, where the server records them: /openapi/v2
+    #: requests it served to any client since it started, and their seconds in all.
+    v2_server_requests: int | None = None
+    v2_server_seconds: float | None = None
 
 
 # --------------------------------------------------------------------------- fetching
@@ -235,8 +259,11 @@ class V2Fetcher:
 class OpenAPIObserver:
     """Fetches the v3 index and discovery, and keeps the per-CRD stage times."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, documents: Allowance | None = None, guard: Guard | None = None) -> None:
         self.cluster = cluster
+        #: The budget and the guard of the group-version documents (None: unlimited, one-shot use).
+        self.documents = documents
+        self.guard = guard
         self.tracker = PublicationTracker()
         self.v3 = ConditionalGet(cluster, "/openapi/v3")
         self.discovery = ConditionalGet(cluster, "/apis", DISCOVERY_ACCEPT)
@@ -281,6 +308,10 @@ class OpenAPIObserver:
         most once; a failed read is tried again next round.
         """
         for path, digest in self.tracker.content_wanted(crds, now)[:CONTENT_FETCHES_PER_ROUND]:
+            if self.guard is not None and not self.guard.allows("openapi_v3_documents"):
+                return
+            if self.documents is not None and not self.documents.take():
+                return  # the budget is spent for now: the stage settles a little later
             try:
                 response = await self.cluster.client.get(f"/openapi/v3/{path}", params={"hash": digest},
                                                          headers={"Accept": "application/json"})
@@ -345,8 +376,9 @@ def with_v2(sample: OpenAPISample, result: V2Result | None, note: str = "") -> O
         v2_fetched_at=result.fetched_at, v2_error=result.error, v2_note=note)
 
 
-async def once(cluster: Cluster, **_options: object) -> OpenAPISample:
-    """List CRDs, fetch the v3 index, discovery and /openapi/v2 once.
+async def once(cluster: Cluster, openapi_v2: bool = False, **_options: object) -> OpenAPISample:
+    """List CRDs, fetch the v3 index and discovery once, and /openapi/v2 when asked (``--openapi-v2``:
+    the server builds the whole document for it, which the summary says).
 
     One look cannot time a stage: lags come only from the CRDs' own conditions
     (names_accepted, established); the backlog counts Established CRDs whose
@@ -360,26 +392,38 @@ async def once(cluster: Cluster, **_options: object) -> OpenAPISample:
     sample = await observer.observe(watch.crds)
     if sample.error:
         return sample
+    if not openapi_v2:
+        return with_v2(sample, None, V2_OFF_NOTE)
     return with_v2(sample, await observer.v2.fetch())
 
 
 class OpenAPIProbe:
-    """The v3 index every ``cadences.openapi``; /openapi/v2 in the background, rarely."""
+    """The v3 index every ``cadences.openapi`` (idle: ``openapi_idle``); /openapi/v2 only when asked."""
 
     name = "openapi"
 
     def __init__(self, monitor: Monitor) -> None:
         self.monitor = monitor
-        self.cadence = monitor.settings.cadences.openapi
-        self.v2_cadence = monitor.settings.cadences.openapi_v2
-        self.observer = OpenAPIObserver(monitor.cluster)
+        cadences = monitor.settings.cadences
+        self.cadence = cadences.openapi
+        self.v2_cadence = cadences.openapi_v2
+        documents = Allowance(monitor.settings.budgets.openapi_v3_documents, CONTENT_FETCHES_PER_ROUND)
+        self.observer = OpenAPIObserver(monitor.cluster, documents, monitor.shared.guard)
+        # The server's own count of v2 requests rides on the shared scrape other probes take.
+        monitor.metrics.want(REQUEST_DURATION_FAMILY)
         self._v2_task: asyncio.Task[V2Result] | None = None
         self._v2_events: int | None = None  # watch events when v2 was last fetched
         self._v2_started = 0.0
+        self._waiting = False  # CRDs waited for publication at the last run
 
     @property
     def tracker(self) -> PublicationTracker:
         return self.observer.tracker
+
+    @property
+    def busy(self) -> bool:
+        """CRDs waited for publication at the last run: no idle cadence yet (see the scheduler)."""
+        return self._waiting
 
     async def run(self) -> OpenAPISample:
         watch: CRDWatch = self.monitor.crds
@@ -389,30 +433,49 @@ class OpenAPIProbe:
         if self._v2_events is None:
             self._v2_events = watch.status.events  # changes are counted from the first run on
         sample = await self.observer.observe(watch.crds, self._discovery_view())
+        self._waiting = sample.backlog > 0 or bool(self.tracker.content_wanted(watch.crds, time.time()))
         note = self._maybe_start_v2(watch)
-        return with_v2(sample, self.observer.v2.last, note)
+        sample = with_v2(sample, self.observer.v2.last, note)
+        return with_server_builds(sample, self.monitor.metrics.last)
 
     def _discovery_view(self) -> Any:
         """The discovery probe's view when it is fresh (then /apis is not fetched twice), else None."""
         view = self.monitor.shared.discovery
-        max_age = max(30.0, 3 * self.monitor.settings.cadences.discovery)
+        max_age = max(30.0, 3 * self.monitor.settings.cadences.discovery_idle)
         if view is None or time.time() - getattr(view, "timestamp", 0.0) > max_age or not hasattr(view, "served"):
             return None
         return view
 
     def _maybe_start_v2(self, watch: CRDWatch) -> str:
         if self.v2_cadence <= 0:
-            return "off (cadences.openapi_v2 = 0)"
+            return V2_OFF_NOTE
         if self._v2_task is not None and not self._v2_task.done():
             return "fetching"
         if watch.status.events == self._v2_events:
             return "" if self.observer.v2.last else "waiting for a CRD change (fetching v2 makes the server build it)"
         if time.time() - self._v2_started < self.v2_cadence:
             return f"next fetch at most every {self.v2_cadence:.0f}s"
+        if not self.monitor.shared.guard.allows("openapi_v2"):
+            return f"held back: {self.monitor.shared.guard.reason}"
         self._v2_events = watch.status.events
         self._v2_started = time.time()
         self._v2_task = asyncio.create_task(self.observer.v2.fetch(), name="openapi-v2")
         return "fetching"
+
+
+#: Why /openapi/v2 is not fetched by default (the panel and --json say so).
+V2_OFF_NOTE = ("off: each fetch makes the server build the whole document (--openapi-v2 measures it "
+               "at that cost)")
+
+
+def with_server_builds(sample: OpenAPISample, scrape: Scrape | None) -> OpenAPISample:
+    """The sample with the server's own count of /openapi/v2 requests, from a scrape taken anyway."""
+    if scrape is None or not scrape.ok or sample.error:
+        return sample
+    served = scrape.total(f"{REQUEST_DURATION_FAMILY}_count", subresource=V2_SUBRESOURCE)
+    seconds = scrape.total(f"{REQUEST_DURATION_FAMILY}_sum", subresource=V2_SUBRESOURCE)
+    return dataclasses.replace(sample, v2_server_requests=int(served) if served is not None else None,
+                               v2_server_seconds=seconds)
 
 
 def make_probe(monitor: Monitor) -> OpenAPIProbe:

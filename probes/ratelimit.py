@@ -92,6 +92,27 @@ class _Bucket:
         self.tokens = min(float(self.burst), self.tokens + 1.0)
 
 
+class Allowance:
+    """A budget of requests per minute that never waits: :meth:`take` says whether one more fits now.
+
+    For optional reads (they are skipped, not delayed, when the budget is spent).
+    """
+
+    def __init__(self, per_minute: float, burst: int) -> None:
+        self.per_minute = per_minute
+        self._bucket = _Bucket(per_minute / 60.0, max(1, burst), time.monotonic()) if per_minute > 0 else None
+        self.denied = 0
+
+    def take(self) -> bool:
+        """Use one request of the budget if one is left now."""
+        if self._bucket is not None:
+            if self._bucket.reserve(time.monotonic()) <= 0:
+                return True
+            self._bucket.give_back()
+        self.denied += 1
+        return False
+
+
 def _union_length(intervals: list[tuple[float, float]]) -> float:
     total, reach = 0.0, -math.inf
     for start, end in sorted(intervals):

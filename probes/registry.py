@@ -45,6 +45,7 @@ PROBES: tuple[ProbeKind, ...] = (
     ProbeKind("health", "crdscope.probes.health", "HealthSample"),
     ProbeKind("latency", "crdscope.probes.latency", "LatencySample"),
     ProbeKind("responsiveness", "crdscope.probes.responsiveness", "ResponsivenessSample"),
+    ProbeKind("footprint", "crdscope.probes.footprint", "FootprintSample", oneshot=None),
     # Not a probe: the loader's progress, recorded and replayed like a probe's samples.  Named by
     # module (never imported from here), so probes/ still depends on nothing above it.
     ProbeKind("loader", "crdscope.loader.progress", "LoaderSample", factory=None, oneshot=None),

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 
 from .registry import sample_type
 from .samples import Sample
+from .traffic import REQUEST_ORIGIN
 
 log = logging.getLogger("crdscope.scheduler")
 
@@ -126,8 +127,11 @@ def error_sample(probe: str, error: str) -> Sample:
 class Scheduler:
     """Runs each probe on its own cadence; pause/resume; hands samples to sinks."""
 
-    def __init__(self, probes: list[Probe] | None = None, sinks: list[Sink] | None = None) -> None:
+    def __init__(self, probes: list[Probe] | None = None, sinks: list[Sink] | None = None, *,
+                 quiet: Callable[[], bool] | None = None) -> None:
         self._entries: dict[str, _Entry] = {}
+        #: True while nothing changes: a probe with an ``idle_cadence`` (and not ``busy``) uses it.
+        self._quiet = quiet
         self.sinks: list[Sink] = list(sinks or [])
         self.latest: dict[str, Sample] = {}
         self._running = asyncio.Event()
@@ -205,6 +209,7 @@ class Scheduler:
         probe, health = entry.probe, entry.health
         started = time.monotonic()
         deadline = float(getattr(probe, "deadline", None) or DEFAULT_DEADLINE_SECONDS)
+        token = REQUEST_ORIGIN.set(probe.name)  # its requests (and its tasks') count as this probe's
         try:
             # asyncio.timeout, not wait_for: 3.11's wait_for swallows a cancellation that arrives
             # in the loop iteration where the probe finishes, and a stopped scheduler then spins on.
@@ -218,6 +223,8 @@ class Scheduler:
         except Exception as exc:
             log.exception("probe %s raised instead of returning an error sample", probe.name)
             sample = error_sample(probe.name, f"internal error in probe {probe.name}: {type(exc).__name__}: {exc}")
+        finally:
+            REQUEST_ORIGIN.reset(token)
         was_failing = health.consecutive_failures
         health.record(sample.error, time.time())
         health.last_seconds = time.monotonic() - started
@@ -238,12 +245,27 @@ class Scheduler:
         while not self._stopping():
             await self._running.wait()
             entry.wake.clear()
+            self.pace(entry.probe)
             await self._run_once(entry)
             try:
-                async with asyncio.timeout(max(0.0, float(entry.probe.cadence))):
+                async with asyncio.timeout(max(0.0, self.pace(entry.probe))):
                     await entry.wake.wait()
             except TimeoutError:
                 pass
+
+    def pace(self, probe: Probe) -> float:
+        """Set and return ``probe.cadence`` for its next run and wait.
+
+        A probe with ``busy_cadence`` and ``idle_cadence`` runs on the idle one while all is quiet
+        (and the probe is not ``busy``), else on the busy one.  The probe's ``cadence`` itself
+        changes, so what a probe derives from it (how old a shared scrape it takes) follows.
+        """
+        idle = getattr(probe, "idle_cadence", None)
+        busy = getattr(probe, "busy_cadence", None)
+        if idle is not None and busy is not None:
+            quiet = self._quiet is not None and self._quiet() and not getattr(probe, "busy", False)
+            probe.cadence = max(busy, idle) if quiet else busy
+        return float(probe.cadence)
 
     def _stopping(self) -> bool:
         stopped = getattr(self, "_stopped", None)

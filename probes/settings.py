@@ -17,24 +17,77 @@ from .paths import config_file
 
 @dataclasses.dataclass(frozen=True)
 class Cadences:
-    """Seconds between the end of one probe run and the start of the next."""
+    """Seconds between the end of one probe run and the start of the next.
 
+    Each cadence is written beside what it costs the server; the budgets those costs must
+    stay within are :class:`RequestBudgets` (``bench/RESULTS.md``, footprint, for the figures).
+    """
+
+    #: One GET /version (budget 2/min); idle: ``version_idle``.
     version: float = 30.0
+    version_idle: float = 120.0
+    #: No request of its own (the shared CRD watch); with Crossplane, MRD table pages (budget 4/min).
     inventory: float = 2.0
+    #: Two conditional GETs (/api, /apis: 304 when unchanged) while CRDs change (budget 14/min) ...
     discovery: float = 10.0
-    #: The legacy walk sends 2+N requests: rarely, and when the set of group-versions changed.
+    #: ... and this cadence once no CRD changed for ``settle`` seconds (a change wakes it at once).
+    discovery_idle: float = 60.0
+    #: The legacy walk sends 2+N requests: every this many seconds, and after the set of
+    #: group-versions changed once it has been still for ``settle`` seconds, never during an install
+    #: (budget: ``legacy_walks_per_hour``).
     discovery_legacy: float = 300.0
     #: Throttling, health and latency share one /metrics scrape (megabytes on a big cluster, most of
-    #: the monitor's bytes): 10 s keeps it under 50 KB/s with 2,000 CRDs (bench/RESULTS.md, overhead).
+    #: the monitor's bytes): 10 s keeps it under 50 KB/s with 2,000 CRDs (budget 6 scrapes/min);
+    #: idle, every 20 s (the server builds the whole text for each scrape).
     throttling: float = 10.0
+    throttling_idle: float = 20.0
+    #: The /openapi/v3 index while CRDs change or wait for publication (budget 12/min with the
+    #: group-version documents, at most ``RequestBudgets.openapi_v3_documents`` of them) ...
     openapi: float = 10.0
-    #: Fetching /openapi/v2 makes the server build it: once a minute, only after a CRD change.
-    openapi_v2: float = 60.0
+    #: ... and this cadence once nothing changed or waits (a CRD change wakes it at once).
+    openapi_idle: float = 60.0
+    #: Fetching /openapi/v2 makes the server build the whole document (43 s and 100 MB at 2,065
+    #: CRDs, and the Go heap keeps the memory): off unless asked (``--openapi-v2``: 60, once a
+    #: minute at most and only after a CRD change).
+    openapi_v2: float = 0.0
+    #: /readyz every run (/livez only when not ready), the identity Leases every 30 s (budget 10/min).
     health: float = 10.0
-    #: Four canary requests per run: every 15 s keeps the monitor under one request per second.
-    latency: float = 15.0
-    #: Reads the shared client's in-flight requests (no request of its own unless all is quiet).
+    health_idle: float = 20.0
+    #: Four canary requests per run: every 30 s (budget 8/min), every minute when idle.
+    latency: float = 30.0
+    latency_idle: float = 60.0
+    #: Reads the shared client's in-flight requests (a /livez heartbeat only when all is quiet).
     responsiveness: float = 0.5
+    #: Seconds without a CRD change after which an install counts as over: probes with an
+    #: ``*_idle`` cadence use it from then on (a CRD change brings the busy one back at once), and
+    #: the legacy walk runs again.
+    settle: float = 60.0
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestBudgets:
+    """Requests per minute each part of the monitor may send, averaged over five minutes.
+
+    The footprint probe names a part over its budget, and the CI test
+    (``tests/e2e/test_footprint.py``) fails a default watch that exceeds one during a load.
+    Parts are the scheduler's probe names plus ``metrics`` (the one shared /metrics scrape),
+    ``crd-watch`` (the one CRD list+watch) and ``discovery-walk`` (budgeted in walks per hour:
+    its requests grow with the group-versions).
+    """
+
+    version: float = 2.0
+    inventory: float = 4.0
+    discovery: float = 14.0
+    throttling: float = 2.0
+    openapi: float = 12.0
+    #: /openapi/v3/<group-version> documents read to settle publication stages.
+    openapi_v3_documents: float = 6.0
+    health: float = 10.0
+    latency: float = 8.0
+    responsiveness: float = 12.0
+    metrics: float = 6.0
+    crd_watch: float = 2.0
+    legacy_walks_per_hour: float = 12.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +133,7 @@ class Settings:
     """Everything configurable, by section of ``config.toml``."""
 
     cadences: Cadences = Cadences()
+    budgets: RequestBudgets = RequestBudgets()
     thresholds: Thresholds = Thresholds()
     loader: LoaderSettings = LoaderSettings()
     ui: UISettings = UISettings()
@@ -92,6 +146,17 @@ class Settings:
             return self
         current = getattr(self, section)
         return dataclasses.replace(self, **{section: dataclasses.replace(current, **values)})
+
+
+#: The /openapi/v2 cadence ``--openapi-v2`` turns on when the settings leave it off.
+OPENAPI_V2_WHEN_ASKED = 60.0
+
+
+def with_openapi_v2(settings: Settings, asked: bool) -> Settings:
+    """``settings`` with /openapi/v2 measured when ``asked`` (``--openapi-v2``) and the file leaves it off."""
+    if asked and settings.cadences.openapi_v2 <= 0:
+        return settings.override("cadences", openapi_v2=OPENAPI_V2_WHEN_ASKED)
+    return settings
 
 
 def _coerce(section: str, cls: type, data: Any, path: Path) -> Any:

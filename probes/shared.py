@@ -9,8 +9,10 @@ loader or the lab: they read these fields, None meaning "not here".
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from .guard import Guard
 
 if TYPE_CHECKING:
     from .discovery import DiscoveryView
@@ -28,3 +30,8 @@ class SharedState:
     client_limiter: TokenBucket | None = None
     #: On crdscope's lab only: counts the API server's etcd connections (the health probe reports it).
     lab_etcd_connections: Callable[[], int | None] | None = None
+    #: When the shared CRD watch last saw a change (time.time()); None: none since the monitor began.
+    #: Probes idle on slower cadences and the legacy walk waits while CRDs change (an install).
+    last_crd_change: float | None = None
+    #: Holds heavy optional reads back while the server is near its memory limit (:mod:`probes.guard`).
+    guard: Guard = field(default_factory=Guard)

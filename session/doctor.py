@@ -36,6 +36,16 @@ class Diagnosis:
     kubectl: str
     #: Probes that delivered at least one good sample (what the checks could judge).
     probes_seen: frozenset[str] = frozenset()
+    #: What the doctor itself sent the server (requests, bytes received), kubectl's measurement excluded.
+    own_requests: int = 0
+    own_bytes: int = 0
+
+    @property
+    def own_load(self) -> str:
+        """One line: what checking cost the server."""
+        rate = self.own_requests / self.seconds if self.seconds > 0 else 0.0
+        return (f"crdscope's own load on the server: {self.own_requests:,} requests ({rate:.1f}/s), "
+                f"{self.own_bytes / 1024:,.0f} KiB received in {format_duration(self.seconds)}")
 
     @property
     def checked(self) -> list[str]:
@@ -57,20 +67,21 @@ class Diagnosis:
         return {"cluster": self.cluster.to_json(), "duration_seconds": round(self.seconds, 1),
                 "samples": self.samples, "kubectl": self.kubectl, "exit_code": self.exit_code,
                 "findings": [f.to_json() for f in self.findings], "checked": self.checked,
-                "not_checked": self.not_checked}
+                "not_checked": self.not_checked,
+                "own_load": {"requests": self.own_requests, "bytes": self.own_bytes}}
 
 
 def run_doctor(kubeconfig: str | None, context: str | None, seconds: float,
-               memory_limit: int | None = None) -> Diagnosis:
+               memory_limit: int | None = None, *, openapi_v2: bool = False) -> Diagnosis:
     """Watch the cluster for ``seconds`` and return the findings open at the end.
 
     ``memory_limit`` (bytes) is the API server's limit when the caller knows it; a
     capped crdscope lab's cap is found without it.
     """
     from crdscope.probes.cluster import Cluster
-    from crdscope.probes.settings import load_settings
+    from crdscope.probes.settings import load_settings, with_openapi_v2
 
-    settings = load_settings()
+    settings = with_openapi_v2(load_settings(), openapi_v2)
     cluster = Cluster.connect(kubeconfig, context)
     return asyncio.run(_diagnose(cluster, settings, seconds, memory_limit))
 
@@ -107,6 +118,7 @@ async def _diagnose(cluster: Any, settings: Any, seconds: float, memory_limit: i
 
         monitor = Monitor(cluster, settings)
         wire_lab(monitor)
+        monitor.set_memory_limit(engine.observations.memory_limit_bytes)
         monitor.add_sink(sink)
         started = time.monotonic()
         running = asyncio.create_task(monitor.run(), name="monitor")
@@ -119,9 +131,10 @@ async def _diagnose(cluster: Any, settings: Any, seconds: float, memory_limit: i
         if measuring is not None:
             engine.observations.kubectl_measured = await measuring
             engine.evaluate(time.time())
+        own = cluster.traffic.total()
         return Diagnosis(cluster=info, seconds=time.monotonic() - started, findings=engine.current(),
                          samples=samples, kubectl=local.describe() if local else "not found on PATH",
-                         probes_seen=frozenset(seen))
+                         probes_seen=frozenset(seen), own_requests=own.requests, own_bytes=own.bytes)
     finally:
         if measuring is not None and not measuring.done():
             measuring.cancel()  # its kubectl is killed on the way out
@@ -156,6 +169,7 @@ def render(diagnosis: Diagnosis, fmt: str) -> str:
     lines = [f"### {head}" if md else head, ""]
     findings = most_severe_first(diagnosis.findings)
     not_checked = ["", "Not checked: " + "; ".join(diagnosis.not_checked) + "."] if diagnosis.not_checked else []
+    not_checked.append(diagnosis.own_load)
     if not findings:
         lines.append("Nothing found. Checked: " + ("; ".join(diagnosis.checked) or "nothing") + ".")
         return "\n".join(lines + not_checked)

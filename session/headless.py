@@ -120,10 +120,10 @@ class HeadlessSink:
 def run_headless(kubeconfig: str | None = None, context: str | None = None, duration: str | None = None,
                  record: str | None = None, fail_if: Iterable[str] = (), serve_metrics: str | None = None,
                  prometheus_url: str | None = None, *, out: TextIO | None = None,
-                 memory_limit: int | None = None) -> None:
+                 memory_limit: int | None = None, openapi_v2: bool = False) -> None:
     """Watch a cluster without a screen; raises :class:`CrdscopeError` (exit 1) when a threshold is crossed."""
     from crdscope.probes.cluster import Cluster
-    from crdscope.probes.settings import load_settings
+    from crdscope.probes.settings import load_settings, with_openapi_v2
 
     from .exporter import parse_listen
 
@@ -131,7 +131,7 @@ def run_headless(kubeconfig: str | None = None, context: str | None = None, dura
     seconds = parse_duration(duration) if duration else None
     thresholds = parse_thresholds(fail_if)
     listen = parse_listen(serve_metrics) if serve_metrics else None
-    settings = load_settings()
+    settings = with_openapi_v2(load_settings(), openapi_v2)
     if prometheus_url:
         settings = dataclasses.replace(settings, prometheus_url=prometheus_url)
     cluster = Cluster.connect(kubeconfig, context)
@@ -147,6 +147,7 @@ def run_headless(kubeconfig: str | None = None, context: str | None = None, dura
 async def _watch(cluster: Any, settings: Any, seconds: float | None, record: str | None,
                  thresholds: list[Threshold], listen: tuple[str, int] | None, out: TextIO,
                  memory_limit: int | None = None) -> str:
+    from crdscope.probes.footprint import FootprintSample, one_line
     from crdscope.probes.monitor import Monitor
 
     from .exporter import MetricsServer, SampleCollector
@@ -177,10 +178,15 @@ async def _watch(cluster: Any, settings: Any, seconds: float | None, record: str
         await add_local_kubectl(sink.findings)
         observations = sink.findings.observations
         observations.memory_limit_bytes = known_memory_limit(cluster.server, memory_limit)
+        monitor.set_memory_limit(observations.memory_limit_bytes)
+
+        def new_limit(limit: int | None) -> None:
+            observations.memory_limit_bytes = limit
+            monitor.set_memory_limit(limit)
+
         if not memory_limit:  # a lab's cap can change while the watch runs
             follower = asyncio.create_task(follow_memory_limit(
-                cluster.server, None, observations.memory_limit_bytes,
-                lambda limit: setattr(observations, "memory_limit_bytes", limit)), name="memory-limit")
+                cluster.server, None, observations.memory_limit_bytes, new_limit), name="memory-limit")
             stack.callback(follower.cancel)
         if collector is not None:
             collector.findings = sink.findings.current
@@ -214,6 +220,9 @@ async def _watch(cluster: Any, settings: Any, seconds: float | None, record: str
             outcome = "completed"
         sink.say(f"watch {outcome} after {elapsed}: {sink.samples} samples, {len(sink.events)} events"
                   + ("" if sink.crossing else ", no threshold crossed"))
+        footprint = monitor.scheduler.latest.get("footprint")
+        if isinstance(footprint, FootprintSample):
+            sink.say(one_line(footprint))
         return outcome
     finally:
         stack.close()

@@ -19,6 +19,7 @@ from textual.binding import Binding
 from crdscope.findings.engine import FindingsEngine
 from crdscope.findings.model import Finding
 from crdscope.probes.errors import ConfigError
+from crdscope.probes.footprint import FootprintSample
 from crdscope.probes.logs import log_path, write_traceback
 from crdscope.probes.paths import data_dir
 from crdscope.probes.samples import Sample
@@ -224,7 +225,7 @@ class CrdscopeApp(App[None]):
     # -- actions -----------------------------------------------------------------------
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(self.store.last_good_of(FootprintSample)))
 
     def action_toggle_pause(self) -> None:
         """Pause or resume the probes (runs in flight finish)."""

@@ -175,11 +175,14 @@ def cli(ctx: click.Context) -> None:
 @click.option("--burst", type=int, default=None, help="discovery: the burst of that client model")
 @click.option("--prometheus", "prometheus_url", default=None, metavar="URL",
               help="health: read memory and restarts from this Prometheus")
+@click.option("--openapi-v2", "openapi_v2", is_flag=True,
+              help="openapi: also fetch /openapi/v2 (the server builds the whole document for it)")
 @click.option("--kubectl", "kubectl", is_flag=False, flag_value="kubectl", default=None, metavar="[PATH]",
               help="discovery: also time a real kubectl api-resources with a fresh cache dir (cold, warm)")
 @cluster_options
 def probe(name: str, as_json: bool, legacy: bool, qps: float | None, burst: int | None,
-          prometheus_url: str | None, kubectl: str | None, kubeconfig: str | None, context: str | None) -> None:
+          prometheus_url: str | None, openapi_v2: bool, kubectl: str | None, kubeconfig: str | None,
+          context: str | None) -> None:
     """Run probe NAME once and print its sample (version, discovery, throttling, inventory,
     openapi, health, latency)."""
     from crdscope.probes.cluster import Cluster
@@ -187,7 +190,8 @@ def probe(name: str, as_json: bool, legacy: bool, qps: float | None, burst: int 
 
     function = oneshot(name)
     options: dict[str, Any] = {k: v for k, v in {"legacy": legacy or None, "qps": qps, "burst": burst,
-                                                 "prometheus_url": prometheus_url, "kubectl": kubectl}.items()
+                                                 "prometheus_url": prometheus_url, "kubectl": kubectl,
+                                                 "openapi_v2": openapi_v2 or None}.items()
                                if v is not None}
 
     check_probe_options(name, function, options)
@@ -212,7 +216,7 @@ def probe(name: str, as_json: bool, legacy: bool, qps: float | None, burst: int 
 
 #: ``crdscope probe`` flags by the keyword of the one-shot function that takes them.
 PROBE_FLAGS = {"legacy": "--legacy", "qps": "--qps", "burst": "--burst", "prometheus_url": "--prometheus",
-               "kubectl": "--kubectl"}
+               "kubectl": "--kubectl", "openapi_v2": "--openapi-v2"}
 
 
 def check_probe_options(name: str, function: Callable[..., Any], options: dict[str, Any]) -> None:

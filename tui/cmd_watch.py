@@ -21,12 +21,14 @@ from .cli import cluster_options, memory_limit_bytes, memory_limit_option
 @click.option("--prometheus", "prometheus_url", default=None, metavar="URL",
               help="read memory and restarts from this Prometheus (managed control planes)")
 @memory_limit_option
+@click.option("--openapi-v2", "openapi_v2", is_flag=True,
+              help="also measure /openapi/v2 (each fetch makes the server build the whole document: off by default)")
 @click.option("--theme", default=None, help="colour theme of the monitor")
 @click.option("--source", default=None, metavar="SRC",
               help="what the loader loads: a directory, an archive, a YAML file, synthetic:N")
 def watch(kubeconfig: str | None, context: str | None, headless: bool, duration: str | None, record: str | None,
           no_record: bool, fail_if: tuple[str, ...], serve_metrics: str | None, prometheus_url: str | None,
-          memory_limit: str | None, theme: str | None, source: str | None) -> None:
+          memory_limit: str | None, openapi_v2: bool, theme: str | None, source: str | None) -> None:
     """Open the monitor on a cluster (the current context by default)."""
     limit = memory_limit_bytes(memory_limit)
     if headless:
@@ -38,9 +40,10 @@ def watch(kubeconfig: str | None, context: str | None, headless: bool, duration:
 
         run_headless(kubeconfig=kubeconfig, context=context, duration=duration, record=record,
                      fail_if=fail_if, serve_metrics=serve_metrics, prometheus_url=prometheus_url,
-                     memory_limit=limit)
+                     memory_limit=limit, openapi_v2=openapi_v2)
         return
     from .launch import open_monitor
 
     open_monitor(kubeconfig=kubeconfig, context=context, record=None if no_record else (record or True),
-                 prometheus_url=prometheus_url, theme=theme, source=source, memory_limit=limit)
+                 prometheus_url=prometheus_url, theme=theme, source=source, memory_limit=limit,
+                 openapi_v2=openapi_v2)

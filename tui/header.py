@@ -10,20 +10,22 @@ from textual.widgets import Static
 from crdscope.findings.model import Finding, Severity, format_duration
 from crdscope.probes.crdwatch import MANAGED_BY_VALUE
 from crdscope.probes.discovery import DiscoverySample
+from crdscope.probes.footprint import FootprintSample
 from crdscope.probes.health import HealthSample
 from crdscope.probes.inventory import InventorySample
 from crdscope.probes.scheduler import ProbeHealth
 from crdscope.probes.throttling import ThrottlingSample
 from crdscope.probes.version import VersionSample
 
-from .format import DASH, age, number as fmt_number
+from .format import DASH, age, number as fmt_number, size as fmt_size
 
 if TYPE_CHECKING:
     from .app import CrdscopeApp
 
 #: Short probe names for the header at 80 columns.
 SHORT_NAMES = {"version": "ver", "inventory": "inv", "discovery": "disc", "throttling": "apf",
-               "openapi": "oapi", "health": "health", "latency": "lat", "loader": "load"}
+               "openapi": "oapi", "health": "health", "latency": "lat", "loader": "load",
+               "responsiveness": "resp", "footprint": "own"}
 
 
 def crd_counts(app: CrdscopeApp) -> tuple[int | None, int | None]:
@@ -112,7 +114,20 @@ class ClusterHeader(Static):
         chips = " ".join(probe_chip(h, now) for h in app.probe_health().values())
         if app.probes_paused:
             chips = "[$probe-warn b]⏸ PAUSED[/] " + chips
-        return f"{first}\n{findings_status(app.current_findings(), now)}{chips or '[$probe-idle]no probes[/]'}"
+        own = own_load(app.store.last_good_of(FootprintSample))
+        return f"{first}\n{findings_status(app.current_findings(), now)}{own}{chips or '[$probe-idle]no probes[/]'}"
+
+
+def own_load(sample: FootprintSample | None) -> str:
+    """``own 0.4/s 2.1KiB/s · ``: what the monitor itself sends the server (``?`` has the detail)."""
+    if sample is None:
+        return ""
+    text = f"own {sample.requests_per_second:.1f}/s {fmt_size(sample.bytes_per_second)}/s"
+    if sample.held_back:
+        return f"[$probe-warn]{text}, holding back {len(sample.held_back)}[/] · "
+    if sample.over_budget:
+        return f"[$probe-warn]{text}, over budget: {escape(', '.join(sample.over_budget))}[/] · "
+    return f"{text} · "
 
 
 def findings_status(findings: list[Finding], now: float) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,6 +13,8 @@ import click
 from crdscope.probes.logs import NOT_WRITABLE, log_to_file
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from crdscope.probes.settings import Settings
     from crdscope.session.recorder import ClusterInfo, Recorder
 
@@ -61,18 +62,18 @@ def open_recorder(record: Any, settings: Settings, kubeconfig: str | None, conte
 def build_app(kubeconfig: str | None = None, context: str | None = None, *, record: Any = None,
               prometheus_url: str | None = None, theme: str | None = None, lab: Any = None,
               settings: Any = None, layout: str | None = None, source: str | None = None,
-              memory_limit: int | None = None) -> CrdscopeApp:
+              memory_limit: int | None = None, openapi_v2: bool = False) -> CrdscopeApp:
     """The monitor app on a cluster, ready to run (tests drive it with ``run_test``)."""
     from crdscope.probes.cluster import Cluster
     from crdscope.probes.monitor import Monitor
-    from crdscope.probes.settings import load_settings
+    from crdscope.probes.settings import load_settings, with_openapi_v2
     from crdscope.session.headless import follow_memory_limit, known_memory_limit, wire_lab
 
     from .app import CrdscopeApp, check_theme
     from .feeds import LiveFeed
     from .loader_control import LoaderControl
 
-    settings = settings or load_settings()
+    settings = with_openapi_v2(settings or load_settings(), openapi_v2)
     if prometheus_url:
         settings = dataclasses.replace(settings, prometheus_url=prometheus_url)
     theme = check_theme(theme or settings.ui.theme)
@@ -83,10 +84,18 @@ def build_app(kubeconfig: str | None = None, context: str | None = None, *, reco
     loader = LoaderControl(monitor, settings.loader, context_flag=context, source=source)
     lab_dir = lab.home if lab is not None else None
     limit = known_memory_limit(cluster.server, memory_limit, lab_dir)
+    monitor.set_memory_limit(limit)
+
+    def follow(apply: Callable[[int | None], None]) -> Awaitable[None]:
+        def both(new: int | None) -> None:
+            monitor.set_memory_limit(new)
+            apply(new)
+        return follow_memory_limit(cluster.server, lab_dir, limit, both)
+
     # A lab's cap changes under the monitor (`crdscope lab limit`); a limit given as a flag does not.
-    follow = None if memory_limit else functools.partial(follow_memory_limit, cluster.server, lab_dir, limit)
     return CrdscopeApp(LiveFeed(monitor), settings=settings, theme=theme, loader=loader, lab=lab,
-                       recorder=recorder, layout=layout, memory_limit=limit, follow_memory_limit=follow)
+                       recorder=recorder, layout=layout, memory_limit=limit,
+                       follow_memory_limit=None if memory_limit else follow)
 
 
 def check_source(source: str | None) -> None:
@@ -99,14 +108,14 @@ def check_source(source: str | None) -> None:
 
 def open_monitor(kubeconfig: str | None = None, context: str | None = None, *, record: Any = True,
                  prometheus_url: str | None = None, theme: str | None = None, lab: Any = None,
-                 source: str | None = None, memory_limit: int | None = None) -> None:
+                 source: str | None = None, memory_limit: int | None = None, openapi_v2: bool = False) -> None:
     """Open the monitor on a cluster (the current context by default) and run it until quit;
     ``source`` is what the loader offers to load (default: the configured one)."""
     check_source(source)
     where = log_to_file() or NOT_WRITABLE
     _first_contact(kubeconfig, context)
     app = build_app(kubeconfig, context, record=record, prometheus_url=prometheus_url, theme=theme, lab=lab,
-                    source=source, memory_limit=memory_limit)
+                    source=source, memory_limit=memory_limit, openapi_v2=openapi_v2)
     try:
         app.run()
     finally:

@@ -19,6 +19,7 @@ from crdscope.loader.sources import open_source
 from crdscope.probes.errors import CrdscopeError
 from crdscope.probes.monitor import Monitor
 from crdscope.probes.settings import LoaderSettings
+from crdscope.probes.traffic import LOADER, origin
 
 from .format import duration
 
@@ -102,11 +103,13 @@ class LoaderControl:
         """What clean would delete (crdscope's labelled CRDs and the objects of their kinds)."""
         cluster = self.monitor.cluster
         check_target(cluster.config, self.context_flag, "clean")
-        return await plan_clean(cluster)
+        with origin(LOADER):  # the loader's clean is the user's change, not the monitor's cost
+            return await plan_clean(cluster)
 
     async def clean(self, plan: CleanPlan) -> str:
         """Delete what the confirmed plan lists (each CRD only if still the one listed); one line."""
-        result = await execute_clean(self.monitor.cluster, plan)
+        with origin(LOADER):
+            result = await execute_clean(self.monitor.cluster, plan)
         line = f"clean: deleted {len(result.deleted)} CRDs in {duration(result.seconds)}"
         if result.refused:
             line += f"; {len(result.refused)} refused ({result.refused[0][0]}: {result.refused[0][1]})"

@@ -6,7 +6,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
+from textual.markup import escape
 from textual.widgets import Static
+
+from crdscope.probes.footprint import FootprintSample, table
 
 HELP = """\
 [b]crdscope[/b]: a Kubernetes API server under CRD pressure, live.
@@ -34,6 +37,9 @@ HELP = """\
 Each panel's first line says how fresh its figures are; while the API
 server is away it counts the time since the last good sample.
 
+[b]What watching costs the server[/b] (the header's "own" figure)
+{footprint}
+
 [dim]escape, ? or q closes this help[/dim]"""
 
 
@@ -42,12 +48,15 @@ class HelpScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,question_mark,q", "close", "Close")]
 
-    def __init__(self) -> None:
+    def __init__(self, footprint: FootprintSample | None = None) -> None:
         super().__init__(classes="dialog-screen")
+        self.footprint = footprint
 
     def compose(self) -> ComposeResult:
+        lines = table(self.footprint) if self.footprint is not None else ["not measured yet"]
+        text = HELP.replace("{footprint}", "\n".join("  " + escape(line) for line in lines))
         with VerticalScroll(classes="dialog help"):
-            yield Static(HELP, id="help-text")
+            yield Static(text, id="help-text")
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -1,0 +1,192 @@
+"""The monitor's own footprint: what watching costs the server, read from crdscope's own counts.
+
+No request of its own: every run reads the shared client's counts
+(:class:`probes.traffic.Traffic`, kept by the transport), so the figures are exact
+for crdscope's side and cost nothing.  The loader's requests (the install being
+watched) are counted apart.
+
+Each part of the monitor has a request budget (``[budgets]`` in config.toml,
+:class:`probes.settings.RequestBudgets`, written beside the cadences they follow);
+the sample names the parts over theirs, averaged over the last
+:data:`BUDGET_WINDOW_SECONDS`, and what the guard holds back (heavy optional reads
+while the server is near its memory limit, see :mod:`probes.guard`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import deque
+from typing import TYPE_CHECKING
+
+from .samples import Sample
+from .settings import RequestBudgets
+from .traffic import LOADER, Tally, Traffic
+
+if TYPE_CHECKING:
+    from .monitor import Monitor
+
+#: Rates (requests and bytes per second) are over this window.
+RATE_WINDOW_SECONDS = 60.0
+#: Budgets are checked over this window, once the monitor has run that long (start-up reads the
+#: whole state once: the CRD list, a first legacy walk, cold discovery figures).
+BUDGET_WINDOW_SECONDS = 300.0
+#: The walk's requests are budgeted as walks per hour: each walk reads ``/api/v1`` once.
+WALK_MARKER = "GET /api/v1"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FootprintSample(Sample):
+    """crdscope's own requests and bytes to the server, by path and by part of the monitor."""
+
+    probe = "footprint"
+
+    #: The monitor's requests since it started (the loader's excluded) and the answers' bytes.
+    requests_total: int = 0
+    bytes_total: int = 0
+    #: Over the last ``window_seconds`` (at most :data:`RATE_WINDOW_SECONDS`).
+    requests_per_second: float = 0.0
+    bytes_per_second: float = 0.0
+    window_seconds: float = 0.0
+    #: "GET /openapi/v3/{group-version}" -> counts since start (the monitor's, loader excluded).
+    by_path: dict[str, Tally] = dataclasses.field(default_factory=dict)
+    #: Part of the monitor ("discovery", "metrics", "crd-watch", ...) -> counts since start.
+    by_origin: dict[str, Tally] = dataclasses.field(default_factory=dict)
+    #: Part -> requests per minute over the budget window (None until it has run that long).
+    per_minute: dict[str, float] = dataclasses.field(default_factory=dict)
+    #: Parts whose requests per minute exceed their budget, and legacy walks per hour.
+    over_budget: tuple[str, ...] = ()
+    legacy_walks: int = 0
+    #: The built-in loader's requests (the install itself, not the monitor's cost).
+    loader_requests_total: int = 0
+    loader_bytes_total: int = 0
+    #: Whether ``/openapi/v2`` is measured (off by default: each fetch makes the server build it).
+    openapi_v2: bool = False
+    #: Heavy optional reads held back, and why ("openapi_v2": "memory at 91% of its limit").
+    held_back: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+def summarize(traffic: Traffic) -> tuple[dict[str, Tally], dict[str, Tally], Tally, Tally, int]:
+    """(by path, by origin, monitor total, loader total, legacy walks) of the counts so far."""
+    by_path: dict[str, list[int]] = {}
+    by_origin: dict[str, list[int]] = {}
+    loader = [0, 0]
+    walks = 0
+    for (origin, path), tally in traffic.by_origin_and_path().items():
+        if origin == LOADER:
+            loader[0] += tally.requests
+            loader[1] += tally.bytes
+            continue
+        for table, key in ((by_path, path), (by_origin, origin)):
+            cell = table.setdefault(key, [0, 0])
+            cell[0] += tally.requests
+            cell[1] += tally.bytes
+        if path == WALK_MARKER:
+            walks += tally.requests
+    total = Tally(requests=sum(c[0] for c in by_origin.values()), bytes=sum(c[1] for c in by_origin.values()))
+    return ({k: Tally(requests=c[0], bytes=c[1]) for k, c in sorted(by_path.items())},
+            {k: Tally(requests=c[0], bytes=c[1]) for k, c in sorted(by_origin.items())},
+            total, Tally(requests=loader[0], bytes=loader[1]), walks)
+
+
+def budget_of(budgets: RequestBudgets, origin: str) -> float | None:
+    """Requests per minute allowed to one part of the monitor (None: not budgeted)."""
+    value = getattr(budgets, origin.replace("-", "_"), None)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+class FootprintProbe:
+    """Reads the shared client's counts every few seconds; sends nothing."""
+
+    name = "footprint"
+
+    def __init__(self, monitor: Monitor) -> None:
+        self.monitor = monitor
+        self.cadence = 5.0
+        self.budgets = monitor.settings.budgets
+        self._started = time.monotonic()
+        #: (monotonic time, monitor total, by origin) per run, for windowed rates.
+        self._history: deque[tuple[float, Tally, dict[str, Tally], int]] = deque()
+
+    async def run(self) -> FootprintSample:
+        by_path, by_origin, total, loader, walks = summarize(self.monitor.cluster.traffic)
+        now = time.monotonic()
+        self._history.append((now, total, by_origin, walks))
+        while self._history and now - self._history[0][0] > BUDGET_WINDOW_SECONDS:
+            self._history.popleft()
+        rate_base = next((h for h in self._history if now - h[0] <= RATE_WINDOW_SECONDS), self._history[0])
+        window = now - rate_base[0]
+        per_minute: dict[str, float] = {}
+        over: list[str] = []
+        oldest = self._history[0]
+        span = now - oldest[0]
+        # Budgets hold once a whole window is seen past start-up (its first reads are one-off).
+        if now - self._started >= BUDGET_WINDOW_SECONDS and span >= BUDGET_WINDOW_SECONDS * 0.9:
+            for origin, tally in by_origin.items():
+                before = oldest[2].get(origin, Tally())
+                per_minute[origin] = (tally.requests - before.requests) * 60.0 / span
+                budget = budget_of(self.budgets, origin)
+                if budget is not None and per_minute[origin] > budget:
+                    over.append(origin)
+            if (walks - oldest[3]) * 3600.0 / span > self.budgets.legacy_walks_per_hour:
+                over.append("legacy-walks")
+        guard = self.monitor.shared.guard
+        return FootprintSample(
+            requests_total=total.requests, bytes_total=total.bytes,
+            requests_per_second=(total.requests - rate_base[1].requests) / window if window > 0 else 0.0,
+            bytes_per_second=(total.bytes - rate_base[1].bytes) / window if window > 0 else 0.0,
+            window_seconds=window, by_path=by_path, by_origin=by_origin, per_minute=per_minute,
+            over_budget=tuple(over), legacy_walks=walks,
+            loader_requests_total=loader.requests, loader_bytes_total=loader.bytes,
+            openapi_v2=self.monitor.settings.cadences.openapi_v2 > 0,
+            held_back=dict(guard.held_back) if guard is not None else {},
+        )
+
+
+def make_probe(monitor: Monitor) -> FootprintProbe:
+    """The footprint probe of a monitor (reads its cluster's traffic counts)."""
+    return FootprintProbe(monitor)
+
+
+# --------------------------------------------------------------------------- words for people
+
+
+def _bytes(count: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count:.1f} GiB"  # pragma: no cover - the loop returns
+
+
+def one_line(sample: FootprintSample) -> str:
+    """``crdscope's own load: 0.42 requests/s, 3.1 KiB/s (612 requests, 4.2 MiB since start)``."""
+    line = (f"crdscope's own load on the server: {sample.requests_per_second:.2f} requests/s, "
+            f"{_bytes(sample.bytes_per_second)}/s ({sample.requests_total:,} requests, "
+            f"{_bytes(sample.bytes_total)} since start")
+    if sample.loader_requests_total:
+        line += f"; the loader's install: {sample.loader_requests_total:,} requests more"
+    line += ")"
+    if sample.over_budget:
+        line += f"; over budget: {', '.join(sample.over_budget)}"
+    if sample.held_back:
+        line += f"; held back: {', '.join(sorted(sample.held_back))}"
+    return line
+
+
+def table(sample: FootprintSample, rows: int = 12) -> list[str]:
+    """Per part and per path: requests and bytes since start, busiest first."""
+    lines = [one_line(sample), "by part of the monitor (requests, bytes; per minute over the last 5 min):"]
+    for origin_name, tally in sorted(sample.by_origin.items(), key=lambda kv: -kv[1].requests)[:rows]:
+        rate = sample.per_minute.get(origin_name)
+        lines.append(f"  {origin_name:<16} {tally.requests:>7,} {_bytes(tally.bytes):>11}"
+                     + (f"  {rate:5.1f}/min" if rate is not None else ""))
+    lines.append("by path:")
+    for path, tally in sorted(sample.by_path.items(), key=lambda kv: -kv[1].bytes)[:rows]:
+        lines.append(f"  {path:<48} {tally.requests:>7,} {_bytes(tally.bytes):>11}")
+    v2 = ("/openapi/v2 measured (each fetch makes the server build the whole document)" if sample.openapi_v2
+          else "/openapi/v2 not fetched (--openapi-v2 measures it, at the cost of a server-side build)")
+    lines.append(v2)
+    for feature, why in sorted(sample.held_back.items()):
+        lines.append(f"held back: {feature}: {why}")
+    return lines
