@@ -45,6 +45,7 @@ demo: venv lab-binaries
 bench: venv lab-binaries system-deps
 	$(BIN)/python -m bench
 	$(BIN)/python -m bench versions
+	$(BIN)/python -m bench footprint --kubernetes 1.37,1.26
 
 soak: venv lab-binaries system-deps
 	$(BIN)/python -m pytest -m "soak or slow" tests

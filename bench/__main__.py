@@ -3,6 +3,7 @@
 NAME is any of: discovery, loader, overhead, ui_latency, metrics_parse, cli, doctor (default: all).
 ``python -m bench calibrate [--help]`` fits the cost model instead (bench/calibrate.py).
 ``python -m bench versions [--help]`` loads the AWS set into each built Kubernetes version (bench/versions.py).
+``python -m bench footprint [--help]`` measures what watching an install costs the API server (bench/footprint.py).
 """
 
 from __future__ import annotations
@@ -67,6 +68,14 @@ def main(argv: list[str] | None = None) -> int:
 
         signal.signal(signal.SIGTERM, _interrupt)
         return versions(args_given[1:])
+    if args_given[:1] == ["footprint"]:
+        # Not in the default set (fresh labs with the whole AWS set, several per mode: hours): its
+        # own options (--kubernetes, --pairs, --modes, ...; see bench/footprint.py); `make bench` runs it.
+        from .footprint import main as footprint
+
+        signal.signal(signal.SIGTERM, _interrupt)
+        signal.signal(signal.SIGINT, _interrupt)
+        return footprint(args_given[1:])
     if args_given[:1] == ["calibrate"]:
         # Not a benchmark: fits the cost model (its own options; see bench/calibrate.py).
         from .calibrate import main as calibrate

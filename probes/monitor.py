@@ -65,14 +65,13 @@ class Monitor:
         return last is None or time.time() - last >= self.settings.cadences.settle
 
     def _wake_on_change(self, event: CRDEvent) -> None:
-        """A CRD changed: probes idling on a slow cadence run now (at most once per busy cadence)."""
-        now = self.shared.last_crd_change = time.time()
-        for name, health in self.scheduler.health().items():
-            busy = getattr(self.probe(name), "busy_cadence", None)
-            if busy is None:
-                continue
-            if health.last_run is None or now - health.last_run >= busy:
-                self.scheduler.trigger(name)
+        """A CRD changed: probes waiting on their idle cadence wait on their busy one instead."""
+        if not self.crds.status.synced:
+            return  # the first list tells what exists, not what changes: no install in progress
+        self.shared.last_crd_change = time.time()
+        for probe in self.scheduler.probes:
+            if getattr(probe, "busy_cadence", None) is not None:
+                self.scheduler.nudge(probe.name)
 
     def probe(self, name: str) -> Probe:
         """A registered probe by name."""

@@ -10,7 +10,7 @@ so a hang shows within seconds, not at the end of a timeout.
 When no request is in flight and the server has not answered for
 :data:`HEARTBEAT_SECONDS`, one ``GET /livez`` is sent in the background (at most
 one at a time, never awaited by the run), so a hang is noticed even between
-the other probes' runs: at most one request every 4 s on an idle monitor, and
+the other probes' runs: at most one request every 2 s on an idle monitor, and
 none while the other probes keep the server busy.
 """
 
@@ -32,9 +32,9 @@ if TYPE_CHECKING:
 
 #: With nothing in flight and no answer for this long, a heartbeat request is sent.
 #: With the 5 s threshold and a 0.5 s cadence, a hang starting right after an answer is critical
-#: within 4 + 5 + 0.5 = 9.5 s.  1.5 s made heartbeats alone up to 40 requests a minute on a quiet
+#: within 2 + 5 + 0.5 = 7.5 s.  1.5 s made heartbeats alone up to 40 requests a minute on a quiet
 #: monitor, half of its whole steady-state request rate (bench/RESULTS.md, footprint).
-HEARTBEAT_SECONDS = 4.0
+HEARTBEAT_SECONDS = 2.0
 HEARTBEAT_PATH = "/livez"
 HEARTBEAT_TIMEOUT = httpx.Timeout(connect=5.0, read=30.0, write=10.0, pool=10.0)
 

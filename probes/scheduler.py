@@ -113,6 +113,8 @@ class _Entry:
     probe: Probe
     health: ProbeHealth
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Set with ``wake`` by :meth:`Scheduler.trigger` (run now); a wake without it re-paces the wait.
+    forced: bool = False
     task: asyncio.Task[None] | None = None
 
 
@@ -198,6 +200,13 @@ class Scheduler:
 
     def trigger(self, name: str) -> None:
         """Run probe ``name`` as soon as its current run (if any) finishes."""
+        entry = self._entries[name]
+        entry.forced = True
+        entry.wake.set()
+
+    def nudge(self, name: str) -> None:
+        """Something changed: probe ``name`` waits by its pace as it is now (an idle wait becomes a
+        busy one, counted from the end of its last run); a run in flight is not doubled."""
         self._entries[name].wake.set()
 
     # -- the loop ------------------------------------------------------------------
@@ -245,13 +254,26 @@ class Scheduler:
         while not self._stopping():
             await self._running.wait()
             entry.wake.clear()
+            entry.forced = False
             self.pace(entry.probe)
             await self._run_once(entry)
+            await self._wait_for_next_run(entry, time.monotonic())
+
+    async def _wait_for_next_run(self, entry: _Entry, ended: float) -> None:
+        """Until the probe's cadence has passed since ``ended``, a :meth:`trigger`, or a
+        :meth:`nudge` that shortens the wait (the cadence is read again after each one)."""
+        while True:
+            remaining = ended + self.pace(entry.probe) - time.monotonic()
+            if remaining <= 0:
+                return
             try:
-                async with asyncio.timeout(max(0.0, self.pace(entry.probe))):
+                async with asyncio.timeout(remaining):
                     await entry.wake.wait()
             except TimeoutError:
-                pass
+                return
+            if entry.forced:
+                return
+            entry.wake.clear()
 
     def pace(self, probe: Probe) -> float:
         """Set and return ``probe.cadence`` for its next run and wait.

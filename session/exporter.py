@@ -58,6 +58,8 @@ LABELS = {
     ("health", "pod_restarts"): "pod",
     ("latency", "p99_by_verb_scope"): "verb_scope",
     ("latency", "requests_by_verb_scope"): "verb_scope",
+    ("footprint", "per_minute"): "origin",
+    ("footprint", "held_back"): "feature",
     ("latency", "slo_seconds"): "verb_scope",
 }
 #: Fields left out: one series per CRD group-version (unbounded cardinality) or per-run detail.
@@ -74,6 +76,16 @@ COUNTERS = {
     "crdscope_throttling_responses_429_total": "crdscope_throttling_responses_429",
     "crdscope_health_restarts": "crdscope_health_restarts",
     "crdscope_responsiveness_heartbeats": "crdscope_responsiveness_heartbeats",
+    # What the monitor itself sent the server since it started (issue 24): counts only grow.
+    "crdscope_footprint_requests_total": "crdscope_footprint_requests",
+    "crdscope_footprint_bytes_total": "crdscope_footprint_bytes",
+    "crdscope_footprint_loader_requests_total": "crdscope_footprint_loader_requests",
+    "crdscope_footprint_loader_bytes_total": "crdscope_footprint_loader_bytes",
+    "crdscope_footprint_by_path_requests": "crdscope_footprint_path_requests",
+    "crdscope_footprint_by_path_bytes": "crdscope_footprint_path_bytes",
+    "crdscope_footprint_by_origin_requests": "crdscope_footprint_origin_requests",
+    "crdscope_footprint_by_origin_bytes": "crdscope_footprint_origin_bytes",
+    "crdscope_footprint_legacy_walks": "crdscope_footprint_legacy_walks",
 }
 #: Gauges whose field names read as counters or histograms to Prometheus (``_total``, ``_count``)
 #: or clash with a counter above.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import contextlib
 import time
 from pathlib import Path
@@ -157,3 +158,19 @@ class LoopTurns:
     async def __aexit__(self, *exc_info: object) -> None:
         assert self._task is not None
         self._task.cancel()
+
+
+def steady_cadences(**cadences: float) -> dict[str, float]:
+    """Cadences for ``Settings().override("cadences", ...)`` that hold while nothing changes too.
+
+    A probe with an ``*_idle`` cadence slows to it once no CRD changed for ``settle`` seconds
+    (``probes.scheduler.Scheduler.pace``); tests that want a probe at one pace set both.
+    """
+    from crdscope.probes.settings import Cadences
+
+    known = {f.name for f in dataclasses.fields(Cadences)}
+    steady = dict(cadences)
+    for name, value in cadences.items():
+        if f"{name}_idle" in known:
+            steady.setdefault(f"{name}_idle", value)
+    return steady

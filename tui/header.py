@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 #: Short probe names for the header at 80 columns.
 SHORT_NAMES = {"version": "ver", "inventory": "inv", "discovery": "disc", "throttling": "apf",
                "openapi": "oapi", "health": "health", "latency": "lat", "loader": "load",
-               "responsiveness": "resp", "footprint": "own"}
+               "footprint": "own"}
 
 
 def crd_counts(app: CrdscopeApp) -> tuple[int | None, int | None]:

@@ -6,14 +6,19 @@ temporary directory; each test then checks one benchmark's result, cross-checkin
 figures that two independent observers measured (kubectl and crdscope, the server's
 FlowSchema counter and crdscope's own transport, the server's Established timestamps
 and the loaders' exit).  No timing is asserted: this machine is shared and noisy.
+
+``python -m bench footprint --quick`` (fresh labs of its own, 60 CRDs, quiet, headless and the TUI
+in tmux) runs in a fixture of its own: ``-k footprint`` selects it alone.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -132,3 +137,76 @@ def test_metrics_parse_read_a_real_scrape(smoke):
     figures = only(smoke, "metrics_parse")["figures"]
     assert figures["scrape_mb"] > 0
     assert figures["stream_all_mb_per_s"]["n"] == 1
+
+
+FOOTPRINT_TIMEOUT_SECONDS = 360
+
+
+@pytest.fixture(scope="module")
+def footprint(tmp_path_factory, lab_binaries) -> dict:
+    """``python -m bench footprint --quick`` on 60 CRDs (a fresh lab per mode: quiet, headless, the TUI in
+    tmux), a 15 s after-window; its result document."""
+    if not SHARED_CRDS.is_dir():
+        pytest.skip(f"{SHARED_CRDS} is absent (real Crossplane CRD sets live beside the checkout)")
+    if not shutil.which("tmux"):
+        pytest.skip("tmux is absent (make system-deps)")
+    output = tmp_path_factory.mktemp("footprint-results")
+    before = _digest()
+    done = subprocess.run([sys.executable, "-m", "bench", "footprint", "--quick", "--size", "60",
+                           "--after-seconds", "15", "--output", str(output)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=FOOTPRINT_TIMEOUT_SECONDS)
+    assert done.returncode == 0, f"python -m bench footprint --quick failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    assert _digest() == before, "a quick run must leave bench/RESULTS.md alone"
+    announced = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert len(announced) == 1, done.stdout
+    assert "install (s)" in done.stdout, "the table for people is printed after the JSON line"
+    return json.loads(open(announced[0]["result"], encoding="utf-8").read())
+
+
+def _leftovers() -> list[str]:
+    """Processes whose command line names a footprint run's directory (a watch or a tmux server)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "crdscope-bench-footprint-" in text:
+            found.append(text[:200])
+    return found
+
+
+def test_footprint_measured_every_mode_and_left_nothing_running(footprint):
+    assert footprint["quick"] is True and footprint["kubernetes"].startswith("v1.")
+    runs = footprint["figures"]["runs"]
+    assert [run["mode"] for run in runs] == ["quiet", "headless", "tui"]
+    for run in runs:
+        assert run["failed"] is None, run
+        assert run["load"]["established"] == 60
+        assert run["install_s"] > 0 and run["apiserver_cpu_install_s"] > 0
+        assert run["apiserver_rss_end_mib"] > 100 and run["apiserver_rss_after_mib"] > 100
+        # One RSS sample a second from the load's start to the end of the after-window.
+        assert len(run["rss_mib_every_second"]) >= run["install_s"] + 5
+        assert run["mib_per_crd_own"] is not None and run["own_fit_points"] >= 2
+    for run in runs[1:]:
+        assert run["watch_stopped_by"] == ("SIGINT" if run["mode"] == "headless" else "q"), run
+        assert run["mib_per_crd_reported"] is not None
+        assert run["watch_cpu_install_s"] > 0
+    assert runs[1]["watch_exit"] == 130  # the headless watch reports an interrupt
+    assert all(met in (True, False, None) for met in footprint["goals"].values())
+    assert not _leftovers(), _leftovers()
+
+
+def test_footprint_counts_add_up_by_path_and_by_origin(footprint):
+    for run in footprint["figures"]["runs"][1:]:
+        counts = run["footprint"]
+        assert counts is not None, f"{run['mode']}: the recording held no footprint sample"
+        assert counts["requests_total"] > 0 and counts["bytes_total"] > 0
+        # The monitor's own requests, the same whether counted by path or by part of the monitor.
+        for table in ("by_path", "by_origin"):
+            assert sum(cell["requests"] for cell in counts[table].values()) == counts["requests_total"], table
+            assert sum(cell["bytes"] for cell in counts[table].values()) == counts["bytes_total"], table
+        # The load ran as a process of its own: none of its requests are the watch's.
+        assert counts.get("loader_requests_total", 0) == 0
+        # Footprint samples before the load and after it: the monitor's requests during the install.
+        assert 0 < run["install_requests"] <= counts["requests_total"]

@@ -25,7 +25,7 @@ from crdscope.probes.openapi import (
 from crdscope.probes.publication import STAGES
 from crdscope.probes.settings import Settings
 from tests.crdsets import crd_names, delete_crds, extract, write_tiny_crds
-from tests.helpers import async_wait_for
+from tests.helpers import async_wait_for, steady_cadences
 
 pytestmark = pytest.mark.lab
 
@@ -56,7 +56,7 @@ async def test_every_stage_of_a_batch_in_order(lab, shared_crds, tmp_path: Path)
     tiny = write_tiny_crds(tmp_path / "tiny", 40, prefix="oa")
     names = crd_names(real) + crd_names([tiny])
     assert 60 <= len(names) <= 300
-    settings = Settings().override("cadences", openapi=0.2, openapi_v2=5.0)
+    settings = Settings().override("cadences", **steady_cadences(openapi=0.2, openapi_v2=5.0))
     async with lab.cluster() as cluster, running(Monitor(cluster, settings, probes=["openapi"])) as (monitor, samples):
         probe = monitor.probe("openapi")
         try:
@@ -155,7 +155,12 @@ async def test_conditional_gets_against_the_server(lab):
 
 
 def test_probe_openapi_json(lab):
-    done = subprocess.run([*CRDSCOPE, "probe", "openapi", "--json", "--kubeconfig", lab.kubeconfig],
+    plain = subprocess.run([*CRDSCOPE, "probe", "openapi", "--json", "--kubeconfig", lab.kubeconfig],
+                           check=False, capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    assert plain.returncode == 0, plain.stderr
+    off = json.loads(plain.stdout)  # /openapi/v2 only when asked: the server builds it for each fetch
+    assert off["v2_fetched_at"] is None and off["v2_note"].startswith("off") and off["v3_paths"] > 0
+    done = subprocess.run([*CRDSCOPE, "probe", "openapi", "--json", "--openapi-v2", "--kubeconfig", lab.kubeconfig],
                           check=False, capture_output=True, text=True, timeout=300, env=dict(os.environ))
     assert done.returncode == 0, done.stderr
     sample = json.loads(done.stdout)
@@ -171,7 +176,7 @@ async def test_discovery_stage_from_the_discovery_probe(lab, tmp_path: Path):
     """In the monitor, the discovery probe's published view times the discovery stage: no second /apis."""
     tiny = write_tiny_crds(tmp_path / "shared", 15, prefix="shared")
     names = crd_names([tiny])
-    settings = Settings().override("cadences", openapi=0.2, discovery=0.2, openapi_v2=0.0)
+    settings = Settings().override("cadences", **steady_cadences(openapi=0.2, discovery=0.2, openapi_v2=0.0))
     async with lab.cluster() as cluster, \
             running(Monitor(cluster, settings, probes=["discovery", "openapi"]), "openapi") as (monitor, samples):
         openapi = monitor.probe("openapi")

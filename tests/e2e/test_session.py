@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import async_wait_for, secrets_of, wait_for
+from tests.helpers import async_wait_for, secrets_of, steady_cadences, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -46,7 +46,7 @@ async def test_record_a_load_and_a_restart_then_replay_and_report(fresh_lab, tmp
 
     path = tmp_path / "session.jsonl"
     cluster = fresh_lab.cluster()
-    settings = Settings().override("cadences", **CADENCES)
+    settings = Settings().override("cadences", **steady_cadences(**CADENCES))
     monitor = Monitor(cluster, settings)
     recorder = Recorder(path, await describe_cluster(cluster))
     detector = EventDetector(settings.thresholds)

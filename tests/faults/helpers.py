@@ -136,7 +136,9 @@ class Watched:
         from crdscope.probes.settings import Settings
         from crdscope.session.events import EventDetector
 
-        self.monitor = Monitor(cluster, Settings().override("cadences", **FAST_CADENCES))
+        from tests.helpers import steady_cadences
+
+        self.monitor = Monitor(cluster, Settings().override("cadences", **steady_cadences(**FAST_CADENCES)))
         self.detector = EventDetector()
         self.samples: list = []
         self.events: list = []

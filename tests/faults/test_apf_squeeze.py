@@ -28,7 +28,7 @@ from crdscope.loader.synthetic import synthetic_documents
 from crdscope.probes.cluster import Cluster
 from tests.apf_squeeze import CONCURRENCY, COUNT, LEVEL, SEED, USER, manifests
 from tests.faults.helpers import assert_loaded_once, count_requests
-from tests.helpers import async_wait_for
+from tests.helpers import async_wait_for, steady_cadences
 
 pytestmark = pytest.mark.lab
 
@@ -45,7 +45,7 @@ async def watched_findings(lab):
     opened: list = []  # every finding that opened (the squeeze's may close again once the load is done)
     engine.sinks.append(lambda change: change.change == "opened" and opened.append(change.finding))
     async with Cluster.connect(lab.kubeconfig, lab.admin_context) as admin:
-        monitor = Monitor(admin, Settings().override("cadences", throttling=1.0), probes=["throttling"])
+        monitor = Monitor(admin, Settings().override("cadences", **steady_cadences(throttling=1.0)), probes=["throttling"])
         monitor.add_sink(engine)
         monitor.add_sink(samples.append)
         task = asyncio.create_task(monitor.run())

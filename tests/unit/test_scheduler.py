@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 
 from crdscope.probes.samples import Sample
-from crdscope.probes.scheduler import Scheduler
+from crdscope.probes.scheduler import FunctionProbe, Scheduler
 from tests.helpers import async_wait_for
 
 
@@ -113,3 +114,27 @@ async def test_stop_ends_a_busy_loop_every_time():
         scheduler.stop()
         done, _ = await asyncio.wait({task}, timeout=5)
         assert task in done, "the scheduler did not stop"
+
+
+async def test_an_idle_probe_slows_down_and_a_nudge_brings_its_busy_cadence_back():
+    runs: list[float] = []
+    quiet = True
+
+    async def observe() -> Sample:
+        runs.append(time.monotonic())
+        return Sample()
+
+    probe = FunctionProbe("paced", 0.05, observe)
+    probe.busy_cadence, probe.idle_cadence = 0.05, 600.0  # what Monitor sets from cadences.*_idle
+    scheduler = Scheduler([probe], quiet=lambda: quiet)
+    task = asyncio.create_task(scheduler.run())
+    try:
+        await async_wait_for(lambda: runs, timeout=5, message="the first run")
+        assert probe.cadence == 600.0, "quiet: the next run waits the idle cadence"
+        quiet = False  # a CRD changed (Monitor sets last_crd_change, then nudges)
+        scheduler.nudge("paced")
+        await async_wait_for(lambda: len(runs) >= 3, timeout=5, message="runs on the busy cadence")
+        assert probe.cadence == 0.05
+    finally:
+        scheduler.stop()
+        await task
