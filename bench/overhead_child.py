@@ -1,11 +1,11 @@
-"""``python -m bench.overhead_child COUNTS.jsonl crdscope-args...``: crdscope's CLI with a byte meter.
+"""``python -m bench.overhead_child COUNTS.jsonl crdscope-args...``: crdscope's CLI, its own counts reported.
 
-Runs the real ``crdscope`` command line (``tui.cli``) in this process, with every
-response its clusters receive counted at the transport (headers plus body bytes as
-they come off the connection, before decompression).  On SIGUSR1 it appends one line
-``{"requests": n, "bytes": b, "paths": {...}, "path_bytes": {...}}`` to COUNTS.jsonl, so
-the benchmark reads the counters at the same moments as the server's metrics and ``/proc``.  The meter costs a few
-additions per chunk; nothing else differs from ``crdscope``.
+Runs the real ``crdscope`` command line (``tui.cli``) in this process.  Every cluster crdscope
+builds counts its own requests and the bytes of their answers by path at its transport
+(:class:`crdscope.probes.traffic.Traffic`, what the footprint probe reads); on SIGUSR1 this
+appends one line ``{"requests": n, "bytes": b, "paths": {...}, "path_bytes": {...}}`` of those
+counts to COUNTS.jsonl, so the benchmark reads them at the same moments as the server's metrics
+and ``/proc``.  Nothing else differs from ``crdscope``.
 """
 
 from __future__ import annotations
@@ -14,74 +14,39 @@ import json
 import signal
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
 
-import httpx
-
-
-@dataclass
-class Tally:
-    requests: int = 0
-    bytes: int = 0
-    #: "GET /path" -> requests, and -> bytes received (query strings dropped)
-    paths: Counter = field(default_factory=Counter)
-    path_bytes: Counter = field(default_factory=Counter)
+#: Every cluster crdscope built in this process (the watch builds one; a spread client shares its counts).
+CLUSTERS: list = []
 
 
-TALLY = Tally()
-
-
-class CountingStream(httpx.AsyncByteStream):
-    """A response body that adds what passes through it to :data:`TALLY`."""
-
-    def __init__(self, inner: httpx.AsyncByteStream, path: str) -> None:
-        self.inner = inner
-        self.path = path
-
-    async def __aiter__(self):
-        async for chunk in self.inner:
-            TALLY.bytes += len(chunk)
-            TALLY.path_bytes[self.path] += len(chunk)
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-class CountingTransport(httpx.AsyncBaseTransport):
-    """Counts every response of the transport it wraps."""
-
-    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
-        self.inner = inner
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await self.inner.handle_async_request(request)
-        path = f"{request.method} {request.url.path}"
-        TALLY.requests += 1
-        TALLY.paths[path] += 1
-        # HTTP/2 compresses headers (HPACK): their decoded size is an upper bound of the wire's.
-        headers = sum(len(name) + len(value) + 4 for name, value in response.headers.raw)
-        TALLY.bytes += headers
-        TALLY.path_bytes[path] += headers
-        response.stream = CountingStream(response.stream, path)
-        return response
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-def install_meter() -> None:
-    """Wrap both transports of every :class:`probes.cluster.Cluster` built from now on."""
+def watch_clusters() -> None:
+    """Remember each :class:`probes.cluster.Cluster` built from now on."""
     from crdscope.probes import cluster as cluster_module
 
     original = cluster_module.Cluster.__init__
 
-    def metered(self, *args, **kwargs) -> None:
+    def remembered(self, *args, **kwargs) -> None:
         original(self, *args, **kwargs)
-        self.transport.primary = CountingTransport(self.transport.primary)
-        self.transport.fallback = CountingTransport(self.transport.fallback)
+        CLUSTERS.append(self)
 
-    cluster_module.Cluster.__init__ = metered
+    cluster_module.Cluster.__init__ = remembered
+
+
+def counts() -> dict:
+    """The counts of every cluster's traffic, summed, keyed as the benchmark reads them."""
+    paths: Counter = Counter()
+    path_bytes: Counter = Counter()
+    seen: set[int] = set()
+    for cluster in CLUSTERS:
+        traffic = cluster.traffic
+        if id(traffic) in seen:  # the replica-spreading client shares its parent's counts
+            continue
+        seen.add(id(traffic))
+        for (_, path), tally in traffic.by_origin_and_path().items():
+            paths[path] += tally.requests
+            path_bytes[path] += tally.bytes
+    return {"requests": sum(paths.values()), "bytes": sum(path_bytes.values()),
+            "paths": dict(paths), "path_bytes": dict(path_bytes)}
 
 
 def main() -> None:
@@ -89,11 +54,10 @@ def main() -> None:
 
     def report(*_: object) -> None:
         with open(counts_path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps({"requests": TALLY.requests, "bytes": TALLY.bytes,
-                                     "paths": dict(TALLY.paths), "path_bytes": dict(TALLY.path_bytes)}) + "\n")
+            handle.write(json.dumps(counts()) + "\n")
 
     signal.signal(signal.SIGUSR1, report)
-    install_meter()
+    watch_clusters()
     from crdscope.tui.cli import cli
 
     cli(args=arguments, prog_name="crdscope")

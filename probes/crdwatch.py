@@ -28,7 +28,6 @@ without re-copying the buffer.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import time
@@ -40,6 +39,7 @@ import httpx
 
 from .cluster import Cluster, explain, status_message
 from .credentials import parse_rfc3339
+from .crd_decode import decode_event, decode_page
 from .traffic import CRD_WATCH, LOADER, REQUEST_ORIGIN
 from .transport import TRANSPORT_ERRORS
 
@@ -217,8 +217,8 @@ def slim(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _decode_page(raw: bytes) -> dict[str, Any]:
-    """A list page with its items slimmed, so the full documents die inside the call."""
-    page: dict[str, Any] = json.loads(raw)
+    """A list page with its items slimmed (their schemas are never built: :mod:`probes.crd_decode`)."""
+    page = decode_page(raw)
     page["items"] = [slim(item) for item in page.get("items") or []]
     return page
 
@@ -238,8 +238,8 @@ Listener = Callable[[CRDEvent], None]
 
 async def _decode(raw: bytes) -> Any:
     if len(raw) > THREAD_DECODE_BYTES:
-        return await asyncio.to_thread(json.loads, raw)
-    return json.loads(raw)
+        return await asyncio.to_thread(decode_event, raw)
+    return decode_event(raw)
 
 
 class LineSplitter:

@@ -1,0 +1,92 @@
+"""Decode CRD objects, list pages and watch events without their schemas.
+
+A provider CRD is about 50 KB of JSON, almost all of it the OpenAPI schema of its versions, and a
+watch of an install carries each CRD three times or more (created, names accepted, established):
+about 300 MB of JSON for the whole AWS set.  ``json.loads`` builds every dict of every schema
+only for :func:`probes.crdwatch.slim` to drop them.  msgspec decodes into structs that declare
+the few fields crdscope reads and skips the rest while parsing, without building it: the monitor
+then costs the machine it shares with the API server far less CPU during an install
+(bench/RESULTS.md, footprint).  The result is the same slim dict :func:`probes.crdwatch.slim` makes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class _Metadata(msgspec.Struct, rename="camel", omit_defaults=True):
+    name: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    owner_references: list[dict[str, Any]] | None = None
+    # A list's metadata (the page's own).
+    continue_: str | None = msgspec.field(default=None, name="continue")
+
+
+class _Version(msgspec.Struct, omit_defaults=True):
+    name: str | None = None
+    served: bool | None = None
+    storage: bool | None = None
+
+
+class _Spec(msgspec.Struct, omit_defaults=True):
+    group: str | None = None
+    scope: str | None = None
+    names: dict[str, Any] | None = None
+    versions: list[_Version] | None = None
+
+
+class _Status(msgspec.Struct, omit_defaults=True):
+    conditions: list[dict[str, Any]] | None = None
+
+
+class _Object(msgspec.Struct, omit_defaults=True):
+    metadata: _Metadata | None = None
+    spec: _Spec | None = None
+    status: _Status | None = None
+    # An ERROR event's object is a Status: its code and message.
+    code: int | None = None
+    message: str | None = None
+
+
+class _Event(msgspec.Struct):
+    type: str = ""
+    object: _Object | None = None
+
+
+class _Page(msgspec.Struct):
+    items: list[_Object] = msgspec.field(default_factory=list)
+    metadata: _Metadata | None = None
+
+
+_EVENTS = msgspec.json.Decoder(_Event)
+_PAGES = msgspec.json.Decoder(_Page)
+
+
+def decode_event(raw: bytes) -> dict[str, Any]:
+    """One watch event line as ``{"type", "object"}``, the object without its schemas.
+
+    Raises ``ValueError`` for a line that is not a watch event.
+    """
+    try:
+        event = _EVENTS.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"undecodable watch event: {exc}") from None
+    decoded: dict[str, Any] = msgspec.to_builtins(event)
+    return decoded
+
+
+def decode_page(raw: bytes) -> dict[str, Any]:
+    """One CRD list page as ``{"items": [...], "metadata": {...}}``, the items without their schemas."""
+    try:
+        page = _PAGES.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"undecodable CRD list: {exc}") from None
+    decoded: dict[str, Any] = msgspec.to_builtins(page)
+    return decoded

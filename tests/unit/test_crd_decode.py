@@ -1,0 +1,62 @@
+"""CRD watch events and list pages decoded without their schemas read the same as the full JSON."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+
+import pytest
+import yaml
+
+from crdscope.probes.crd_decode import decode_event, decode_page
+from crdscope.probes.crdwatch import record_from, slim
+from tests.crdsets import archive
+
+OBJECT = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.example.io", "uid": "u-1", "resourceVersion": "42",
+                 "creationTimestamp": "2026-12-04T10:00:00Z", "labels": {"pkg.crossplane.io/provider": "aws"},
+                 "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{...}"},
+                 "ownerReferences": [{"kind": "ProviderRevision", "name": "aws-1", "controller": True}]},
+    "spec": {"group": "example.io", "scope": "Cluster",
+             "names": {"kind": "Widget", "plural": "widgets", "shortNames": ["wd"]},
+             "versions": [{"name": "v1", "served": True, "storage": True,
+                           "schema": {"openAPIV3Schema": {"type": "object", "properties": {"x": {"type": "string"}}}}},
+                          {"name": "v1beta1", "served": False, "storage": False}]},
+    "status": {"conditions": [{"type": "Established", "status": "True",
+                               "lastTransitionTime": "2026-12-04T10:00:02Z"}]},
+}
+
+
+def test_an_event_decodes_to_the_record_the_full_json_gives():
+    raw = json.dumps({"type": "MODIFIED", "object": OBJECT}).encode()
+    event = decode_event(raw)
+    assert event["type"] == "MODIFIED"
+    assert "schema" not in event["object"]["spec"]["versions"][0]
+    now = 1.0e9
+    assert record_from(event["object"], now=now) == record_from(OBJECT, now=now)
+
+
+def test_error_and_bookmark_events_keep_what_the_watch_reads():
+    error = decode_event(b'{"type":"ERROR","object":{"kind":"Status","code":410,"message":"too old"}}')
+    assert error["object"]["code"] == 410 and error["object"]["message"] == "too old"
+    mark = decode_event(b'{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"77"}}}')
+    assert mark["object"]["metadata"]["resourceVersion"] == "77"
+
+
+def test_a_line_that_is_no_event_is_a_value_error():
+    with pytest.raises(ValueError):
+        decode_event(b'{"type": ')
+
+
+def test_real_provider_crds_decode_to_the_same_records(shared_crds):
+    with tarfile.open(archive("provider-aws"), "r:xz") as tar:
+        members = sorted((m for m in tar.getmembers() if m.name.endswith(".yaml")), key=lambda m: m.name)[:40]
+        objects = [yaml.safe_load(tar.extractfile(m).read()) for m in members]
+    raw = json.dumps({"items": objects, "metadata": {"resourceVersion": "9", "continue": "next"}}).encode()
+    page = decode_page(raw)
+    assert page["metadata"] == {"resourceVersion": "9", "continue": "next"}
+    now = 1.0e9
+    for decoded, full in zip(page["items"], objects, strict=True):
+        assert slim(decoded) == slim(full)
+        assert record_from(decoded, now=now) == record_from(full, now=now)
