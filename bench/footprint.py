@@ -506,6 +506,9 @@ class Plan:
     pairs: int
     after_seconds: float
     keep_recordings: Path | None = None
+    #: Headless runs watch this much longer after the after-window: the monitor's steady state on a
+    #: cluster holding the whole set (its CPU, resident memory, requests and bytes per second).
+    steady_seconds: float = 0.0
 
 
 def load_argv(directory: Path, state: LabState) -> list[str]:
@@ -573,6 +576,8 @@ def measure_run(plan: Plan, mode: Mode, pair: int, binaries: Any) -> dict[str, A
                 own_fit_points=len(sampler.points),
                 rss_mib_every_second=sampler.series(load_started),
             )
+            if watch is not None and mode.watch == "headless" and plan.steady_seconds > 0:
+                figures.update(steady_figures(watch, plan.steady_seconds))
             if watch is not None:
                 figures.update(watch_cpu_install_s=_difference(watch_end, watch_start),
                                watch_cpu_after_s=_difference(watch_after, watch_end))
@@ -594,6 +599,32 @@ def measure_run(plan: Plan, mode: Mode, pair: int, binaries: Any) -> dict[str, A
         f"{figures.get('mib_per_crd_own')}" + (f", reported {figures.get('mib_per_crd_reported')}, monitor "
                                                f"requests {(figures.get('footprint') or {}).get('requests_total')}"
                                                if mode.watch else ""))
+    return figures
+
+
+def steady_figures(watch: Watch, seconds: float) -> dict[str, Any]:
+    """The monitor at rest on the loaded cluster, over ``seconds`` after the after-window: its CPU
+    (share of a core), its resident memory at the end, and its requests and bytes per second (the
+    first and last footprint samples of the window)."""
+    started, cpu_before = time.time(), watch.cpu_seconds()
+    time.sleep(seconds)  # deliberate: the steady state is measured over this window
+    elapsed = time.time() - started
+    cpu_after = watch.cpu_seconds()
+    figures: dict[str, Any] = {"steady_s": round(elapsed, 1)}
+    if cpu_before is not None and cpu_after is not None:
+        figures["steady_cpu_pct_of_core"] = round((cpu_after - cpu_before) / elapsed * 100, 2)
+    if watch.pid is not None:
+        figures["steady_rss_mb"] = round(rss_bytes(watch.pid) / 1e6, 1)
+    prints = [r["data"] for r in recorded_samples(watch.recording, ("footprint",))
+              if r["data"].get("timestamp", 0) >= started and not r["data"].get("error")]
+    if len(prints) >= 2 and prints[-1]["timestamp"] > prints[0]["timestamp"]:
+        span = prints[-1]["timestamp"] - prints[0]["timestamp"]
+        figures["steady_requests_per_s"] = round((prints[-1]["requests_total"] - prints[0]["requests_total"]) / span, 3)
+        figures["steady_kb_per_s"] = round((prints[-1]["bytes_total"] - prints[0]["bytes_total"]) / span / 1e3, 2)
+        first = prints[0]["by_origin"]
+        figures["steady_by_origin_per_min"] = {
+            origin: round((tally["requests"] - first.get(origin, {}).get("requests", 0)) / span * 60, 2)
+            for origin, tally in prints[-1]["by_origin"].items()}
     return figures
 
 
@@ -698,7 +729,18 @@ def summarise(plan: Plan, runs: list[dict[str, Any]]) -> tuple[dict[str, Any], d
                                           for v in watched("after_bytes_per_s")]),
             f"{m}_watch_cpu_install_s": stats(watched("watch_cpu_install_s")),
             f"{m}_watch_cpu_after_s": stats(watched("watch_cpu_after_s")),
+            f"{m}_steady_cpu_pct_of_core": stats(watched("steady_cpu_pct_of_core")),
+            f"{m}_steady_rss_mb": stats(watched("steady_rss_mb")),
+            f"{m}_steady_requests_per_s": stats(watched("steady_requests_per_s")),
+            f"{m}_steady_kb_per_s": stats(watched("steady_kb_per_s")),
         })
+        if any(v is not None for v in watched("steady_requests_per_s")):
+            steady = [v for v in watched("steady_requests_per_s") if v is not None]
+            cpu_share = [v for v in watched("steady_cpu_pct_of_core") if v is not None]
+            rss = [v for v in watched("steady_rss_mb") if v is not None]
+            goals[f"{m}: steady < 0.5 requests/s"] = statistics.median(steady) < 0.5
+            goals[f"{m}: steady < 1% of a core"] = statistics.median(cpu_share) < 1.0 if cpu_share else None
+            goals[f"{m}: steady RSS < 110 MB"] = statistics.median(rss) < 110 if rss else None
         goals[f"{m}: install <= 1.02x quiet"] = median_at_most(install, 1.02)
         goals[f"{m}: API server CPU during install <= 1.02x"] = median_at_most(cpu, 1.02)
         goals[f"{m}: RSS at end within quiet spread"] = within_spread(
@@ -740,6 +782,10 @@ TABLE_ROWS = (
     ("monitor KB/s of answers, after-window", "after_bytes_per_s", "{:.1f}"),
     ("watch CPU, install (s)", "watch_cpu_install_s", "{:.1f}"),
     ("watch CPU, after-window (s)", "watch_cpu_after_s", "{:.1f}"),
+    ("steady: monitor % of a core", "steady_cpu_pct_of_core", "{:.2f}"),
+    ("steady: monitor RSS (MB)", "steady_rss_mb", "{:.0f}"),
+    ("steady: monitor requests/s", "steady_requests_per_s", "{:.2f}"),
+    ("steady: monitor KB/s", "steady_kb_per_s", "{:.1f}"),
 )
 
 
@@ -775,12 +821,13 @@ def table(plan: Plan, runs: list[dict[str, Any]]) -> str:
 
 
 def run(options: Options, minors: list[str | None], size: int | None, modes: tuple[Mode, ...], pairs: int,
-        after_seconds: float, keep_recordings: Path | None = None) -> Iterator[tuple[Result, str]]:
+        after_seconds: float, keep_recordings: Path | None = None,
+        steady_seconds: float = 0.0) -> Iterator[tuple[Result, str]]:
     """One Result per Kubernetes version, with the table printed for it."""
     directory = first_crds(size) if size else unpack_whole_set()
     total = len(list(directory.glob("*.yaml")))
     for minor in minors:
-        plan = Plan(minor, directory, total, modes, pairs, after_seconds, keep_recordings)
+        plan = Plan(minor, directory, total, modes, pairs, after_seconds, keep_recordings, steady_seconds)
         runs = list(alternate_runs(plan))
         kubernetes = next((r["kubernetes"] for r in runs if r.get("kubernetes")), minor or "")
         figures, goals, notes = summarise(plan, runs)
@@ -820,6 +867,9 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"smoke sizes: {QUICK_SIZE} CRDs, 1 pair, a {QUICK_AFTER_SECONDS:.0f} s after-window")
     parser.add_argument("--output", type=Path, default=None, help="directory of the JSON results")
     parser.add_argument("--no-results-md", action="store_true", help="do not append to bench/RESULTS.md")
+    parser.add_argument("--steady-seconds", type=float, default=0.0, metavar="S",
+                        help="headless runs watch this much longer after the after-window: the monitor's "
+                             "steady state on the loaded cluster [default: 0, none]")
     parser.add_argument("--keep-recordings", type=Path, default=None, metavar="DIR",
                         help="copy every watch's recording into DIR")
     args = parser.parse_args(argv)
@@ -841,7 +891,8 @@ def main(argv: list[str] | None = None) -> int:
     after = args.after_seconds if args.after_seconds is not None else (
         QUICK_AFTER_SECONDS if args.quick else AFTER_SECONDS)
     try:
-        for result, printed in run(options, minors, size, modes, pairs, after, args.keep_recordings):
+        for result, printed in run(options, minors, size, modes, pairs, after, args.keep_recordings,
+                                   args.steady_seconds):
             path = write(result, options)
             print(json.dumps({"benchmark": result.name, "kubernetes": result.kubernetes, "sizes": result.sizes,
                               "result": str(path), "goals": result.goals}), flush=True)

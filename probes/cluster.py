@@ -284,6 +284,7 @@ class Cluster:
     ) -> None:
         self.config = config
         self.requests = RequestLog()
+        self._streaming: Cluster | None = None
         extensions_hook = []
         if config.tls_server_name:
             sni = config.tls_server_name
@@ -318,6 +319,21 @@ class Cluster:
         """Resolve a kubeconfig/context and build the client (no request is sent)."""
         return cls(load_config(kubeconfig, context), **kwargs)
 
+    def streaming_client(self) -> httpx.AsyncClient:
+        """A client for long streamed answers (watches): HTTP/1.1 on a connection of its own, its
+        requests counted with this cluster's; made on first use, closed with this cluster.
+
+        An install streams every CRD to a CRD watch three times or more (about 190 MB for the
+        whole AWS set).  Over HTTP/2 each 16 KB frame goes through h2's Python state machine and
+        flow control, which made the watch most of the monitor's CPU during an install, on the
+        cores the API server needs (bench/RESULTS.md, footprint); HTTP/1.1 hands the body over
+        in big reads.
+        """
+        if self._streaming is None:
+            self._streaming = Cluster(self.config, http2=False, traffic=self.traffic,
+                                      limits=httpx.Limits(max_connections=2, max_keepalive_connections=2))
+        return self._streaming.client
+
     @property
     def traffic(self) -> Traffic:
         """What crdscope sent to this cluster, by origin and path (see :mod:`probes.traffic`)."""
@@ -349,6 +365,9 @@ class Cluster:
             raise ClusterError(f"{self.server}{path} did not answer JSON") from None
 
     async def aclose(self) -> None:
+        """Close the shared client (and the streaming one, if made)."""
+        if self._streaming is not None:
+            await self._streaming.aclose()
         await self.client.aclose()
 
     async def __aenter__(self) -> Cluster:

@@ -49,8 +49,8 @@ class _Status(msgspec.Struct, omit_defaults=True):
 class _Object(msgspec.Struct, omit_defaults=True):
     metadata: _Metadata | None = None
     spec: _Spec | None = None
-    status: _Status | None = None
-    # An ERROR event's object is a Status: its code and message.
+    # A CRD's status; an ERROR event's object is a Status, whose ``status`` is "Failure".
+    status: _Status | str | None = None
     code: int | None = None
     message: str | None = None
 

@@ -444,7 +444,10 @@ class CRDWatch:
         params = self._params(watch="true", resourceVersion=resource_version,
                               allowWatchBookmarks="true", timeoutSeconds=WATCH_TIMEOUT_SECONDS)
         timeout = httpx.Timeout(connect=5.0, read=WATCH_TIMEOUT_SECONDS + 30.0, write=10.0, pool=10.0)
-        async with self.cluster.client.stream("GET", CRD_PATH, params=params, timeout=timeout) as response:
+        # The watch streams every CRD of an install three times or more: over the cluster's
+        # streaming client (HTTP/1.1), see Cluster.streaming_client.
+        async with self.cluster.streaming_client().stream("GET", CRD_PATH, params=params,
+                                                         timeout=timeout) as response:
             if response.status_code == 410:
                 raise _GoneError()
             if response.status_code != 200:

@@ -423,7 +423,7 @@ async def test_an_api_server_restart_mid_load_loses_nothing(fresh_lab, tmp_path:
         await asyncio.to_thread(fresh_lab.lab.start, "apiserver")
         result = await asyncio.wait_for(task, timeout=600)
     assert result.state == "done", result.failures
-    assert (result.created, result.established, result.failed, result.pending) == (80, 80, 0, 0)
+    assert (result.created, result.established, result.failed, result.pending) == (80, 80, 0, 0), result.failures
     seen = managed(fresh_lab)
     assert sorted(seen) == sorted(d["metadata"]["name"] for d in synthetic_documents(80, seed=99))
     assert all(established(item) for item in seen.values())

@@ -38,7 +38,8 @@ def test_an_event_decodes_to_the_record_the_full_json_gives():
 
 
 def test_error_and_bookmark_events_keep_what_the_watch_reads():
-    error = decode_event(b'{"type":"ERROR","object":{"kind":"Status","code":410,"message":"too old"}}')
+    error = decode_event(b'{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},'
+                         b'"status":"Failure","message":"too old","reason":"Expired","code":410}}')
     assert error["object"]["code"] == 410 and error["object"]["message"] == "too old"
     mark = decode_event(b'{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"77"}}}')
     assert mark["object"]["metadata"]["resourceVersion"] == "77"

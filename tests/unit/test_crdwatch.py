@@ -27,7 +27,7 @@ def crd(name: str, uid: str, rv: str, established: bool = True) -> dict:
 
 def fake_cluster(handler) -> types.SimpleNamespace:
     client = httpx.AsyncClient(transport=httpx.MockTransport(handler), base_url="https://lab.test")
-    return types.SimpleNamespace(client=client, server="https://lab.test")
+    return types.SimpleNamespace(client=client, server="https://lab.test", streaming_client=lambda: client)
 
 
 @pytest.mark.parametrize("size", [1, 7, 64, 16384])
