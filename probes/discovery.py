@@ -260,6 +260,7 @@ class DiscoveryProbe:
         self.cadence = cadences.discovery
         self.settle = cadences.settle
         self.legacy_cadence = cadences.discovery_legacy
+        self.legacy_refresh = max(cadences.discovery_legacy, cadences.discovery_legacy_refresh)
         self.shared = shared
         self.extra_limits = extra_limits
         self.view: DiscoveryView | None = None
@@ -399,8 +400,9 @@ class DiscoveryProbe:
     def _walk_due(self, listed: set[str] | None, now: float) -> bool:
         """The walk's policy: a first one; then never during an install (CRDs changed within
         ``settle`` seconds) unless none ran for :data:`MAX_WALK_DEFERRALS` legacy cadences; once
-        the set of group-versions changed and settled, or the legacy cadence passed; never while
-        the guard holds heavy reads back (a walk is 2+N requests)."""
+        the set of group-versions changed and settled, or the legacy cadence passed (on a server
+        with aggregated discovery: ``discovery_legacy_refresh``); never while the guard holds
+        heavy reads back (a walk is 2+N requests)."""
         if self._walk is None:
             return True
         age = now - self._walk.timestamp
@@ -408,7 +410,7 @@ class DiscoveryProbe:
             return False
         if _changing(self.shared, self.settle):
             return age >= self.legacy_cadence * MAX_WALK_DEFERRALS
-        if age >= self.legacy_cadence:
+        if age >= (self.legacy_cadence if self._legacy_only else self.legacy_refresh):
             return True
         return listed is not None and listed != self._walk_listed and age >= self.legacy_cadence * CHANGE_WALK_FLOOR
 

@@ -45,6 +45,7 @@ class Monitor:
         self._tasks: list[asyncio.Task[None]] = []
         #: What probes share beyond metrics and CRDs (e.g. the discovery view for OpenAPI's stages).
         self.shared = SharedState()
+        self._started = time.time()
         self.shared.guard.fraction = self.settings.thresholds.memory_limit_fraction_warn
         for name in probes if probes is not None else monitor_probes():
             probe = factory(name)(self)
@@ -64,9 +65,10 @@ class Monitor:
             self.shared.guard.observe_memory(sample.rss_bytes, sample.memory_limit_bytes)
 
     def quiet(self) -> bool:
-        """True once no CRD changed for ``cadences.settle`` seconds (none seen counts as quiet)."""
-        last = self.shared.last_crd_change
-        return last is None or time.time() - last >= self.settings.cadences.settle
+        """True once no CRD changed for ``cadences.settle`` seconds, counting the monitor's start
+        as a change (its first minute is when a person looks at everything)."""
+        last = self.shared.last_crd_change or self._started
+        return time.time() - last >= self.settings.cadences.settle
 
     def _wake_on_change(self, event: CRDEvent) -> None:
         """A CRD changed: probes waiting on their idle cadence wait on their busy one instead."""
