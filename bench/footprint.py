@@ -39,14 +39,9 @@ within 5% of the quiet run's own fit.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
-import os
-import shlex
 import shutil
-import signal
-import statistics
 import subprocess
 import tempfile
 import threading
@@ -54,7 +49,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Collection, Iterator
+from collections.abc import Iterator
 
 import httpx
 
@@ -63,13 +58,12 @@ from crdscope.lab.controlplane import Lab, LabState, admin_tls
 from crdscope.probes.errors import CrdscopeError
 from crdscope.probes.fit import LinearFit
 from crdscope.probes.settings import Cadences, load_settings
-from crdscope.session.recorder import part_path
 
-from .common import (BenchError, Options, Result, append_row, isolate_environment, median_at_most,
-                     process_cpu_seconds, ratios, run_timed, say, size_label, stats)
+from .common import (BenchError, Options, Result, append_row, isolate_environment, run_timed, say, size_label)
 from .discovery import crdscope_command
 from .labs import memory_for, wait_for_memory, wait_until_idle
-from .overhead import memory_bytes
+from .footprint_figures import summarise, table
+from .footprint_watch import Watch, cpu_seconds, recording_figures, rss_bytes, steady_figures
 from .versions import SET, _crd_count, first_crds, unpack_whole_set
 
 DEFAULT_MODES = ("quiet", "headless", "tui")
@@ -82,18 +76,9 @@ RSS_SECONDS = 1.0
 #: The CRDs stored are counted this often (one ``limit=1`` LIST, the same in every mode): the
 #: benchmark's own requests stay well under the monitor's.
 COUNT_SECONDS = 5.0
-#: Probes whose first sample means the watch has sent its start-up requests (first discovery, the
-#: CRD list, the OpenAPI index, the first /metrics scrape).
-FIRST_SAMPLES = ("version", "inventory", "discovery", "openapi", "health")
-WATCH_START_TIMEOUT_SECONDS = 300.0
 #: After the watch's start-up burst the API server settles again before the load starts.
 WATCH_IDLE_TIMEOUT_SECONDS = 180.0
-STOP_TIMEOUT_SECONDS = 60.0
-#: How long the steady window waits for the walk that follows a settled install.
-WALK_WAIT_SECONDS = 120.0
 LOAD_TIMEOUT_SECONDS = 3 * 3600.0
-TMUX_SIZE = (200, 50)
-TMUX_SESSION = "footprint"
 #: ``off:NAME`` sets cadence NAME to this: a cadence of 0 means "again at once" for most probes (the
 #: scheduler re-arms a probe when its run ends), so the probe runs once as the watch starts, before
 #: the load, and never again.  Cadences in :data:`ZERO_TURNS_OFF` read 0 as off and get 0.
@@ -259,239 +244,8 @@ class ServerSampler:
         return [[round(at - since, 1), round(rss / MIB)] for at, rss in self.rss if at >= since]
 
 
-def rss_bytes(pid: int) -> int:
-    """VmRSS of a process (0 when it is gone)."""
-    try:
-        return memory_bytes(pid)[0]
-    except (OSError, ValueError):
-        return 0
-
-
-def cpu_seconds(pid: int | None) -> float | None:
-    """User + system CPU seconds of a process so far (None when it is gone)."""
-    if pid is None:
-        return None
-    try:
-        return process_cpu_seconds(pid)
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def _difference(after: float | None, before: float | None) -> float | None:
     return round(after - before, 3) if after is not None and before is not None else None
-
-
-# --------------------------------------------------------------------------- the watch
-
-
-def recorded_samples(first: Path, probes: Collection[str] | None = None) -> list[dict[str, Any]]:
-    """The sample records (``{"type", "probe", "data"}``) of a recording and its later parts, oldest
-    first, only those of ``probes`` if given; a torn line (a watch stopped mid-write) is left out."""
-    found: list[dict[str, Any]] = []
-    number, path = 1, first
-    while path.exists():
-        with open(path, encoding="utf-8", errors="replace") as lines:
-            for line in lines:
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    continue
-                if (isinstance(record, dict) and record.get("type") == "sample"
-                        and (probes is None or record.get("probe") in probes)):
-                    found.append(record)
-        number += 1
-        path = part_path(first, number)
-    return found
-
-
-class Watch:
-    """``crdscope watch`` on a lab, recording to a file: headless, or the TUI in a tmux pane.
-
-    It runs as a person's would: the lab's admin context, a config, data and state directory of its
-    own (``config.toml`` only for modes that set one), and the lab's home, so that it knows it
-    watches crdscope's lab as ``crdscope watch`` beside ``crdscope lab up`` does.
-    """
-
-    def __init__(self, mode: Mode, state: LabState, lab_home: Path, directory: Path) -> None:
-        self.mode = mode
-        self.directory = directory
-        self.recording = directory / "recording.jsonl"
-        self.stdout = directory / "stdout.txt"
-        self.stderr = directory / "stderr.txt"
-        self.socket = directory / "tmux.sock"
-        self.env = {"XDG_CONFIG_HOME": str(directory / "config"), "XDG_DATA_HOME": str(directory / "data"),
-                    "XDG_STATE_HOME": str(directory / "state"), "CRDSCOPE_LAB_HOME": str(lab_home)}
-        self.argv = [*crdscope_command(), "watch", *(["--headless"] if mode.watch == "headless" else []),
-                     "--record", str(self.recording), "--kubeconfig", state.kubeconfig,
-                     "--context", state.admin_context]
-        self.process: subprocess.Popen[bytes] | None = None
-        self.pid: int | None = None
-        self.exit_code: int | None = None
-        #: How the watch ended: "SIGINT" (headless) or "q" (the TUI) when it stopped as asked.
-        self.stopped_by = ""
-
-    def start(self) -> None:
-        """Start the watch (its config.toml first, when the mode has one)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        if self.mode.config:
-            config = self.directory / "config" / "crdscope" / "config.toml"
-            config.parent.mkdir(parents=True)
-            config.write_text(self.mode.config)
-        env = {**os.environ, **self.env}
-        if self.mode.watch == "headless":
-            with open(self.stdout, "wb") as out, open(self.stderr, "wb") as err:
-                self.process = subprocess.Popen(self.argv, stdout=out, stderr=err, env=env)
-            self.pid = self.process.pid
-            return
-        # The TUI draws on a terminal: a tmux pane on a server of its own (its own socket, so that no
-        # other tmux is touched); `exec` makes the pane's process crdscope itself, whose pid is read.
-        width, height = TMUX_SIZE
-        done = subprocess.run(
-            ["tmux", "-S", str(self.socket), "new-session", "-d", "-x", str(width), "-y", str(height),
-             "-s", TMUX_SESSION, "-P", "-F", "#{pane_pid}",
-             *(f"-e{name}={value}" for name, value in self.env.items()), "exec " + shlex.join(self.argv)],
-            capture_output=True, text=True, env=env, timeout=60)
-        if done.returncode != 0:
-            raise BenchError(f"tmux new-session failed: {done.stderr.strip() or done.returncode}")
-        self.pid = int(done.stdout.strip())
-
-    def alive(self) -> bool:
-        """True while the watch's process runs."""
-        if self.process is not None:
-            return self.process.poll() is None
-        if self.pid is None:
-            return False
-        try:  # the pane's process is tmux's child, not ours: a zombie is gone too
-            return Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-        except (OSError, IndexError):
-            return False
-
-    def check_alive(self) -> None:
-        """A :class:`BenchError` with its last words when the watch is gone."""
-        if not self.alive():
-            raise BenchError(f"crdscope watch ({self.mode.name}) exited early: {self.last_words()}")
-
-    def last_words(self) -> str:
-        """The last line the watch wrote to stderr or to its log (the TUI's stderr is its screen)."""
-        for path in (self.stderr, self.directory / "state" / "crdscope" / "crdscope.log"):
-            with contextlib.suppress(OSError):
-                lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
-                if lines:
-                    return lines[-1][:300]
-        return "no output"
-
-    def wait_ready(self) -> float:
-        """Wait until the recording holds a sample of each of :data:`FIRST_SAMPLES`; the seconds waited."""
-        started = time.monotonic()
-        while True:
-            self.check_alive()
-            seen = {record["probe"] for record in recorded_samples(self.recording, FIRST_SAMPLES)}
-            if seen >= set(FIRST_SAMPLES):
-                return time.monotonic() - started
-            if time.monotonic() - started > WATCH_START_TIMEOUT_SECONDS:
-                missing = ", ".join(sorted(set(FIRST_SAMPLES) - seen))
-                raise BenchError(f"crdscope watch ({self.mode.name}) had no {missing} sample after "
-                                 f"{WATCH_START_TIMEOUT_SECONDS:.0f}s")
-            time.sleep(0.5)
-
-    def cpu_seconds(self) -> float | None:
-        """The watch process's CPU seconds so far (None once it is gone)."""
-        return cpu_seconds(self.pid) if self.alive() else None
-
-    def stop(self) -> None:
-        """Stop the watch as a person would (Ctrl-C; the TUI's ``q``), then harder; never leaves a process
-        or a tmux server behind.  Safe to call twice."""
-        if self.process is not None:
-            if self.process.poll() is None:
-                self.process.send_signal(signal.SIGINT)
-                self.stopped_by = "SIGINT"
-                try:
-                    self.exit_code = self.process.wait(timeout=STOP_TIMEOUT_SECONDS)
-                except subprocess.TimeoutExpired:
-                    self.process.kill()
-                    self.stopped_by = "SIGKILL"
-                    self.exit_code = self.process.wait()
-            else:
-                self.exit_code = self.process.returncode
-            return
-        if self.pid is None:
-            if self.socket.exists():  # a tmux server whose session never told its pane's pid
-                self._tmux("kill-server")
-            return
-        try:
-            if self.alive():
-                self._tmux("send-keys", "-t", TMUX_SESSION, "q")
-                self.stopped_by = "q"
-                if not self._wait_gone(STOP_TIMEOUT_SECONDS):
-                    self.stopped_by = "SIGTERM"
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(self.pid, signal.SIGTERM)
-                    if not self._wait_gone(10):
-                        self.stopped_by = "SIGKILL"
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(self.pid, signal.SIGKILL)
-        finally:
-            self._tmux("kill-server")  # no-op once the pane's exit ended the session and the server
-            self.pid = None
-
-    def _wait_gone(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while self.alive():
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.2)
-        return True
-
-    def _tmux(self, *args: str) -> None:
-        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-            subprocess.run(["tmux", "-S", str(self.socket), *args], capture_output=True, timeout=30)
-
-    def keep(self, target: Path, label: str) -> None:
-        """Copy the recording (all its parts) to ``target`` as ``<label>*.jsonl``."""
-        target.mkdir(parents=True, exist_ok=True)
-        number, path = 1, self.recording
-        while path.exists():
-            shutil.copy(path, target / f"{label}{'' if number == 1 else f'.part{number}'}.jsonl")
-            number += 1
-            path = part_path(self.recording, number)
-
-
-def recording_figures(recording: Path, load_started: float, load_ended: float) -> dict[str, Any]:
-    """What the watch recorded: its last ``footprint`` sample (the contract of probes/footprint.py),
-    its requests and bytes during the install (between the last footprint sample before the load and
-    the first after it: the probe's cadence, 5 s, is the resolution) and per second over the
-    after-window, and the last MiB per CRD it reported."""
-    records = recorded_samples(recording, ("footprint", "health"))
-    figures: dict[str, Any] = {}
-    health = [r["data"] for r in records if r["probe"] == "health" and r["data"].get("mib_per_crd") is not None]
-    if health:
-        last = health[-1]
-        figures.update(mib_per_crd_reported=last["mib_per_crd"], reported_r2=last.get("r2"),
-                       reported_crds=last.get("crds"), reported_fit_points=last.get("fit_points"))
-    else:
-        figures["mib_per_crd_reported"] = None
-    prints = [r["data"] for r in records if r["probe"] == "footprint" and not r["data"].get("error")]
-    if not prints:
-        figures["footprint"] = None
-        figures["footprint_note"] = "the recording holds no footprint sample"
-        return figures
-    last = prints[-1]
-    # The whole sample (requests_total, bytes_total, per second, by_path, by_origin, held_back, openapi_v2 ...).
-    figures["footprint"] = {key: value for key, value in last.items() if key not in ("timestamp", "error")}
-    before = [p for p in prints if p.get("timestamp", 0) <= load_started]
-    after = [p for p in prints if p.get("timestamp", 0) >= load_ended]
-    if before and after:
-        for key, name in (("requests_total", "install_requests"), ("bytes_total", "install_bytes")):
-            if isinstance(after[0].get(key), int | float) and isinstance(before[-1].get(key), int | float):
-                figures[name] = after[0][key] - before[-1][key]
-    # Over the after-window: the first sample at or after the load's exit and the last one.
-    if len(after) >= 2 and after[-1]["timestamp"] > after[0]["timestamp"]:
-        span = after[-1]["timestamp"] - after[0]["timestamp"]
-        figures["after_footprint_span_s"] = round(span, 1)
-        for key, name in (("requests_total", "after_requests_per_s"), ("bytes_total", "after_bytes_per_s")):
-            if isinstance(after[-1].get(key), int | float) and isinstance(after[0].get(key), int | float):
-                figures[name] = round((after[-1][key] - after[0][key]) / span, 3)
-    return figures
 
 
 # --------------------------------------------------------------------------- one run
@@ -604,41 +358,6 @@ def measure_run(plan: Plan, mode: Mode, pair: int, binaries: Any) -> dict[str, A
     return figures
 
 
-def steady_figures(watch: Watch, seconds: float) -> dict[str, Any]:
-    """The monitor at rest on the loaded cluster, over ``seconds`` after the after-window: its CPU
-    (share of a core), its resident memory at the end, and its requests and bytes per second (the
-    first and last footprint samples of the window)."""
-    # The install settled at the end of the after-window: the legacy walk that follows a settled
-    # change (once, 2+N requests) is not the steady state; the window starts once it is done.
-    walks = [r["data"].get("legacy_walks", 0) for r in recorded_samples(watch.recording, ("footprint",))]
-    deadline = time.monotonic() + WALK_WAIT_SECONDS
-    while time.monotonic() < deadline:
-        latest = [r["data"].get("legacy_walks", 0) for r in recorded_samples(watch.recording, ("footprint",))]
-        if latest and walks and latest[-1] > walks[-1]:
-            break
-        time.sleep(1.0)
-    started, cpu_before = time.time(), watch.cpu_seconds()
-    time.sleep(seconds)  # deliberate: the steady state is measured over this window
-    elapsed = time.time() - started
-    cpu_after = watch.cpu_seconds()
-    figures: dict[str, Any] = {"steady_s": round(elapsed, 1)}
-    if cpu_before is not None and cpu_after is not None:
-        figures["steady_cpu_pct_of_core"] = round((cpu_after - cpu_before) / elapsed * 100, 2)
-    if watch.pid is not None:
-        figures["steady_rss_mb"] = round(rss_bytes(watch.pid) / 1e6, 1)
-    prints = [r["data"] for r in recorded_samples(watch.recording, ("footprint",))
-              if r["data"].get("timestamp", 0) >= started and not r["data"].get("error")]
-    if len(prints) >= 2 and prints[-1]["timestamp"] > prints[0]["timestamp"]:
-        span = prints[-1]["timestamp"] - prints[0]["timestamp"]
-        figures["steady_requests_per_s"] = round((prints[-1]["requests_total"] - prints[0]["requests_total"]) / span, 3)
-        figures["steady_kb_per_s"] = round((prints[-1]["bytes_total"] - prints[0]["bytes_total"]) / span / 1e3, 2)
-        first = prints[0]["by_origin"]
-        figures["steady_by_origin_per_min"] = {
-            origin: round((tally["requests"] - first.get(origin, {}).get("requests", 0)) / span * 60, 2)
-            for origin, tally in prints[-1]["by_origin"].items()}
-    return figures
-
-
 def _load_summary(done: subprocess.CompletedProcess) -> dict[str, Any]:
     """The figures of the load's ``--json`` summary (or why there is none)."""
     try:
@@ -666,169 +385,6 @@ def alternate_runs(plan: Plan) -> Iterator[dict[str, Any]]:
             except BenchError as exc:  # one run that could not be measured; the others still are
                 say(f"footprint: {mode.name} pair {pair}: FAILED: {exc}")
                 yield {"mode": mode.name, "pair": pair, "crds": plan.total, "failed": str(exc)}
-
-
-# --------------------------------------------------------------------------- figures
-
-
-def series(runs: list[dict[str, Any]], mode: str, key: str) -> list[float | None]:
-    """A figure of every run of ``mode``, in order (None for a failed run or an absent figure)."""
-    return [None if run["failed"] else run.get(key) for run in runs if run["mode"] == mode]
-
-
-def footprint_series(runs: list[dict[str, Any]], mode: str, key: str, scale: float = 1.0) -> list[float | None]:
-    """A figure of the runs' last footprint sample (None where a recording had none)."""
-    values: list[float | None] = []
-    for run in runs:
-        if run["mode"] == mode:
-            value = (run.get("footprint") or {}).get(key)
-            values.append(value / scale if isinstance(value, int | float) and not run["failed"] else None)
-    return values
-
-
-def within_spread(values: list[float | None], reference: list[float | None]) -> bool | None:
-    """The median of ``values`` within min..max of ``reference`` (None: fewer than two references)."""
-    measured = [v for v in values if v is not None]
-    spread = [v for v in reference if v is not None]
-    if len(spread) < 2 or not measured:
-        return None
-    return min(spread) <= statistics.median(measured) <= max(spread)
-
-
-def summarise(plan: Plan, runs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, bool | None], list[str]]:
-    """(figures, goals, notes) of one Kubernetes version's runs."""
-    figures: dict[str, Any] = {}
-    goals: dict[str, bool | None] = {}
-    notes: list[str] = []
-
-    def quiet(key: str) -> list[float | None]:
-        return series(runs, "quiet", key)
-
-    for key, name in (("install_s", "install_s"), ("apiserver_cpu_install_s", "cpu_install_s"),
-                      ("apiserver_cpu_after_s", "cpu_after_s"), ("apiserver_rss_end_mib", "rss_end_mib"),
-                      ("apiserver_rss_after_mib", "rss_after_mib"), ("mib_per_crd_own", "mib_per_crd_own")):
-        figures[f"quiet_{name}"] = stats(quiet(key))
-    after = f"{plan.after_seconds:.0f} s later"
-    for mode in (m for m in plan.modes if m.watch):
-        m = mode.name
-
-        def watched(key: str, mode_name: str = m) -> list[float | None]:
-            return series(runs, mode_name, key)
-
-        install = ratios(watched("install_s"), quiet("install_s"))
-        cpu = ratios(watched("apiserver_cpu_install_s"), quiet("apiserver_cpu_install_s"))
-        reported_vs_quiet = ratios(watched("mib_per_crd_reported"), quiet("mib_per_crd_own"))
-        figures.update({
-            f"{m}_install_x": stats(install),
-            f"{m}_cpu_install_x": stats(cpu),
-            f"{m}_cpu_after_x": stats(ratios(watched("apiserver_cpu_after_s"), quiet("apiserver_cpu_after_s"))),
-            f"{m}_rss_end_x": stats(ratios(watched("apiserver_rss_end_mib"), quiet("apiserver_rss_end_mib"))),
-            f"{m}_rss_after_x": stats(ratios(watched("apiserver_rss_after_mib"), quiet("apiserver_rss_after_mib"))),
-            f"{m}_rss_end_mib": stats(watched("apiserver_rss_end_mib")),
-            f"{m}_rss_after_mib": stats(watched("apiserver_rss_after_mib")),
-            f"{m}_cpu_watch_start_s": stats(watched("apiserver_cpu_watch_start_s")),
-            f"{m}_mib_per_crd_reported": stats(watched("mib_per_crd_reported")),
-            f"{m}_mib_per_crd_own": stats(watched("mib_per_crd_own")),
-            f"{m}_reported_vs_quiet_own": stats(reported_vs_quiet),
-            f"{m}_reported_vs_own": stats(ratios(watched("mib_per_crd_reported"), watched("mib_per_crd_own"))),
-            f"{m}_requests": stats(footprint_series(runs, m, "requests_total")),
-            f"{m}_mb": stats(footprint_series(runs, m, "bytes_total", 1e6)),
-            f"{m}_install_requests": stats(watched("install_requests")),
-            f"{m}_install_mb": stats([v / 1e6 if v is not None else None for v in watched("install_bytes")]),
-            f"{m}_after_req_per_s": stats(watched("after_requests_per_s")),
-            f"{m}_after_kb_per_s": stats([v / 1e3 if v is not None else None
-                                          for v in watched("after_bytes_per_s")]),
-            f"{m}_watch_cpu_install_s": stats(watched("watch_cpu_install_s")),
-            f"{m}_watch_cpu_after_s": stats(watched("watch_cpu_after_s")),
-            f"{m}_steady_cpu_pct_of_core": stats(watched("steady_cpu_pct_of_core")),
-            f"{m}_steady_rss_mb": stats(watched("steady_rss_mb")),
-            f"{m}_steady_requests_per_s": stats(watched("steady_requests_per_s")),
-            f"{m}_steady_kb_per_s": stats(watched("steady_kb_per_s")),
-        })
-        if any(v is not None for v in watched("steady_requests_per_s")):
-            steady = [v for v in watched("steady_requests_per_s") if v is not None]
-            cpu_share = [v for v in watched("steady_cpu_pct_of_core") if v is not None]
-            rss = [v for v in watched("steady_rss_mb") if v is not None]
-            goals[f"{m}: steady < 0.5 requests/s"] = statistics.median(steady) < 0.5
-            goals[f"{m}: steady < 1% of a core"] = statistics.median(cpu_share) < 1.0 if cpu_share else None
-            goals[f"{m}: steady RSS < 110 MB"] = statistics.median(rss) < 110 if rss else None
-        goals[f"{m}: install <= 1.02x quiet"] = median_at_most(install, 1.02)
-        goals[f"{m}: API server CPU during install <= 1.02x"] = median_at_most(cpu, 1.02)
-        goals[f"{m}: RSS at end within quiet spread"] = within_spread(
-            watched("apiserver_rss_end_mib"), quiet("apiserver_rss_end_mib"))
-        goals[f"{m}: RSS {after} within quiet spread"] = within_spread(
-            watched("apiserver_rss_after_mib"), quiet("apiserver_rss_after_mib"))
-        goals[f"{m}: MiB/CRD reported within 5% of quiet"] = median_at_most(
-            [abs(r - 1) for r in reported_vs_quiet], 0.05)
-        if all(v is None for v in footprint_series(runs, m, "requests_total")):
-            notes.append(f"{m}: no footprint sample in any recording (probes/footprint.py not there yet?): "
-                         "the monitor's requests and bytes are null")
-    if len([v for v in quiet("apiserver_rss_end_mib") if v is not None]) < 2:
-        notes.append("fewer than two quiet runs: the RSS goals (within the quiet runs' spread) are not judged")
-    for run in runs:
-        if run["failed"]:
-            notes.append(f"{run['mode']} pair {run['pair']} failed: {run['failed']}")
-    figures["after_s"] = plan.after_seconds
-    figures["pairs"] = plan.pairs
-    figures["modes"] = {mode.name: mode.config or ("" if mode.watch else "nobody watching") for mode in plan.modes}
-    figures["runs"] = runs
-    return figures, goals, notes
-
-
-#: (label, figure per run, how it prints) of the table printed at the end.
-TABLE_ROWS = (
-    ("install (s)", "install_s", "{:.1f}"),
-    ("API server CPU, install (s)", "apiserver_cpu_install_s", "{:.1f}"),
-    ("API server CPU, after-window (s)", "apiserver_cpu_after_s", "{:.1f}"),
-    ("API server CPU, watch start-up (s)", "apiserver_cpu_watch_start_s", "{:.1f}"),
-    ("API server RSS, end of install (MiB)", "apiserver_rss_end_mib", "{:.0f}"),
-    ("API server RSS, end of after-window (MiB)", "apiserver_rss_after_mib", "{:.0f}"),
-    ("MiB/CRD, benchmark's own fit", "mib_per_crd_own", "{:.2f}"),
-    ("MiB/CRD, crdscope reported", "mib_per_crd_reported", "{:.2f}"),
-    ("monitor requests (whole run)", ("footprint", "requests_total"), "{:.0f}"),
-    ("monitor MB of answers (whole run)", ("footprint", "bytes_total"), "{:.2f}"),
-    ("monitor requests, install", "install_requests", "{:.0f}"),
-    ("monitor MB of answers, install", "install_bytes", "{:.2f}"),
-    ("monitor requests/s, after-window", "after_requests_per_s", "{:.2f}"),
-    ("monitor KB/s of answers, after-window", "after_bytes_per_s", "{:.1f}"),
-    ("watch CPU, install (s)", "watch_cpu_install_s", "{:.1f}"),
-    ("watch CPU, after-window (s)", "watch_cpu_after_s", "{:.1f}"),
-    ("steady: monitor % of a core", "steady_cpu_pct_of_core", "{:.2f}"),
-    ("steady: monitor RSS (MB)", "steady_rss_mb", "{:.0f}"),
-    ("steady: monitor requests/s", "steady_requests_per_s", "{:.2f}"),
-    ("steady: monitor KB/s", "steady_kb_per_s", "{:.1f}"),
-)
-
-
-def table(plan: Plan, runs: list[dict[str, Any]]) -> str:
-    """Medians per mode, and for watched modes the median of the pairwise ratios to quiet."""
-    def values(mode: str, key: str | tuple[str, str]) -> list[float | None]:
-        if isinstance(key, tuple):
-            scale = 1e6 if key[1] == "bytes_total" else 1.0
-            return footprint_series(runs, mode, key[1], scale)
-        scale = {"after_bytes_per_s": 1e3, "install_bytes": 1e6}.get(key, 1.0)
-        return [v / scale if v is not None else None for v in series(runs, mode, key)]
-
-    heads = [mode.name for mode in plan.modes]
-    rows = [["figure (median)", *heads]]
-    for label, key, form in TABLE_ROWS:
-        row = [label]
-        quiet = values("quiet", key)
-        for mode in heads:
-            mine = values(mode, key)
-            present = [v for v in mine if v is not None]
-            if not present:
-                row.append("-")
-                continue
-            cell = form.format(statistics.median(present))
-            paired = ratios(mine, quiet) if mode != "quiet" else []
-            if paired:
-                cell += f" ({statistics.median(paired):.3f}x)"
-            row.append(cell)
-        rows.append(row)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-                     for row in rows)
 
 
 def run(options: Options, minors: list[str | None], size: int | None, modes: tuple[Mode, ...], pairs: int,

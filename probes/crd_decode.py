@@ -74,19 +74,17 @@ def decode_event(raw: bytes) -> dict[str, Any]:
 
     Raises ``ValueError`` for a line that is not a watch event.
     """
-    try:
-        event = _EVENTS.decode(raw)
-    except msgspec.DecodeError as exc:
-        raise ValueError(f"undecodable watch event: {exc}") from None
-    decoded: dict[str, Any] = msgspec.to_builtins(event)
-    return decoded
+    return _slim_builtins(_EVENTS, raw, "watch event")
 
 
 def decode_page(raw: bytes) -> dict[str, Any]:
     """One CRD list page as ``{"items": [...], "metadata": {...}}``, the items without their schemas."""
+    return _slim_builtins(_PAGES, raw, "CRD list")
+
+
+def _slim_builtins(decoder: msgspec.json.Decoder[Any], raw: bytes, what: str) -> dict[str, Any]:
     try:
-        page = _PAGES.decode(raw)
+        decoded: dict[str, Any] = msgspec.to_builtins(decoder.decode(raw))
     except msgspec.DecodeError as exc:
-        raise ValueError(f"undecodable CRD list: {exc}") from None
-    decoded: dict[str, Any] = msgspec.to_builtins(page)
+        raise ValueError(f"undecodable {what}: {exc}") from None
     return decoded
