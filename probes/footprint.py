@@ -130,7 +130,6 @@ class FootprintProbe:
                     over.append(origin)
             if (walks - oldest[3]) * 3600.0 / span > self.budgets.legacy_walks_per_hour:
                 over.append("legacy-walks")
-        guard = self.monitor.shared.guard
         return FootprintSample(
             requests_total=total.requests, bytes_total=total.bytes,
             requests_per_second=(total.requests - rate_base[1].requests) / window if window > 0 else 0.0,
@@ -139,7 +138,7 @@ class FootprintProbe:
             over_budget=tuple(over), legacy_walks=walks,
             loader_requests_total=loader.requests, loader_bytes_total=loader.bytes,
             openapi_v2=self.monitor.settings.cadences.openapi_v2 > 0,
-            held_back=dict(guard.held_back) if guard is not None else {},
+            held_back=dict(self.monitor.shared.guard.held_back),
         )
 
 
