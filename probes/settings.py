@@ -59,8 +59,9 @@ class Cadences:
     #: /readyz every run (/livez only when not ready), the identity Leases every 30 s (budget 10/min).
     health: float = 10.0
     health_idle: float = 20.0
-    #: Four canary requests per run: every 30 s (budget 8/min), every minute when idle.
-    latency: float = 30.0
+    #: Four canary requests per run: every 15 s while busy (budget 16/min; a hang of 20 s then always
+    #: catches a round of canaries), every minute when idle.
+    latency: float = 15.0
     latency_idle: float = 60.0
     #: Reads the shared client's in-flight requests (a /livez heartbeat only when all is quiet).
     responsiveness: float = 0.5
@@ -89,7 +90,7 @@ class RequestBudgets:
     #: /openapi/v3/<group-version> documents read to settle publication stages.
     openapi_v3_documents: float = 6.0
     health: float = 10.0
-    latency: float = 8.0
+    latency: float = 16.0
     responsiveness: float = 12.0
     metrics: float = 6.0
     crd_watch: float = 2.0
