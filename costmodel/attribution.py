@@ -63,3 +63,32 @@ def attribute(crds: int, rss_bytes: float | None, kubernetes_minor: str, *,
         headroom = max(0, int((memory_limit_bytes - rss_bytes) // per_crd))
     return Attribution(crds, total, per_crd, rss_bytes, coefficients.minor, coefficients.note, memory_limit_bytes,
                        headroom, coefficients.requested)
+
+
+@dataclass(frozen=True)
+class StartupNeed:
+    """The resident memory an API server needs with ``crds`` typical CRDs (what a limit must hold)."""
+
+    minor: str
+    crds: int
+    #: The server with no CRD (the calibration's baseline) plus the first CRDs' one-time cost.
+    base_bytes: float
+    per_crd_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        """Base plus every CRD."""
+        return self.base_bytes + self.per_crd_bytes * self.crds
+
+
+def startup_need(crds: int, kubernetes_minor: str) -> StartupNeed:
+    """What ``crds`` typical CRDs make an API server of ``kubernetes_minor`` hold, from its model.
+
+    The crash-loop finding compares it with a memory limit: a server that reloads every CRD
+    from etcd at start-up holds at least this much before it serves.
+    """
+    coefficients = for_minor(kubernetes_minor)
+    terms = coefficients.figure("rss_bytes").get("terms") or {}
+    per_crd = sum(float(terms.get(name, 0.0)) * value for name, value in typical_terms(kubernetes_minor).items())
+    base = float(coefficients.baseline.get("rss_bytes") or 0.0) + (float(terms.get("fixed", 0.0)) if crds else 0.0)
+    return StartupNeed(coefficients.minor, crds, base, per_crd)

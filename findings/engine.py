@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from crdscope.probes.samples import Sample
 from crdscope.probes.settings import Thresholds
 
-from . import checks, resources
+from . import checks, crashloop, resources
 from .model import CHANGED, CLOSED, OPENED, Finding, FindingChange, Severity, most_severe_first
 from .observations import Observations
 
@@ -28,6 +28,7 @@ Check = Callable[[Observations], list[Finding]]
 #: Every check, in the order the issue lists them (the kubectl check is added when known).
 CHECKS: tuple[Check, ...] = (
     checks.not_answering,
+    crashloop.crash_loop,
     checks.latency_slo,
     resources.no_aggregated_discovery,
     checks.apf,
@@ -41,6 +42,7 @@ CHECKS: tuple[Check, ...] = (
 #: done only when that probe delivered a good sample).
 CHECKED_BY_PROBE = (
     ("API server answering (requests in flight, health checks)", "responsiveness"),
+    ("API server crash-looping (restarts from start times, Leases, the lab, kube-state-metrics)", "health"),
     ("request latency against the SLOs (canaries, server-side p99)", "latency"),
     ("aggregated discovery offered", "discovery"),
     ("APF rejecting or queueing", "throttling"),

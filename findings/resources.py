@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from crdscope.probes.health import HealthSample
+
+from .crashloop import loop_of
 from .model import Finding, Severity
 from .observations import Observations, fmt_count
 
@@ -58,29 +61,57 @@ def memory(obs: Observations) -> list[Finding]:
             "API server's memory for the CRD count you plan"))
     found += _growth(obs)
     # A limit given (--memory-limit, the lab's cap) wins over the one Prometheus shows.
-    limit = obs.memory_limit_bytes or health.memory_limit_bytes
-    if limit and health.rss_bytes:
-        fraction = health.rss_bytes / limit
-        if fraction >= obs.thresholds.memory_limit_fraction_warn:
-            severity = Severity.CRITICAL if fraction >= 0.95 else Severity.WARNING
-            where = "" if obs.memory_limit_bytes else f" ({health.sources.get('memory_limit_bytes', 'prometheus')})"
-            found.append(Finding(
-                "memory-headroom", severity,
-                f"API server memory at {fraction:.0%} of its {limit / MIB:,.0f} MiB limit",
-                (f"health.rss_bytes = {health.rss_bytes / MIB:,.0f} MiB; limit {limit / MIB:,.0f} MiB{where}",),
-                "CRDs and objects use memory the limit does not leave room for; an OOM kill restarts the server",
-                "raise the limit or remove unused CRDs before adding more"))
-    restarts = (health.restarts or 0) + sum((health.pod_restarts or {}).values())
-    if restarts:
+    found += _headroom(obs, health)
+    latest = obs.latest.get("health")
+    now_health = latest if isinstance(latest, HealthSample) else health
+    restarts = now_health.restarts or 0
+    looping = loop_of(now_health.restart_events, obs.thresholds, obs.now, now_health.down)
+    if restarts and not looping:  # a crash loop is its own finding, which says more
         found.append(Finding(
             "apiserver-restarted", Severity.WARNING,
             f"{restarts} API server restart{'s' if restarts != 1 else ''} while watched",
-            (f"health.restarts = {fmt_count(health.restarts)} (process_start_time_seconds moved forward)",)
-            + ((f"health.pod_restarts = {dict(health.pod_restarts)} (kube-state-metrics)",)
-               if health.pod_restarts else ()),
+            (f"health.restarts = {fmt_count(restarts)}, counted by {now_health.restarts_source or '?'} "
+             f"(health.restarts_by_source = {dict(now_health.restarts_by_source)})",)
+            + ((f"health.pod_restarts = {dict(now_health.pod_restarts)} (kube-state-metrics)",)
+               if now_health.pod_restarts else ()),
             "an OOM kill (memory limit), a crash, or a deliberate restart (upgrade, certificate rotation)",
             "check the container's last state (kubectl describe pod: OOMKilled?) and the server's logs"))
     return found
+
+
+def _headroom(obs: Observations, health: HealthSample) -> list[Finding]:
+    """Resident memory against a known limit.
+
+    After a restart a fresh process starts small and grows back to the limit: judged on the
+    newest figure alone the finding would close and reopen with every restart of a crash
+    loop.  Within ``crashloop_window_seconds`` of a restart it judges the highest figure of
+    that window instead, and says so.
+    """
+    # A limit given (--memory-limit, the lab's cap) wins over the one Prometheus shows.
+    limit = obs.memory_limit_bytes or health.memory_limit_bytes
+    if not limit or not health.rss_bytes:
+        return []
+    window = obs.thresholds.crashloop_window_seconds
+    latest = obs.latest.get("health")
+    events = latest.restart_events if isinstance(latest, HealthSample) else health.restart_events
+    rss, held = health.rss_bytes, ""
+    if events and obs.now - max(e.at for e in events) <= window:
+        peak = max((s.rss_bytes for s in obs.health_history if s.rss_bytes and s.timestamp >= obs.now - window),
+                   default=rss)
+        if peak > rss:
+            rss, held = peak, (f" (the highest of the last {window / 60:.0f} min: the API server restarted, "
+                               f"a fresh process starts small; now {health.rss_bytes / MIB:,.0f} MiB)")
+    fraction = rss / limit
+    if fraction < obs.thresholds.memory_limit_fraction_warn:
+        return []
+    severity = Severity.CRITICAL if fraction >= 0.95 else Severity.WARNING
+    where = "" if obs.memory_limit_bytes else f" ({health.sources.get('memory_limit_bytes', 'prometheus')})"
+    return [Finding(
+        "memory-headroom", severity,
+        f"API server memory at {fraction:.0%} of its {limit / MIB:,.0f} MiB limit",
+        (f"health.rss_bytes = {rss / MIB:,.0f} MiB{held}; limit {limit / MIB:,.0f} MiB{where}",),
+        "CRDs and objects use memory the limit does not leave room for; an OOM kill restarts the server",
+        "raise the limit or remove unused CRDs before adding more")]
 
 
 def _growth(obs: Observations) -> list[Finding]:

@@ -31,7 +31,7 @@ probes never import ``lab``.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 import logging
 import time
 from collections import deque
@@ -45,6 +45,8 @@ from .leases import LeaseReading, LeaseWatcher, read_leases
 from .metrics import SHARED_SCRAPE_AGE, MetricsSource, Scrape
 from .prometheus import PrometheusFigures, PrometheusReading, PrometheusSource
 from .replicas import REPLICA_GAUGES, ReplicaFigures, ReplicaTracker, from_instances
+from .restarts import (IDENTITY_LEASE, KUBE_STATE_METRICS, START_TIME, PlatformRestarts, RestartEvent,
+                       RestartLedger)
 from .samples import Sample
 
 if TYPE_CHECKING:
@@ -58,6 +60,8 @@ TOP_RESOURCES = 10
 UNUSED_EXAMPLES = 5
 #: Identity Leases are renewed every 10 s; a new holder (a restart) stays visible: every 30 s is enough.
 LEASE_INTERVAL_SECONDS = 30.0
+#: Restart events carried by each sample (the crash-loop finding needs the last ten minutes').
+RESTART_EVENTS_IN_SAMPLE = 30
 
 #: sample field -> /metrics family
 PROCESS_FAMILIES = {
@@ -94,6 +98,11 @@ class HealthSample(Sample):
     """The API server's resources, restarts and availability (None figures: see ``unobservable``)."""
 
     probe = "health"
+    #: What a sample says even when the server did not answer (``--fail-if`` reads these on error
+    #: samples: a script watching for an outage needs them exactly then).
+    VALID_ON_ERROR: ClassVar[frozenset[str]] = frozenset({
+        "down", "down_seconds", "ready", "live", "restarts", "restarts_by_source", "lease_restarts",
+        "oom_kills", "outages", "apiservers", "memory_limit_bytes"})
 
     server: str = ""
     rss_bytes: int | None = None
@@ -111,7 +120,23 @@ class HealthSample(Sample):
     unused_crd_examples: tuple[str, ...] = ()
     storage_objects_top: dict[str, int] = field(default_factory=dict)
     storage_size_bytes: int | None = None
+    #: Restarts during the watch (``probe health``: as far back as a source knows), counted by
+    #: ``restarts_source``, the source that saw the most of them (:mod:`probes.restarts`).
     restarts: int | None = None
+    restarts_source: str | None = None
+    #: Each source's count: process start time, identity lease, lab supervisor, kube-state-metrics.
+    restarts_by_source: dict[str, int] = field(default_factory=dict)
+    #: The latest restarts, oldest first: when, which replica, OOM-killed, uptime, memory at death
+    #: (a platform's log reaches back before the watch; the other sources start with it).
+    restart_events: tuple[RestartEvent, ...] = ()
+    #: Identity Lease host -> holder changes: restarts of that replica, scraped or not.
+    lease_restarts: dict[str, int] = field(default_factory=dict)
+    #: OOM kills during the watch where the platform counts them (the lab's memory groups).
+    oom_kills: int | None = None
+    #: Prometheus only: API server pods whose container last terminated OOMKilled (kube-state-metrics).
+    oom_killed_pods: tuple[str, ...] = ()
+    #: How long the server has been down (unreachable or not ready) now; 0 while it serves.
+    down_seconds: float = 0.0
     #: The replica that answered this run's scrape ("r1", "r2"...) and every replica seen so far.
     replica: str | None = None
     replicas: tuple[ReplicaFigures, ...] = ()
@@ -154,16 +179,16 @@ class HealthSample(Sample):
 class HealthTracker:
     """Restarts, outage windows and per-CRD fits, remembered between runs."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, since_start: bool = True) -> None:
         self.start_time: float | None = None
         self.replicas = ReplicaTracker()
+        self.ledger = RestartLedger(since_start=since_start)
         self.leases = LeaseWatcher()
         self.lease_reading: LeaseReading | None = None
         self.lease_read_at = 0.0
         self.outages: deque[Outage] = deque(maxlen=KEEP_OUTAGES)
         self.open_outage: Outage | None = None
         self.fits = {name: ProcessFits() for name in FITS}
-        self.pod_restarts_baseline: int | None = None
 
     @property
     def restarts(self) -> int:
@@ -179,8 +204,21 @@ class HealthTracker:
                       crds: int | None = None) -> str:
         """Attribute a scrape to its replica; returns the replica's name."""
         self.start_time = start_time
+        before = {r.name: r for r in self.replicas.figures()}
         # No live Lease at all (clock skew, or Leases not renewed): as good as not knowing.
-        return self.replicas.observe(start_time, now, figures, replicas=self.apiservers or None, crds=crds)
+        name = self.replicas.observe(start_time, now, figures, replicas=self.apiservers or None, crds=crds)
+        self._count_start_time_restarts(name, before, start_time)
+        return name
+
+    def _count_start_time_restarts(self, name: str, before: dict[str, ReplicaFigures], start_time: float) -> None:
+        """Hand the start-time count to the ledger, with what was last seen of a process that died."""
+        dead = before.get(name)
+        replaced = dead is not None and abs(dead.start_time - start_time) > 0.5
+        self.ledger.counter(
+            START_TIME, self.replicas.restarts, start_time, replica=name,
+            rss_bytes_at_death=dead.rss_bytes if replaced and dead else None,
+            # At least this long: it served from its start to its last scrape.
+            uptime_seconds=max(0.0, dead.last_seen - dead.start_time) if replaced and dead and dead.last_seen else None)
 
     def observe_availability(self, now: float, down: bool, reason: str) -> None:
         """Open an outage window on the first bad run, close it on the first good one."""
@@ -216,13 +254,17 @@ class HealthProbe:
     def __init__(self, cluster: Cluster, metrics: MetricsSource, *, crd_count: CrdCounter,
                  cadence: float = 5.0, prometheus: PrometheusSource | None = None,
                  etcd_counter: Callable[[], Callable[[], int | None] | None] = lambda: None,
-                 crd_names: Callable[[], Collection[str] | None] = lambda: None) -> None:
+                 crd_names: Callable[[], Collection[str] | None] = lambda: None,
+                 platform_restarts: Callable[[], Callable[[], PlatformRestarts | None] | None] = lambda: None,
+                 known_limit: Callable[[], int | None] = lambda: None, since_start: bool = True) -> None:
         self.cluster = cluster
+        self._platform_restarts = platform_restarts
+        self._known_limit = known_limit
         self._crd_names = crd_names
         self.metrics = metrics
         self.cadence = cadence
         self.prometheus = prometheus
-        self.tracker = HealthTracker()
+        self.tracker = HealthTracker(since_start=since_start)
         self._crd_count = crd_count
         self._etcd_counter = etcd_counter
         metrics.want(*HEALTH_FAMILIES)
@@ -241,7 +283,14 @@ class HealthProbe:
     async def run(self) -> HealthSample:
         """One observation; an unreachable server is a sample with ``error`` and an open outage."""
         unobservable: dict[str, str] = {}
+        if self.tracker.lease_reading is None:
+            # Read the Leases before the first scrape: with several API servers every scrape then
+            # goes out on its own connection from the start, and each replica is seen in the first
+            # rounds instead of whenever a kept-alive connection happens to move.
+            await self._leases()
+            self._spread_scrapes()
         sent = time.time()
+        platform_read = asyncio.ensure_future(self._platform())  # a file read in a thread, beside the requests
         ready, scrape, (crds, crds_reason), reading, etcd_connections, leases = await asyncio.gather(
             health_check(self.cluster, "readyz"),
             self.metrics.scrape(max_age=self.cadence * SHARED_SCRAPE_AGE),
@@ -250,6 +299,7 @@ class HealthProbe:
             self._etcd_connections(unobservable),  # beside the scrape: open_fds and this compare
             self._leases(),
         )
+        platform = await platform_read
         # /readyz runs every /livez check and more: a ready server is live, and only a server that
         # is not ready (or will not say) costs the second request that tells "not ready" from "dead".
         live = LIVE_BECAUSE_READY if ready.ok else await health_check(self.cluster, "livez")
@@ -264,6 +314,10 @@ class HealthProbe:
         if crds is None:
             unobservable["crds"] = crds_reason or "CRD count unknown"
 
+        if "memory_limit_bytes" not in values and (known := self._known_limit()):
+            values["memory_limit_bytes"] = float(known)
+            sources["memory_limit_bytes"] = "--memory-limit or the lab's cap"
+            unobservable.pop("memory_limit_bytes", None)
         restarts, replica = self._restarts(values, reading, unobservable, scrape.timestamp, crds)
         if leases.error:
             unobservable["apiservers"] = unobservable["lease_replacements"] = leases.error
@@ -272,6 +326,17 @@ class HealthProbe:
         # A hang counts from when the check was sent (it failed only at its read timeout), a
         # recovery from when it answered.
         self.tracker.observe_availability(sent if down else now, down, reason)
+        if platform is not None:
+            self.tracker.ledger.platform(platform)
+        if reading is not None and reading.pod_restarts:
+            # kube-state-metrics' restart counter: one more source (see probes.restarts).
+            self.tracker.ledger.counter(KUBE_STATE_METRICS, sum(reading.pod_restarts.values()), reading.timestamp,
+                                        oom_killed=True if reading.oom_killed_pods else None)
+        ledger = self.tracker.ledger
+        if ledger.total() is not None:
+            restarts = ledger.total()
+            unobservable.pop("restarts", None)
+        open_outage = self.tracker.open_outage
         if ready.ok is None:
             unobservable["ready"] = ready.error or "readiness not observable"
         if live.ok is None:
@@ -299,6 +364,13 @@ class HealthProbe:
             unused_crd_examples=tuple(sorted(unused or ())[:UNUSED_EXAMPLES]),
             storage_size_bytes=size,
             restarts=restarts,
+            restarts_source=ledger.best() if ledger.total() is not None else None,
+            restarts_by_source=dict(ledger.counts),
+            restart_events=ledger.recent()[-RESTART_EVENTS_IN_SAMPLE:],
+            lease_restarts=dict(self.tracker.leases.replaced_hosts),
+            oom_kills=ledger.oom_kills,
+            oom_killed_pods=reading.oom_killed_pods if reading is not None else (),
+            down_seconds=round(now - open_outage.start, 1) if open_outage is not None else 0.0,
             replica=replica,
             replicas=self.tracker.replicas.figures() or from_instances(reading, sources),
             prometheus=reading.figures if reading is not None else None,
@@ -329,9 +401,24 @@ class HealthProbe:
         tracker = self.tracker
         if tracker.lease_reading is None or time.time() - tracker.lease_read_at >= LEASE_INTERVAL_SECONDS:
             tracker.lease_read_at = time.time()
-            tracker.lease_reading = await read_leases(self.cluster, tracker.lease_read_at)
-            tracker.leases.observe(tracker.lease_reading)
+            tracker.lease_reading = reading = await read_leases(self.cluster, tracker.lease_read_at)
+            first = tracker.leases.holders is None
+            for lease in tracker.leases.observe(reading):
+                tracker.ledger.observed(RestartEvent(tracker.lease_read_at, IDENTITY_LEASE, lease.host))
+            if not reading.error and tracker.ledger.since_start and not first:
+                tracker.ledger.watching(IDENTITY_LEASE)  # two readings compared: it can count now
         return tracker.lease_reading
+
+    async def _platform(self) -> PlatformRestarts | None:
+        """The platform's account of restarts (the lab's supervisor), read in a thread."""
+        reader = self._platform_restarts()
+        if reader is None:
+            return None
+        try:
+            return await asyncio.to_thread(reader)
+        except Exception:  # an unreadable log is "not known", never a failed probe
+            log.debug("the platform's restart count could not be read", exc_info=True)
+            return None
 
     def _spread_scrapes(self) -> None:
         """With several replicas, scrape over a new connection each time so every replica is read."""
@@ -360,12 +447,6 @@ class HealthProbe:
     def _restarts_without_start(self, reading: PrometheusReading | None, unobservable: dict[str, str]) -> int | None:
         if self.tracker.start_time is not None:
             return self.tracker.restarts  # seen before: the server is away, the count stands
-        if reading is not None and reading.pod_restarts:
-            # Without a start time, kube-state-metrics' counter: restarts since the monitor began.
-            total = sum(reading.pod_restarts.values())
-            if self.tracker.pod_restarts_baseline is None or total < self.tracker.pod_restarts_baseline:
-                self.tracker.pod_restarts_baseline = total
-            return total - self.tracker.pod_restarts_baseline
         instance_restarts = [i.restarts for i in reading.figures.instances if i.restarts is not None] \
             if reading is not None and reading.figures is not None else []
         if instance_restarts:  # start-time changes per instance, within Prometheus' window
@@ -517,7 +598,9 @@ def make_probe(monitor: Monitor) -> HealthProbe:
     return HealthProbe(monitor.cluster, monitor.metrics, crd_count=crd_count,
                        cadence=monitor.settings.cadences.health, prometheus=prometheus,
                        etcd_counter=lambda: monitor.shared.lab_etcd_connections,
-                       crd_names=lambda: monitor.crds.crds.keys() if monitor.crds.status.synced else None)
+                       crd_names=lambda: monitor.crds.crds.keys() if monitor.crds.status.synced else None,
+                       platform_restarts=lambda: monitor.shared.lab_restarts,
+                       known_limit=lambda: monitor.shared.guard.known_limit_bytes)
 
 
 #: ``probe health`` scrapes again, up to this many times per replica, until it has read each one.
@@ -525,18 +608,21 @@ SCRAPES_PER_REPLICA = 3
 
 
 async def once(cluster: Cluster, prometheus_url: str | None = None,
-               etcd_counter: Callable[[], int | None] | None = None) -> HealthSample:
+               etcd_counter: Callable[[], int | None] | None = None,
+               platform_restarts: Callable[[], PlatformRestarts | None] | None = None) -> HealthSample:
     """One health sample (``crdscope probe health``): fits need a running monitor.
 
     ``etcd_counter`` counts the API server's etcd connections where the caller can (a
-    crdscope lab's, from /proc: probes never import the lab).
+    crdscope lab's, from /proc: probes never import the lab); ``platform_restarts`` reads the
+    lab supervisor's restarts, which one sample reports in full (every restart it logged).
 
     Behind a load balancer it scrapes again (each time on a new connection) until every API
     server the Leases count has answered once, so the sample lists each replica's figures.
     """
     prometheus = PrometheusSource(prometheus_url) if prometheus_url else None
     probe = HealthProbe(cluster, MetricsSource(cluster), crd_count=lambda: count_crds(cluster),
-                        prometheus=prometheus, cadence=0.0, etcd_counter=lambda: etcd_counter)
+                        prometheus=prometheus, cadence=0.0, etcd_counter=lambda: etcd_counter,
+                        platform_restarts=lambda: platform_restarts, since_start=False)
     try:
         sample = await probe.run()
         for _ in range(SCRAPES_PER_REPLICA * (sample.apiservers or 1)):

@@ -25,6 +25,7 @@ log = logging.getLogger("crdscope.leases")
 IDENTITY_LABEL = "apiserver.kubernetes.io/identity"
 LEASES_PATH = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
 SELECTOR = f"{IDENTITY_LABEL}=kube-apiserver"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 #: Renewed every 10 s by a live API server: three missed renewals (and some clock skew) mean gone.
 STALE_AFTER_SECONDS = 45.0
 
@@ -37,6 +38,8 @@ class ApiserverLease:
     holder: str
     renewed: float | None
     live: bool
+    #: The host the replica runs on (the Lease's ``kubernetes.io/hostname`` label; else its name).
+    host: str = ""
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,9 @@ def parse_leases(body: object, now: float) -> tuple[ApiserverLease, ...]:
             continue
         renewed = parse_time(spec.get("renewTime"))
         live = renewed is not None and now - renewed <= STALE_AFTER_SECONDS
-        found.append(ApiserverLease(name, str(spec.get("holderIdentity") or ""), renewed, live))
+        labels = metadata.get("labels")
+        host = str((labels.get(HOSTNAME_LABEL) if isinstance(labels, dict) else None) or name)
+        found.append(ApiserverLease(name, str(spec.get("holderIdentity") or ""), renewed, live, host))
     return tuple(sorted(found, key=lambda lease: lease.name))
 
 
@@ -97,25 +102,36 @@ async def read_leases(cluster: Cluster, now: float) -> LeaseReading:
 
 
 class LeaseWatcher:
-    """Counts, between readings, Leases whose holder changed (replaced) and Leases that appeared."""
+    """Counts, between readings, Leases whose holder changed (replaced) and Leases that appeared.
+
+    A holder is drawn by each kube-apiserver process at start, so a replaced holder is one
+    restart of that replica (two restarts between two readings look like one).
+    """
 
     def __init__(self) -> None:
         self.holders: dict[str, str] | None = None
         self.replacements = 0
         self.appeared = 0
+        #: Replica host -> holder changes seen (restarts of that replica).
+        self.replaced_hosts: dict[str, int] = {}
 
-    def observe(self, reading: LeaseReading) -> None:
-        """Compare with the previous reading (an unreadable one changes nothing)."""
+    def observe(self, reading: LeaseReading) -> list[ApiserverLease]:
+        """Compare with the previous reading; returns the Leases whose holder changed since it
+        (an unreadable reading changes nothing)."""
         if reading.error:
-            return
+            return []
+        replaced = []
         holders = {lease.name: lease.holder for lease in reading.leases}
         if self.holders is not None:
-            for name, holder in holders.items():
-                before = self.holders.get(name)
+            for lease in reading.leases:
+                before = self.holders.get(lease.name)
                 if before is None:
                     self.appeared += 1
-                    log.info("kube-apiserver Lease %s appeared (a new replica)", name)
-                elif before != holder:
+                    log.info("kube-apiserver Lease %s appeared (a new replica)", lease.name)
+                elif before != lease.holder:
                     self.replacements += 1
-                    log.warning("kube-apiserver Lease %s changed holder (the replica restarted)", name)
+                    self.replaced_hosts[lease.host] = self.replaced_hosts.get(lease.host, 0) + 1
+                    replaced.append(lease)
+                    log.warning("kube-apiserver Lease %s changed holder (replica %s restarted)", lease.name, lease.host)
         self.holders = holders
+        return replaced

@@ -12,6 +12,8 @@ figure                  query (what must be scraped for it to exist)
                         (kubelet/cAdvisor; a pod's working set, not the process's RSS)
 ``pod_restarts``        ``kube_pod_container_status_restarts_total{namespace="kube-system",
                         container="kube-apiserver"}`` (kube-state-metrics, per pod)
+``oom_killed_pods``     ``kube_pod_container_status_last_terminated_reason{reason="OOMKilled"}``
+                        (kube-state-metrics: the pods whose API server was last OOM-killed)
 ``memory_limit_bytes``  ``kube_pod_container_resource_limits{resource="memory",container=
                         "kube-apiserver"}`` (kube-state-metrics), else cAdvisor's
                         ``container_spec_memory_limit_bytes`` (0 or huge: no limit); the
@@ -70,6 +72,7 @@ CONTAINER = "kube-apiserver"
 LIMIT_METRICS = ("kube_pod_container_resource_limits", "container_spec_memory_limit_bytes")
 CONTAINER_QUERY = (
     '{__name__=~"container_memory_working_set_bytes|kube_pod_container_status_restarts_total|'
+    'kube_pod_container_status_last_terminated_reason|'
     f'{"|".join(LIMIT_METRICS)}",container="{CONTAINER}"}}'
 )
 #: Above this a "limit" means none (cAdvisor reports the page-rounded maximum of an unlimited cgroup).
@@ -164,6 +167,8 @@ class PrometheusReading:
     unobservable: dict[str, str] = field(default_factory=dict)
     error: str | None = None
     figures: PrometheusFigures | None = None
+    #: API server pods whose container last terminated with reason OOMKilled.
+    oom_killed_pods: tuple[str, ...] = ()
 
 
 class PrometheusSource:
@@ -264,6 +269,7 @@ class PrometheusSource:
         sources: dict[str, str] = {}
         unobservable: dict[str, str] = {}
         pod_restarts: dict[str, int] = {}
+        oom_killed: set[str] = set()
 
         working_sets = [value for s in container
                         if s["metric"].get("__name__") == "container_memory_working_set_bytes"
@@ -279,9 +285,12 @@ class PrometheusSource:
 
         for series in container:
             labels = series["metric"]
-            if labels.get("__name__") != "kube_pod_container_status_restarts_total":
-                continue
             if labels.get("namespace") != "kube-system":
+                continue
+            if (labels.get("__name__") == "kube_pod_container_status_last_terminated_reason"
+                    and labels.get("reason") == "OOMKilled" and _value(series) == 1):
+                oom_killed.add(labels.get("pod", "?"))
+            if labels.get("__name__") != "kube_pod_container_status_restarts_total":
                 continue
             value = _value(series)
             if value is not None:
@@ -310,7 +319,8 @@ class PrometheusSource:
             else:
                 unobservable[field_name] = (f'Prometheus has no {metric}{{job=~"{self.jobs}"}} '
                                             "(it does not scrape the API server's /metrics under that job)")
-        return PrometheusReading(stamp, values, pod_restarts, sources, unobservable)
+        return PrometheusReading(stamp, values, pod_restarts, sources, unobservable,
+                                 oom_killed_pods=tuple(sorted(oom_killed)))
 
 
 def _memory_limit(container: list[dict[str, Any]], values: dict[str, float], sources: dict[str, str],

@@ -29,6 +29,10 @@ class Sample:
     """
 
     probe: ClassVar[str] = "sample"
+    #: Fields that hold observations even on a failed sample (``error`` set): what the probe
+    #: knows about the failure itself (down for how long, restarts so far).  Thresholds read
+    #: these on failed samples; every other figure of a failed sample is only a default.
+    VALID_ON_ERROR: ClassVar[frozenset[str]] = frozenset()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -63,8 +63,12 @@ class Cadences:
     #: catches a round of canaries), every minute when idle.
     latency: float = 15.0
     latency_idle: float = 60.0
-    #: Reads the shared client's in-flight requests (a /livez heartbeat only when all is quiet).
+    #: Reads the shared client's in-flight requests and the HTTP/2 PING's wait (no request).
     responsiveness: float = 0.5
+    #: One HTTP/2 PING on a connection of its own every this many seconds: no request, no APF seat,
+    #: about 100 bytes each way (0: off; then, as where the server cannot be pinged, a /livez
+    #: heartbeat after 2 s of silence, 4 s once all is quiet).
+    responsiveness_ping: float = 1.0
     #: Seconds without a CRD change after which an install counts as over: probes with an
     #: ``*_idle`` cadence use it from then on (a CRD change brings the busy one back at once), and
     #: the legacy walk runs again.
@@ -106,6 +110,9 @@ class Thresholds:
     memory_mib_per_crd_warn: float = 3.0
     #: A request unanswered this long is the critical finding "API server not answering".
     unanswered_seconds_critical: float = 5.0
+    #: An HTTP/2 PING (or a connection opened for one) unanswered this long is that finding too: the
+    #: server answers PINGs in milliseconds even on a busy 2-core lab (bench/RESULTS.md, hang detection).
+    ping_unanswered_seconds_critical: float = 2.5
     #: APF rejections per second above which the APF finding is critical rather than a warning.
     apf_rejected_per_second_critical: float = 1.0
     #: Resident memory growth per minute (MiB) with no CRD added that makes a finding.
@@ -116,6 +123,13 @@ class Thresholds:
     openapi_oldest_seconds_warn: float = 60.0
     #: CRDs with no objects, as a fraction of all CRDs (at least 100 of them), that makes a finding.
     unused_crds_fraction_info: float = 0.5
+    #: This many API server restarts within ``crashloop_window_seconds`` are one critical
+    #: "crash-looping" finding (a kubelet's CrashLoopBackOff needs fewer; three rule out a one-off) ...
+    crashloop_restarts: int = 3
+    crashloop_window_seconds: float = 600.0
+    #: ... which stays open through later restarts and closes once the server has served this long
+    #: with no restart (a back-off of 5 minutes would otherwise close it between two deaths).
+    crashloop_quiet_seconds: float = 300.0
 
 
 @dataclasses.dataclass(frozen=True)

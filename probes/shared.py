@@ -17,6 +17,7 @@ from .guard import Guard
 if TYPE_CHECKING:
     from .discovery import DiscoveryView
     from .ratelimit import TokenBucket
+    from .restarts import PlatformRestarts
 
 
 @dataclass
@@ -30,6 +31,8 @@ class SharedState:
     client_limiter: TokenBucket | None = None
     #: On crdscope's lab only: counts the API server's etcd connections (the health probe reports it).
     lab_etcd_connections: Callable[[], int | None] | None = None
+    #: On crdscope's lab only: the supervisor's account of API server deaths (read in a thread).
+    lab_restarts: Callable[[], PlatformRestarts | None] | None = None
     #: When the shared CRD watch last saw a change (time.time()); None: none since the monitor began.
     #: Probes idle on slower cadences and the legacy walk waits while CRDs change (an install).
     last_crd_change: float | None = None

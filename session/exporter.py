@@ -56,6 +56,8 @@ LABELS = {
     ("inventory", "installing"): "owner",
     ("health", "storage_objects_top"): "resource",
     ("health", "pod_restarts"): "pod",
+    ("health", "restarts_by_source"): "source",
+    ("health", "lease_restarts"): "host",
     ("latency", "p99_by_verb_scope"): "verb_scope",
     ("latency", "requests_by_verb_scope"): "verb_scope",
     ("footprint", "per_minute"): "origin",
@@ -63,7 +65,8 @@ LABELS = {
     ("latency", "slo_seconds"): "verb_scope",
 }
 #: Fields left out: one series per CRD group-version (unbounded cardinality) or per-run detail.
-EXCLUDED = {("openapi", "group_versions"), ("discovery", "failed_group_versions")}
+EXCLUDED = {("openapi", "group_versions"), ("discovery", "failed_group_versions"),
+            ("health", "restart_events")}
 #: Fields of a record that name it (first found wins) when records come as a tuple.
 NAME_FIELDS = ("name", "group_version", "verb", "resource", "stage", "key")
 MAX_DEPTH = 3
@@ -75,6 +78,9 @@ COUNTERS = {
     "crdscope_throttling_priority_levels_rejected_total": "crdscope_throttling_priority_levels_rejected",
     "crdscope_throttling_responses_429_total": "crdscope_throttling_responses_429",
     "crdscope_health_restarts": "crdscope_health_restarts",
+    "crdscope_health_restarts_by_source": "crdscope_health_restarts_by_source",
+    "crdscope_health_lease_restarts": "crdscope_health_lease_restarts",
+    "crdscope_health_oom_kills": "crdscope_health_oom_kills",
     "crdscope_responsiveness_heartbeats": "crdscope_responsiveness_heartbeats",
     # What the monitor itself sent the server since it started (issue 24): counts only grow.
     "crdscope_footprint_requests_total": "crdscope_footprint_requests",
@@ -193,9 +199,12 @@ class SampleCollector(Collector):
         for probe, sample in sorted(latest.items()):
             up.add_metric([probe], 0.0 if sample.error else 1.0)
             stamp.add_metric([probe], float(sample.timestamp))
-            if sample.error:
-                continue
+            # A failed sample's figures are defaults, except what it says of the failure itself
+            # (restarts, down for how long): a crash loop is exported while the server is away.
+            valid = tuple(metric_name(probe, f) for f in type(sample).VALID_ON_ERROR) if sample.error else None
             for name, labels, value in flatten(probe, sample):
+                if valid is not None and not name.startswith(valid):
+                    continue
                 name = COUNTERS.get(name, name)
                 family = families.get(name)
                 if family is None:

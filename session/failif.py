@@ -8,6 +8,11 @@ reached with more dots (``latency.p99_by_verb.GET``), and a collection compares
 by its size (``health.failing_checks>0``).  ``findings.critical`` (``warning``, ``info``,
 ``any``) counts open findings.  ``... for 2m`` requires the condition to hold that long
 (every sample of the probe in between crossing it), so one noisy sample does not fail a job.
+
+While the server does not answer, a probe's samples fail and their figures are unknown, so a
+threshold on them cannot cross; the fields a sample declares valid on error
+(``Sample.VALID_ON_ERROR``: for health ``down``, ``down_seconds``, ``restarts``, ``oom_kills``...)
+are read then too, which is what ``--fail-if 'health.down_seconds>30'`` needs.
 """
 
 from __future__ import annotations
@@ -63,8 +68,10 @@ class Threshold:
 
     def value(self, sample: Sample) -> float | None:
         """The figure this threshold reads from a sample of its probe (None: not observed)."""
-        if type(sample).probe != self.probe or sample.error:
+        if type(sample).probe != self.probe:
             return None
+        if sample.error and self.path[0] not in type(sample).VALID_ON_ERROR:
+            return None  # a failed sample's figures are defaults, except what it says of the failure
         return count(get_path(sample, self.path))
 
     def crossed(self, sample: Sample) -> float | None:

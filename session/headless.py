@@ -353,7 +353,8 @@ async def follow_memory_limit(server: str, lab_home: Path | None, known: int | N
 
 
 def wire_lab(monitor: Any, lab_home: Path | None = None) -> None:
-    """When the monitor watches crdscope's lab, give the health probe the lab's etcd connection count.
+    """When the monitor watches crdscope's lab, give the health probe the lab's etcd connection count
+    and its supervisor's account of restarts.
 
     The health probe reads ``monitor.shared.lab_etcd_connections`` (a callable) if set;
     only lab-aware callers (the headless watch, the TUI's ``build_app``) set it, since
@@ -364,9 +365,12 @@ def wire_lab(monitor: Any, lab_home: Path | None = None) -> None:
         from crdscope.lab.sockets import etcd_connection_counter
     except ImportError:
         return
+    from crdscope.lab.restarts import restart_reader
+
     counter: Callable[[], Any] | None = etcd_connection_counter(monitor.cluster.server, lab_home)
     if counter is not None:
         monitor.shared.lab_etcd_connections = counter
+    monitor.shared.lab_restarts = restart_reader(monitor.cluster.server, lab_home)
 
 
 def _install_signals(callback: Callable[[], None]) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from crdscope.findings.checks import DEFAULT_CANARY_SLO_SECONDS
+from crdscope.findings.crashloop import NEAR_LIMIT_FRACTION
 from crdscope.probes.settings import Thresholds
 
 #: ``job`` label of the scrape of crdscope's exporter in the rules' selectors (overridable).
@@ -35,6 +36,15 @@ def alerting_rules(thresholds: Thresholds | None = None, job: str | None = DEFAU
         return f"{name}{{{labels}}}" if labels else name
 
     version_canary = m("crdscope_latency_canaries_p99_seconds", 'canary="version"')
+    window = f"{t.crashloop_window_seconds:g}s"
+    quiet = f"{t.crashloop_quiet_seconds:g}s"
+
+    def grew(series: str) -> str:
+        # A counter's rise within the window, exactly: increase() extrapolates to the window's
+        # edges and would read 3 restarts as 2.9 or 3.4.
+        return f"(max_over_time({series}[{window}]) - min_over_time({series}[{window}]))"
+
+    crash_loop = f"{grew(m('crdscope_health_restarts_total'))} >= {t.crashloop_restarts}"
     rules = [
         _rule("CrdscopeAPIServerNotAnswering", "critical",
               f"{m('crdscope_responsiveness_unanswered_seconds')} > {t.unanswered_seconds_critical:g}",
@@ -78,6 +88,19 @@ def alerting_rules(thresholds: Thresholds | None = None, job: str | None = DEFAU
         _rule("CrdscopeAPIServerRestarted", "warning",
               f"increase({m('crdscope_health_restarts_total')}[15m]) > 0",
               "API server restarted", "process_start_time_seconds moved forward."),
+        _rule("CrdscopeAPIServerCrashLooping", "critical", crash_loop,
+              "API server crash-looping",
+              "{{ $value }} API server restarts within " f"{window}" " (crdscope_health_restarts_total, counted "
+              "from process start times, identity Leases, the lab or kube-state-metrics).",
+              keep_firing_for=quiet),
+        _rule("CrdscopeAPIServerOOMCrashLoop", "critical",
+              f"({crash_loop}) and on(job, instance) ({grew(m('crdscope_health_oom_kills_total'))} > 0 or "
+              f"max_over_time(({m('crdscope_health_rss_bytes')} / {m('crdscope_health_memory_limit_bytes')})"
+              f"[{window}:30s]) >= {NEAR_LIMIT_FRACTION:g})",
+              "API server crash-looping, OOM-killed",
+              "Restarting again and again with memory at its limit (or the platform counting OOM kills): "
+              "raise the limit or install fewer CRDs; `crdscope doctor` names what the CRDs need.",
+              keep_firing_for=quiet),
         _rule("CrdscopeUnusedCRDs", "info",
               f"{m('crdscope_health_crds_without_objects')} / {m('crdscope_health_crds')} > "
               f"{t.unused_crds_fraction_info:g} and {m('crdscope_health_crds')} >= 100",
@@ -89,9 +112,13 @@ def alerting_rules(thresholds: Thresholds | None = None, job: str | None = DEFAU
     return {"groups": [{"name": "crdscope", "rules": rules}]}
 
 
-def _rule(name: str, severity: str, expr: str, summary: str, description: str) -> dict[str, Any]:
-    return {"alert": name, "expr": expr, "labels": {"severity": severity},
-            "annotations": {"summary": summary, "description": description}}
+def _rule(name: str, severity: str, expr: str, summary: str, description: str, *,
+          keep_firing_for: str | None = None) -> dict[str, Any]:
+    rule: dict[str, Any] = {"alert": name, "expr": expr}
+    if keep_firing_for:  # Prometheus 2.42+: hold the alert through a quiet spell, as the finding does
+        rule["keep_firing_for"] = keep_firing_for
+    rule.update({"labels": {"severity": severity}, "annotations": {"summary": summary, "description": description}})
+    return rule
 
 
 def render_rules(thresholds: Thresholds | None = None, job: str | None = DEFAULT_JOB,

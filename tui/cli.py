@@ -199,9 +199,11 @@ def probe(name: str, as_json: bool, legacy: bool, qps: float | None, burst: int 
     async def main() -> dict[str, Any]:
         async with Cluster.connect(kubeconfig, context) as cluster:
             if name == "health":  # on a crdscope lab, its etcd connections are counted from /proc
+                from crdscope.lab.restarts import restart_reader
                 from crdscope.lab.sockets import etcd_connection_counter
 
                 options["etcd_counter"] = etcd_connection_counter(cluster.server)
+                options["platform_restarts"] = restart_reader(cluster.server)
             sample = await function(cluster, **options)
             return sample.to_json()
 

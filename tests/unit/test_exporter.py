@@ -62,10 +62,20 @@ def test_figures_and_labels():
 def test_a_failed_probe_is_down_and_its_stale_figures_are_gone():
     collector = SampleCollector()
     collector(HealthSample(timestamp=1.0, rss_bytes=1000))
-    collector(HealthSample(timestamp=2.0, error="connection refused"))
+    collector(HealthSample(timestamp=2.0, error="connection refused", rss_bytes=1000, down=True, down_seconds=12.0,
+                           restarts=4, restarts_by_source={"lab supervisor": 4}))
     series = scrape(collector)
     assert series[("crdscope_probe_up", (("probe", "health"),))] == 0.0
-    assert not any(name.startswith("crdscope_health_") for name, _ in series)
+    exported = {name for name, _ in series if name.startswith("crdscope_health_")}
+    # only what the failed sample knows of the failure itself: down, for how long, restarts so far
+    assert "crdscope_health_rss_bytes" not in exported
+    assert series[("crdscope_health_down", ())] == 1.0 and series[("crdscope_health_down_seconds", ())] == 12.0
+    assert series[("crdscope_health_restarts_total", ())] == 4.0
+    assert series[("crdscope_health_restarts_by_source_total", (("source", "lab supervisor"),))] == 4.0
+    assert all(name.split("crdscope_health_")[1].startswith(("down", "restarts", "ready", "live", "oom_kills",
+                                                               "outages", "apiservers", "memory_limit",
+                                                               "lease_restarts"))
+               for name in exported)
 
 
 def test_the_endpoint_serves_and_closes():

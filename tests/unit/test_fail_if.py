@@ -64,7 +64,14 @@ def test_crossing_reads_the_sample_of_its_probe_only():
     assert restarts.crossed(HealthSample(restarts=1)) == 1.0
     assert restarts.crossed(HealthSample(restarts=0)) is None
     assert restarts.crossed(HealthSample(restarts=None)) is None  # unobservable is not zero
-    assert restarts.crossed(HealthSample(restarts=3, error="down")) is None  # failed samples hold defaults
+    # A failed sample's figures are defaults ...
+    assert parse_threshold("health.rss_bytes>0").crossed(HealthSample(rss_bytes=5, error="down")) is None
+    # ... except what it knows of the failure itself: restarts so far, down and for how long.
+    assert restarts.crossed(HealthSample(restarts=3, error="refused")) == 3.0
+    down = parse_threshold("health.down_seconds>30")
+    assert down.crossed(HealthSample(down=True, down_seconds=31.0, error="refused")) == 31.0
+    assert down.crossed(HealthSample(down=True, down_seconds=12.0, error="refused")) is None
+    assert parse_threshold("health.down>0").crossed(HealthSample(down=True, error="refused")) == 1.0
     failing = parse_threshold("health.failing_checks>0")  # a collection compares by its size
     assert failing.crossed(HealthSample(failing_checks=("etcd",))) == 1.0
     assert failing.crossed(HealthSample(failing_checks=())) is None

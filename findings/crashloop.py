@@ -1,0 +1,199 @@
+"""An API server that keeps dying: one crash-loop finding, and whether memory is why.
+
+A capped API server that cannot hold its CRDs is OOM-killed, restarted, reloads every CRD from
+etcd, and is killed again.  Each piece (a restart, refused connections, memory at the limit)
+has its own finding; this one says what they add up to: how often, since when, what share of
+the time the server was away, whether the kernel killed it for memory (confirmed where the
+platform counts OOM kills: the lab's memory group, kube-state-metrics' last terminated
+reason; likely where memory was near the limit before each death), what the CRDs need
+against the limit, and what to do.
+
+It opens when ``crashloop_restarts`` restarts fall within ``crashloop_window_seconds``, stays
+open through the restarts that follow (each within a window of the one before) and while the
+server is down, and closes once the server has served ``crashloop_quiet_seconds`` with no
+restart.  Restarts come from every source (:mod:`probes.restarts`), so a process that died
+before crdscope ever scraped it still counts.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from crdscope.costmodel.attribution import startup_need
+from crdscope.probes.health import HealthSample
+from crdscope.probes.restarts import RestartEvent
+from crdscope.probes.settings import Thresholds
+from crdscope.probes.version import VersionSample
+
+from .model import Finding, Severity, format_duration
+from .observations import Observations, fmt_count
+
+CRASH_LOOP = "apiserver-crash-looping"
+MIB = float(1 << 20)
+#: Memory within this fraction of the limit before a death makes an OOM kill likely.
+NEAR_LIMIT_FRACTION = 0.9
+#: A limit that fits leaves this much above what the CRDs need at start-up.
+HEADROOM_FRACTION = 0.3
+#: Deaths listed by the memory they were last seen with.
+SHOWN_DEATHS = 5
+
+
+def loop_of(events: tuple[RestartEvent, ...], thresholds: Thresholds, now: float,
+            down: bool) -> list[RestartEvent]:
+    """The restarts of the crash loop going on now (empty: none).
+
+    The loop is the chain of restarts ending with the latest, each within a window of the one
+    before; it counts once some ``crashloop_restarts`` of it fall within one window, and lasts
+    while the server is down or has not yet served ``crashloop_quiet_seconds`` since.
+    """
+    ordered = sorted(events, key=lambda e: e.at)
+    if not ordered:
+        return []
+    if not down and now - ordered[-1].at > thresholds.crashloop_quiet_seconds:
+        return []
+    chain = [ordered[-1]]
+    for event in reversed(ordered[:-1]):
+        if chain[0].at - event.at > thresholds.crashloop_window_seconds:
+            break
+        chain.insert(0, event)
+    need = max(1, thresholds.crashloop_restarts)
+    dense = any(chain[i + need - 1].at - chain[i].at <= thresholds.crashloop_window_seconds
+                for i in range(len(chain) - need + 1))
+    return chain if dense else []
+
+
+def crash_loop(obs: Observations) -> list[Finding]:
+    """One critical finding while the API server crash-loops (restarts from every source)."""
+    health = obs.latest.get("health")
+    if not isinstance(health, HealthSample):
+        return []
+    loop = loop_of(health.restart_events, obs.thresholds, obs.now, health.down)
+    if not loop:
+        return []
+    good = obs.good("health")
+    last_good = good if isinstance(good, HealthSample) else None
+    start = loop[0].at
+    span = max(obs.now - start, 1.0)
+    evidence = [f"health.restarts = {fmt_count(health.restarts)} during the watch, counted by "
+                f"{health.restarts_source or '?'} ({_sources(health)}); {len(loop)} in this loop since "
+                f"{format_duration(obs.now - start)} ago"]
+    uptimes = [e.uptime_seconds for e in loop if e.uptime_seconds is not None]
+    gaps = [b.at - a.at for a, b in zip(loop, loop[1:], strict=False)]
+    if uptimes:
+        uptime = statistics.median(uptimes)
+        evidence.append(f"typical uptime {format_duration(uptime)} before each death (median of {len(uptimes)})")
+    elif gaps:
+        uptime = statistics.median(gaps)
+        evidence.append(f"a restart every {format_duration(uptime)} (median gap)")
+    else:
+        uptime = None
+    down_share = _down_share(health, start, obs.now)
+    evidence.append(f"down {down_share:.0%} of the time since the loop began (health.outages)")
+
+    limit = obs.memory_limit_bytes or health.memory_limit_bytes or (
+        last_good.memory_limit_bytes if last_good else None)
+    oom, oom_evidence = _oom(health, loop, limit, obs)
+    evidence += oom_evidence
+    need_line, need_bytes = _need(last_good, obs)
+    if need_line:
+        evidence.append(need_line)
+
+    verdict = {"confirmed": ", OOM-killed", "likely": ", OOM-killed (likely)"}.get(oom, "")
+    up = f", up ~{format_duration(uptime)} each time" if uptime is not None else ""
+    title = (f"API server crash-looping{verdict}: {len(loop)} restarts in {format_duration(span)}{up}, "
+             f"down {down_share:.0%} of the time")
+    if oom:
+        cause = ("the API server needs more memory than its limit allows: at start-up it loads every CRD "
+                 "from etcd (schemas, validators, a storage and watch cache per CRD version) and is killed "
+                 "before or soon after it serves, then restarted to do the same")
+        remedy = _oom_remedy(limit, need_bytes, last_good)
+    else:
+        cause = ("the API server process exits or is killed again and again: a crash at start-up (flags, "
+                 "certificates, etcd unreachable), a failing liveness probe, or memory the platform does "
+                 "not report")
+        remedy = ("read the API server's last log lines before each death (kubectl logs --previous, "
+                  "crictl logs, journalctl) and the container's last terminated reason")
+    return [Finding(CRASH_LOOP, Severity.CRITICAL, title, tuple(evidence), cause, remedy, since=start)]
+
+
+def _sources(health: HealthSample) -> str:
+    return ", ".join(f"{source} {count}" for source, count in sorted(health.restarts_by_source.items())) or "-"
+
+
+def _down_share(health: HealthSample, start: float, now: float) -> float:
+    down = 0.0
+    for outage in health.outages:
+        end = outage.end if outage.end is not None else now
+        down += max(0.0, min(end, now) - max(outage.start, start))
+    return min(1.0, down / max(now - start, 1.0))
+
+
+def _oom(health: HealthSample, loop: list[RestartEvent], limit: int | None,
+         obs: Observations) -> tuple[str, list[str]]:
+    """("confirmed" | "likely" | "", evidence lines)."""
+    evidence: list[str] = []
+    killed = [e for e in loop if e.oom_killed]
+    confirmed = bool(killed) or bool(health.oom_killed_pods)
+    if killed:
+        evidence.append(f"OOM-killed: {len(killed)} of {len(loop)} deaths ({killed[-1].source}: the memory "
+                        f"group's OOM-kill counter rose; health.oom_kills = {fmt_count(health.oom_kills)})")
+    if health.oom_killed_pods:
+        evidence.append(f"health.oom_killed_pods = {', '.join(health.oom_killed_pods)} (kube-state-metrics: "
+                        "last terminated reason OOMKilled)")
+    deaths = [e.rss_bytes_at_death for e in loop if e.rss_bytes_at_death]
+    peak = max((s.rss_bytes for s in obs.health_history
+                if s.rss_bytes and s.timestamp >= loop[0].at - obs.thresholds.crashloop_window_seconds), default=None)
+    near = False
+    if limit:
+        if deaths:
+            shown = ", ".join(f"{d / MIB:,.0f}" for d in deaths[-SHOWN_DEATHS:])
+            evidence.append(f"memory when last seen before a death: {shown} MiB (health.restart_events, from "
+                            f"scrapes); limit {limit / MIB:,.0f} MiB")
+            near = any(d >= NEAR_LIMIT_FRACTION * limit for d in deaths)
+        if peak:
+            evidence.append(f"highest resident memory seen in the loop {peak / MIB:,.0f} MiB = {peak / limit:.0%} "
+                            f"of the {limit / MIB:,.0f} MiB limit")
+            near = near or peak >= NEAR_LIMIT_FRACTION * limit
+        if not deaths and not peak:
+            evidence.append(f"limit {limit / MIB:,.0f} MiB; no process of the loop served a scrape (each died "
+                            "before it served /metrics)")
+    else:
+        evidence.append("memory limit unknown (--memory-limit, the lab's cap, or --prometheus with "
+                        "kube-state-metrics): an OOM kill cannot be judged")
+    if confirmed:
+        return "confirmed", evidence
+    return ("likely" if near else ""), evidence
+
+
+def _need(last_good: HealthSample | None, obs: Observations) -> tuple[str, float | None]:
+    """What the cost model says the cluster's CRDs need at start-up, and the line saying it."""
+    crds = last_good.crds if last_good else None
+    if not crds:
+        return "", None
+    version = obs.good("version")
+    minor = (f"{version.major}.{version.minor.rstrip('+')}" if isinstance(version, VersionSample)
+             and version.major and version.minor else "1.37")
+    need = startup_need(crds, minor)
+    line = (f"health.crds = {fmt_count(crds)}: the cost model (Kubernetes {need.minor}, typical CRDs of a real "
+            f"provider) puts the server at ~{need.total_bytes / MIB:,.0f} MiB with them "
+            f"({need.base_bytes / MIB:,.0f} MiB without CRDs, ~{need.per_crd_bytes / MIB:.2f} MiB per CRD)")
+    return line, need.total_bytes
+
+
+def _oom_remedy(limit: int | None, need_bytes: float | None, last_good: HealthSample | None) -> str:
+    parts = []
+    if need_bytes:
+        fits = need_bytes * (1 + HEADROOM_FRACTION)
+        parts.append(f"raise the memory limit to at least {fits / MIB:,.0f} MiB ({HEADROOM_FRACTION:.0%} over "
+                     f"what the CRDs need" + (f"; now {limit / MIB:,.0f} MiB)" if limit else ")"))
+    else:
+        parts.append("raise the memory limit")
+    unused = last_good.crds_without_objects if last_good else None
+    if unused:
+        parts.append(f"or remove CRDs no one uses ({fmt_count(unused)} have no objects; with Crossplane v2 a "
+                     "ManagedResourceActivationPolicy activating only the kinds in use)")
+    else:
+        parts.append("or install fewer CRDs (with Crossplane v2, a ManagedResourceActivationPolicy activating "
+                     "only the kinds in use)")
+    parts.append("until then the server restarts into the same kill: stop the installer adding CRDs")
+    return "; ".join(parts)

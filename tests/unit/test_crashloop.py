@@ -1,0 +1,124 @@
+"""The crash-loop finding (issue 27) on constructed samples: opens once, holds, closes after quiet."""
+
+from __future__ import annotations
+
+from crdscope.costmodel.attribution import startup_need
+from crdscope.findings.crashloop import CRASH_LOOP
+from crdscope.findings.engine import FindingsEngine
+from crdscope.findings.model import CLOSED, OPENED
+from crdscope.probes.health import HealthSample, Outage
+from crdscope.probes.restarts import LAB_SUPERVISOR, START_TIME, RestartEvent
+from crdscope.probes.settings import Thresholds
+from crdscope.probes.version import VersionSample
+
+MIB = 1 << 20
+LIMIT = 700 * MIB
+CYCLE = 20.0  # a death every 20 s: 12 s up, 8 s down
+
+
+def death(at: float, *, oom: bool | None = True, rss: int | None = None) -> RestartEvent:
+    return RestartEvent(at, LAB_SUPERVISOR, "apiserver", oom_killed=oom, uptime_seconds=12.0,
+                        rss_bytes_at_death=rss)
+
+
+def loop_sample(now: float, deaths: list[RestartEvent], *, down: bool, rss: int | None = None,
+                error: str | None = None) -> HealthSample:
+    outages = tuple(Outage(d.at, d.at + 8.0, 8.0, "refused") for d in deaths if d.at + 8.0 <= now)
+    return HealthSample(timestamp=now, error=error, down=down, rss_bytes=rss, crds=600 if not error else None,
+                        restarts=len(deaths), restarts_source=LAB_SUPERVISOR,
+                        restarts_by_source={LAB_SUPERVISOR: len(deaths), START_TIME: max(0, len(deaths) - 2)},
+                        restart_events=tuple(deaths), oom_kills=sum(1 for d in deaths if d.oom_killed),
+                        outages=outages)
+
+
+def engine() -> FindingsEngine:
+    found = FindingsEngine(Thresholds(), memory_limit_bytes=LIMIT)
+    found.observe(VersionSample(timestamp=0.0, major="1", minor="37"))
+    return found
+
+
+def run_loop(found: FindingsEngine, deaths_at: list[float], until: float) -> list:
+    """Samples every 5 s through a loop of deaths: down 8 s after each, up (and growing) otherwise."""
+    changes = []
+    t = 0.0
+    while t <= until:
+        deaths = [death(at) for at in deaths_at if at <= t]
+        down = any(at <= t < at + 8.0 for at in deaths_at)
+        if down:
+            changes += found.observe(loop_sample(t, deaths, down=True, error="connection refused"))
+        else:  # a fresh process starts small and grows towards the limit
+            up_since = max((at + 8.0 for at in deaths_at if at + 8.0 <= t), default=0.0)
+            grown = min(int(LIMIT * 0.99), int((300 + 15 * (t - up_since)) * MIB))
+            changes += found.observe(loop_sample(t, deaths, down=False, rss=grown))
+        t += 5.0
+    return changes
+
+
+def test_a_crash_loop_is_one_critical_finding_that_holds_through_the_restarts_and_closes_after_quiet():
+    found = engine()
+    deaths_at = [100.0 + CYCLE * i for i in range(8)]
+    changes = run_loop(found, deaths_at, until=260.0)
+    loop = [c for c in changes if c.finding.id == CRASH_LOOP]
+    assert [c.change for c in loop] == [OPENED]  # once, then held through five more restarts
+    opened = loop[0]
+    assert opened.timestamp == 140.0  # the third death
+    assert opened.finding.since == 100.0  # the loop began with the first
+    assert "OOM-killed" in opened.finding.title and "(likely)" not in opened.finding.title  # the lab confirms
+    evidence = "\n".join(found.open[CRASH_LOOP].evidence)
+    assert "700 MiB" in evidence and "lab supervisor" in evidence and "OOM-kill counter" in evidence
+    need = startup_need(600, "1.37").total_bytes
+    assert f"~{need / MIB:,.0f} MiB" in evidence  # what the cost model says 600 CRDs need
+    assert f"at least {need * 1.3 / MIB:,.0f} MiB" in found.open[CRASH_LOOP].remedy
+    # memory at the limit is one finding held through the restarts, not one per cycle
+    headroom = [c.change for c in changes if c.finding.id == "memory-headroom"]
+    assert headroom.count(OPENED) == 1 and CLOSED not in headroom
+    assert "memory-headroom" in found.open
+    assert "apiserver-restarted" not in found.open  # said by the crash loop, not twice
+    # quiet: served with no restart for the quiet period, then it closes (the restart finding stays)
+    last = deaths_at[-1]
+    quiet = Thresholds().crashloop_quiet_seconds
+    deaths = [death(at) for at in deaths_at]
+    assert found.observe(loop_sample(last + quiet - 5.0, deaths, down=False, rss=400 * MIB)) == []
+    closing = found.observe(loop_sample(last + quiet + 5.0, deaths, down=False, rss=400 * MIB))
+    assert [(c.change, c.finding.id) for c in closing if c.finding.id == CRASH_LOOP] == [(CLOSED, CRASH_LOOP)]
+    assert "apiserver-restarted" in found.open
+
+
+def test_while_the_server_stays_down_the_loop_stays_open():
+    found = engine()
+    deaths = [death(10.0 + CYCLE * i) for i in range(3)]
+    assert CRASH_LOOP in {c.finding.id for c in found.observe(loop_sample(55.0, deaths, down=True, error="refused"))}
+    # ten minutes later, still refused (the platform gave up restarting it): still a loop
+    assert found.observe(loop_sample(700.0, deaths, down=True, error="refused")) == [] or CRASH_LOOP in found.open
+    assert CRASH_LOOP in found.open
+
+
+def test_restarts_spread_wider_than_the_window_are_no_loop():
+    found = engine()
+    window = Thresholds().crashloop_window_seconds
+    deaths = [death(i * (window / 2 + 1), oom=False) for i in range(3)]  # 3 within 1 window + 2 s: not dense
+    found.observe(loop_sample(deaths[-1].at + 10, deaths, down=False, rss=300 * MIB))
+    assert CRASH_LOOP not in found.open
+    assert "apiserver-restarted" in found.open
+
+
+def test_without_the_platforms_word_memory_near_the_limit_makes_oom_likely_and_without_it_none():
+    def scraped(at: float, rss: int) -> RestartEvent:
+        return RestartEvent(at, START_TIME, "r1", uptime_seconds=15.0, rss_bytes_at_death=rss)
+
+    near = engine()
+    deaths = [scraped(10.0 + CYCLE * i, 690 * MIB) for i in range(3)]
+    near.observe(loop_sample(60.0, deaths, down=False, rss=350 * MIB))
+    finding = near.open[CRASH_LOOP]
+    assert "OOM-killed (likely)" in finding.title
+    assert any("690, 690, 690 MiB" in e for e in finding.evidence)
+
+    far = engine()
+    deaths = [scraped(10.0 + CYCLE * i, 200 * MIB) for i in range(3)]
+    far.observe(loop_sample(60.0, deaths, down=False, rss=210 * MIB))
+    assert "OOM" not in far.open[CRASH_LOOP].title
+    assert "logs" in far.open[CRASH_LOOP].remedy
+
+    unknown = FindingsEngine()  # no limit known: no OOM verdict, and it says why
+    unknown.observe(loop_sample(60.0, deaths, down=False, rss=210 * MIB))
+    assert any("memory limit unknown" in e for e in unknown.open[CRASH_LOOP].evidence)
