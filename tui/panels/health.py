@@ -84,8 +84,15 @@ def availability_line(latest: HealthSample, now: float) -> str:
     if failing:
         parts.append(f"[$probe-fail]failing: {one_line(', '.join(map(str, failing)))}[/]")
     restarts = latest.restarts
-    parts.append(f"restarts [b]{fmt(restarts)}[/b]" if not restarts
-                 else f"[$probe-fail]restarts [b]{fmt(restarts)}[/b][/]")
+    if restarts:
+        # Which source counted them (a Lease's holder, the lab's supervisor...), and OOM kills.
+        said = [latest.restarts_source or ""]
+        if latest.oom_kills:
+            said.append(f"{latest.oom_kills} OOM-killed")
+        detail = ", ".join(one_line(part) for part in said if part)
+        parts.append(f"[$probe-fail]restarts [b]{fmt(restarts)}[/b][/]" + (f" ({detail})" if detail else ""))
+    else:
+        parts.append(f"restarts [b]{fmt(restarts)}[/b]")
     outages = latest.outages
     if outages:
         last = outages[-1]
