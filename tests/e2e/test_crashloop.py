@@ -18,6 +18,7 @@ import os
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -47,7 +48,7 @@ def capped_lab(lab_binaries):
     lab = Lab(name="crashloop")
     state = lab.up(lab_binaries, options=LabOptions(name="crashloop", memory_limit=CAP_MIB << 20))
     try:
-        yield LabHandle(lab=lab, state=state, kubeconfig=state.kubeconfig)
+        yield LabHandle(lab=lab, state=state, kubeconfig=state.kubeconfig, admin_context=state.admin_context)
     finally:
         lab.down()
 
@@ -169,9 +170,11 @@ async def test_an_oom_crash_loop_is_one_finding_on_every_front_end_and_holds(cap
 
 
 async def test_a_replica_restarted_before_it_was_scraped_is_one_restart_of_it(tmp_path_factory, lab_binaries):
-    """``lab up --apiservers 2``: a replica killed and started at once after the monitor's first
-    round counts as exactly one restart of that replica (its identity Lease's holder changed),
-    whether or not a scrape ever reached its first process."""
+    """``lab up --apiservers 2``: replica 1 is frozen until haproxy takes it out, so the monitor's
+    first scrapes all reach replica 2; then it is killed and started again.  Its first process was
+    never scraped, and the restart still counts, exactly once, as replica 1's (its identity Lease's
+    holder changed)."""
+    from crdscope.lab import balancer
     from crdscope.lab.controlplane import replica_name
     from tests.e2e.ha_lab import start_ha_lab, start_time_of
     from tests.e2e.monitoring import running_monitor
@@ -183,10 +186,14 @@ async def test_a_replica_restarted_before_it_was_scraped_is_one_restart_of_it(tm
         host_of = {lease["metadata"]["labels"]["kubernetes.io/hostname"]: lease["spec"]["holderIdentity"]
                    for lease in leases}
         assert len(host_of) == 2, host_of
-        async with running_monitor(lab, ["health"], count_etcd=False, health=10.0) as (_, collected):
-            first = await collected.next("health", lambda s: s.apiservers == 2, timeout=60,
+        old = await asyncio.to_thread(start_time_of, lab, 1)
+        await asyncio.to_thread(lab.lab.stop, replica_name(1))
+        run_dir = Path(lab.state.run_dir)
+        await async_wait_for(lambda: balancer.backend_states(run_dir).get(replica_name(1), "").startswith("DOWN"),
+                             timeout=60, message="haproxy taking the frozen replica out")
+        async with running_monitor(lab, ["health"], count_etcd=False, health=5.0) as (_, collected):
+            first = await collected.next("health", lambda s: s.apiservers == 2 and s.replicas, timeout=60,
                                          message="the first round, both Leases read")
-            old = await asyncio.to_thread(start_time_of, lab, 1)
             await asyncio.to_thread(lab.lab.kill, replica_name(1))
             await asyncio.to_thread(lab.lab.start, replica_name(1))
             new = await asyncio.to_thread(start_time_of, lab, 1)
@@ -210,7 +217,7 @@ async def test_a_replica_restarted_before_it_was_scraped_is_one_restart_of_it(tm
     assert settled.lease_restarts == {changed[0]: 1}, settled.lease_restarts
     assert all(count <= 1 for count in settled.restarts_by_source.values()), settled.restarts_by_source
     assert [s.restarts or 0 for s in health] == sorted(s.restarts or 0 for s in health)
-    scraped_old = any(abs(r.start_time - old) < 1 for s in health for r in s.replicas)
-    print(f"\nthe killed process was {'scraped' if scraped_old else 'never scraped'} before the kill; "
-          f"counted by {settled.restarts_source}: {settled.restarts_by_source}; first round saw "
+    assert not any(abs(r.start_time - old) < 1 for s in health for r in s.replicas)  # never scraped
+    assert any(abs(r.start_time - new) < 1 for r in settled.replicas)  # its successor was
+    print(f"\ncounted by {settled.restarts_source}: {settled.restarts_by_source}; first round saw "
           f"{len(first.replicas)} replica(s)")
