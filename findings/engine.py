@@ -42,7 +42,6 @@ CHECKS: tuple[Check, ...] = (
 #: done only when that probe delivered a good sample).
 CHECKED_BY_PROBE = (
     ("API server answering (requests in flight, health checks)", "responsiveness"),
-    ("API server crash-looping (restarts from start times, Leases, the lab, kube-state-metrics)", "health"),
     ("request latency against the SLOs (canaries, server-side p99)", "latency"),
     ("aggregated discovery offered", "discovery"),
     ("APF rejecting or queueing", "throttling"),
@@ -50,6 +49,7 @@ CHECKED_BY_PROBE = (
     ("memory per CRD, growth, restarts", "health"),
     ("CRDs without objects", "health"),
     ("etcd connections per CRD", "health"),
+    ("API server crash-looping (restarts from start times, Leases, the lab, kube-state-metrics)", "health"),
 )
 CHECKED = tuple(what for what, _ in CHECKED_BY_PROBE)
 
