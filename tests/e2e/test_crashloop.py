@@ -110,6 +110,7 @@ async def test_an_oom_crash_loop_is_one_finding_on_every_front_end_and_holds(cap
             finding = await async_wait_for(lambda: app.findings.open.get(CRASH_LOOP),
                                            timeout=max(1.0, second + NAMED_WITHIN_SECONDS - time.time()),
                                            message="the crash-loop finding in the TUI")
+            tui_after = time.time() - second
             assert "OOM-killed" in finding.title, finding
             evidence = "\n".join(finding.evidence)
             assert f"{CAP_MIB} MiB" in evidence and "OOM-kill counter" in evidence, evidence
@@ -121,6 +122,7 @@ async def test_an_oom_crash_loop_is_one_finding_on_every_front_end_and_holds(cap
                 lambda: printed.having("finding opened: API server crash-looping"),
                 timeout=max(1.0, second + NAMED_WITHIN_SECONDS - time.time()),
                 message="the headless watch printing the crash loop")
+            headless_after = time.time() - second
             assert "OOM-killed" in opened[0], opened
 
             # doctor (a fresh process: the lab's log says the loop began before it did).
@@ -157,7 +159,8 @@ async def test_an_oom_crash_loop_is_one_finding_on_every_front_end_and_holds(cap
             alert = await async_wait_for(lambda: prometheus.firing("CrdscopeAPIServerOOMCrashLoop"), timeout=180,
                                          message="CrdscopeAPIServerOOMCrashLoop firing")
             assert alert[0]["labels"]["severity"] == "critical"
-            print(f"\n{len(deaths(lab))} deaths; finding: {finding.title}")
+            print(f"\n{len(deaths(lab))} deaths; after the second: TUI {tui_after:.1f} s, headless "
+                  f"{headless_after:.1f} s (at most); finding: {finding.title}")
     finally:
         for process in (loader, watch):
             if process is not None and process.poll() is None:
