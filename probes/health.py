@@ -60,6 +60,10 @@ TOP_RESOURCES = 10
 UNUSED_EXAMPLES = 5
 #: Identity Leases are renewed every 10 s; a new holder (a restart) stays visible: every 30 s is enough.
 LEASE_INTERVAL_SECONDS = 30.0
+#: While the Leases count a replica no scrape has named, a run scrapes again up to this many times,
+#: in at most this many runs after the Leases last changed (see ``_seek_unseen_replicas``).
+SEEK_SCRAPES_PER_RUN = 3
+SEEK_RUNS = 3
 #: Restart events carried by each sample (the crash-loop finding needs the last ten minutes').
 RESTART_EVENTS_IN_SAMPLE = 30
 
@@ -265,6 +269,8 @@ class HealthProbe:
         self.cadence = cadence
         self.prometheus = prometheus
         self.tracker = HealthTracker(since_start=since_start)
+        self._seek_marker: tuple[int, int] | None = None
+        self._seek_runs = SEEK_RUNS
         self._crd_count = crd_count
         self._etcd_counter = etcd_counter
         metrics.want(*HEALTH_FAMILIES)
@@ -322,6 +328,9 @@ class HealthProbe:
         if leases.error:
             unobservable["apiservers"] = unobservable["lease_replacements"] = leases.error
         self._spread_scrapes()
+        await self._seek_unseen_replicas()
+        if replica is not None:
+            self.tracker.replicas.answering = replica  # this run's figures are its main scrape's
         down, reason = _availability(ready, live)
         # A hang counts from when the check was sent (it failed only at its read timeout), a
         # recovery from when it answered.
@@ -419,6 +428,30 @@ class HealthProbe:
         except Exception:  # an unreadable log is "not known", never a failed probe
             log.debug("the platform's restart count could not be read", exc_info=True)
             return None
+
+    async def _seek_unseen_replicas(self) -> None:
+        """Scrape again, back to back, while the Leases count more live replicas than scrapes named.
+
+        A balancer hands each new connection to the next replica, but other connections opened
+        between two periodic scrapes (another client's, the CRD watch's, the PING's) can make every
+        one of them land on the same replica: one never scraped, its restarts unseen.  Scrapes back
+        to back leave no room for that.  Only while a replica is missing, and for at most
+        :data:`SEEK_RUNS` runs after the Leases last changed (a replica the balancer cannot reach
+        costs no more than that).
+        """
+        tracker = self.tracker
+        marker = (tracker.leases.appeared, tracker.leases.replacements)
+        if marker != self._seek_marker:
+            self._seek_marker, self._seek_runs = marker, SEEK_RUNS
+        live = tracker.apiservers or 0
+        if live <= 1 or self.metrics.spread is None or self._seek_runs <= 0 or tracker.replicas.known >= live:
+            return
+        self._seek_runs -= 1
+        for _ in range(SEEK_SCRAPES_PER_RUN):
+            await self.metrics.scrape(max_age=0.0)  # the listener attributes it to its replica
+            if tracker.replicas.known >= live:
+                log.info("every API server replica the Leases count has answered a scrape")
+                return
 
     def _spread_scrapes(self) -> None:
         """With several replicas, scrape over a new connection each time so every replica is read."""
