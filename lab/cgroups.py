@@ -14,11 +14,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from crdscope.probes.errors import ConfigError
+from crdscope.probes.quantity import parse_quantity
+
 from .binaries import LabError
 
 CGROUP_ROOT = Path(os.environ.get("CRDSCOPE_CGROUP_ROOT", "/sys/fs/cgroup"))
-SIZE_UNITS = {"": 1, "k": 1 << 10, "ki": 1 << 10, "m": 1 << 20, "mi": 1 << 20, "g": 1 << 30, "gi": 1 << 30,
-              "kb": 1000, "mb": 1000**2, "gb": 1000**3}
 
 
 @dataclass(frozen=True)
@@ -31,12 +32,15 @@ class Hierarchy:
 
 
 def parse_size(text: str) -> int:
-    """``512Mi``, ``1.5G``, ``800M`` or a byte count -> bytes (binary units for M/G; a one-line error)."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text or "")
-    unit = match.group(2).lower() if match else ""
-    if not match or unit not in SIZE_UNITS:
-        raise LabError(f"cannot read memory size {text!r} (examples: 768Mi, 2Gi, 1500M)")
-    size = int(float(match.group(1)) * SIZE_UNITS[unit])
+    """A memory limit as a Kubernetes quantity (``768Mi``, ``2Gi``, ``1500M`` = 1.5 GB) -> bytes.
+
+    ``M`` and ``G`` are powers of 1000 and ``Mi``, ``Gi`` powers of 1024, as in a Pod spec
+    (:mod:`probes.quantity`); a one-line error for anything else.
+    """
+    try:
+        size = parse_quantity(text, what="memory size")
+    except ConfigError as exc:
+        raise LabError(str(exc)) from None
     if size < 64 << 20:
         raise LabError(f"memory limit {text} is below 64 MiB: a kube-apiserver cannot even start in it")
     return size
