@@ -41,3 +41,23 @@ def test_cadvisor_limit_counts_only_when_it_is_a_limit(unlimited):
     assert value == 3 * GIB and "container_spec_memory_limit_bytes" in where
     value, where = limit_of([series("container_spec_memory_limit_bytes", unlimited)])
     assert value is None and "no memory limit" in where
+
+
+def test_kube_state_metrics_last_terminated_oomkilled_names_the_pods_and_feeds_the_restart_ledger():
+    source = PrometheusSource("http://prometheus.test")
+    try:
+        reading = source._interpret(1.0, [
+            series("kube_pod_container_status_last_terminated_reason", 1.0, namespace="kube-system",
+                   pod="kube-apiserver-a", reason="OOMKilled"),
+            series("kube_pod_container_status_last_terminated_reason", 0.0, namespace="kube-system",
+                   pod="kube-apiserver-b", reason="OOMKilled"),
+            series("kube_pod_container_status_last_terminated_reason", 1.0, namespace="kube-system",
+                   pod="kube-apiserver-b", reason="Error"),
+            series("kube_pod_container_status_last_terminated_reason", 1.0, namespace="other",
+                   pod="kube-apiserver-c", reason="OOMKilled"),
+            series("kube_pod_container_status_restarts_total", 4.0, namespace="kube-system", pod="kube-apiserver-a"),
+        ], [])
+    finally:
+        source.close()
+    assert reading.oom_killed_pods == ("kube-apiserver-a",)  # only a 1, only OOMKilled, only kube-system
+    assert reading.pod_restarts == {"kube-apiserver-a": 4}
