@@ -4,6 +4,7 @@ NAME is any of: discovery, loader, overhead, ui_latency, metrics_parse, cli, doc
 ``python -m bench calibrate [--help]`` fits the cost model instead (bench/calibrate.py).
 ``python -m bench versions [--help]`` loads the AWS set into each built Kubernetes version (bench/versions.py).
 ``python -m bench footprint [--help]`` measures what watching an install costs the API server (bench/footprint.py).
+``python -m bench hang [--help]`` measures how soon a frozen API server is "not answering" (bench/hang.py).
 """
 
 from __future__ import annotations
@@ -76,6 +77,14 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _interrupt)
         signal.signal(signal.SIGINT, _interrupt)
         return footprint(args_given[1:])
+    if args_given[:1] == ["hang"]:
+        # Not in the default set (a lab frozen 20 times, about 15 minutes): its own options
+        # (--runs, --size, ...; see bench/hang.py).
+        from .hang import main as hang
+
+        signal.signal(signal.SIGTERM, _interrupt)
+        signal.signal(signal.SIGINT, _interrupt)
+        return hang(args_given[1:])
     if args_given[:1] == ["calibrate"]:
         # Not a benchmark: fits the cost model (its own options; see bench/calibrate.py).
         from .calibrate import main as calibrate

@@ -50,32 +50,57 @@ NOT_ANSWERING = "apiserver-not-answering"
 
 
 def not_answering(obs: Observations) -> list[Finding]:
-    """A request unanswered past the threshold, or health checks failing to reach the server."""
+    """A request unanswered past the threshold, an HTTP/2 PING unanswered past its own (shorter)
+    one, or health checks failing to reach the server."""
     limit = obs.thresholds.unanswered_seconds_critical
+    ping_limit = obs.thresholds.ping_unanswered_seconds_critical
     responsive = obs.latest.get("responsiveness")
     evidence: list[str] = []
     since = 0.0
     if responsive is not None:
         waited = float(getattr(responsive, "unanswered_seconds", 0.0) or 0.0)
-        if waited <= limit:
+        # Recordings made before the PING existed have no such field (None: no PING in use).
+        pinged = getattr(responsive, "ping_waiting_seconds", None)
+        ping_waited = float(pinged) if pinged is not None else 0.0
+        by_ping = ping_waited > ping_limit
+        if waited <= limit and not by_ping:
             return []
-        since = responsive.timestamp - waited
+        since = responsive.timestamp - max(waited if waited > limit else 0.0, ping_waited if by_ping else 0.0)
         oldest = getattr(responsive, "oldest_request", "")
         failure = getattr(responsive, "last_failure", None)
+        ping_state = getattr(responsive, "ping_state", "")
+        if by_ping:
+            how = {"refused": "connections for it refused", "connecting": "its connection's TLS handshake waiting",
+                   "starting": "its connection's TLS handshake waiting",
+                   "unreachable": "its connection failing"}.get(ping_state, "")
+            evidence.append(f"responsiveness.ping_waiting_seconds = {fmt_seconds(pinged)}: HTTP/2 PING unanswered "
+                            f"for {fmt_seconds(pinged)}" + (f" ({how})" if how else "")
+                            + f" (the server answers PINGs without a request; threshold {ping_limit:g} s)")
+            ping_failure = getattr(responsive, "ping_failure", None)
+            if ping_failure:
+                evidence.append(f"responsiveness.ping_failure = {ping_failure}")
         if oldest:
             evidence.append(f"responsiveness.oldest_request_seconds = {fmt_seconds(responsive.oldest_request_seconds)}"
                             f" ({oldest}, waiting for its answer; threshold {limit:g} s)")
         if failure:
             evidence.append(f"responsiveness.last_failure = {failure} (no answer since)")
         evidence.append(f"responsiveness.in_flight = {responsive.in_flight} requests of crdscope's shared client")
-        refused = failure is not None and "Connect" in failure and not oldest
+        if by_ping and ping_state:
+            refused = ping_state == "refused"
+        else:
+            refused = failure is not None and "Connect" in failure and not oldest
+        # One title whichever rule holds while PINGs are in use: after a freeze the PING is answered
+        # a moment before the requests caught in it, and the title must not change at that moment.
+        pinging = pinged is not None
     else:  # a recording or a run without the responsiveness probe: the health probe's view
         health = obs.latest.get("health")
         if health is None or health.error is None:
             return []
         evidence.append(f"health.error = {health.error}")
         refused = "refused" in health.error
+        pinging = False
     title = ("API server unreachable: connections refused" if refused
+             else "API server not answering: no reply to requests or HTTP/2 PINGs" if pinging
              else "API server not answering: requests wait with no reply")
     cause = ("the API server process is not running or not listening (crashed, restarting, wrong port)"
              if refused else

@@ -104,6 +104,16 @@ class Monitor:
                 task.cancel()
             with contextlib.suppress(BaseException):
                 await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self._close_probes()
+
+    async def _close_probes(self) -> None:
+        """Close what probes hold beyond the shared client (the responsiveness probe's PING
+        connection and task, a heartbeat in flight): every front end stops the monitor here."""
+        for probe in self.scheduler.probes:
+            close = getattr(probe, "aclose", None)
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    await close()
 
     async def _trim_heap(self) -> None:
         """Every :data:`TRIM_EVERY_SECONDS`, give the memory big answers left freed back to the system

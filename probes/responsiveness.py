@@ -7,12 +7,18 @@ transport knows which requests are waiting and since when
 (:class:`probes.cluster.InFlightRequests`); this probe reads that every second,
 so a hang shows within seconds, not at the end of a timeout.
 
-When no request is in flight and the server has not answered for
-:data:`HEARTBEAT_SECONDS`, one ``GET /livez`` is sent in the background (at most
-one at a time, never awaited by the run), so a hang is noticed even between
-the other probes' runs: at most one request every 2 s while CRDs change (an install,
-and the monitor's first minute), every 4 s once all is quiet, and none while the other
-probes keep the server busy.
+Between the other probes' requests, an HTTP/2 PING every second on a connection of its
+own (:mod:`probes.h2ping`) tells whether the server is alive without a request: the
+server answers PINGs without authentication, APF or a line in its metrics.  A PING
+unanswered for ``thresholds.ping_unanswered_seconds_critical`` (2.5 s) is the critical
+"not answering" finding, so a hang shows within 5 s (bench/RESULTS.md, hang detection).
+
+Where PINGs cannot be sent (plain http, a proxy, no h2 by ALPN, ``cadences.responsiveness_ping``
+= 0), the old heartbeat remains: when no request is in flight and the server has not answered
+for :data:`HEARTBEAT_SECONDS`, one ``GET /livez`` is sent in the background (at most one at a
+time, never awaited by the run): at most one request every 2 s while CRDs change (an install,
+and the monitor's first minute), every 4 s once all is quiet, and none while the other probes
+keep the server busy.
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from .cluster import Cluster
+from .cluster import Cluster, effective_proxy
+from .h2ping import H2Pinger
 from .samples import Sample
 
 if TYPE_CHECKING:
@@ -42,6 +49,8 @@ HEARTBEAT_SECONDS = 2.0
 HEARTBEAT_QUIET_SECONDS = 4.0
 HEARTBEAT_PATH = "/livez"
 HEARTBEAT_TIMEOUT = httpx.Timeout(connect=5.0, read=30.0, write=10.0, pool=10.0)
+#: ``crdscope probe responsiveness`` waits this long at most for the first PING's answer.
+ONCE_PING_SECONDS = 5.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,18 +73,33 @@ class ResponsivenessSample(Sample):
     #: The latest transport failure since the last answer ("ConnectError", "ReadTimeout").
     last_failure: str | None = None
     heartbeats: int = 0
+    #: The HTTP/2 PING (:mod:`probes.h2ping`): "answering", "waiting" (a PING unanswered for over
+    #: half a second), "connecting", "refused", "unreachable", "starting"; "unsupported" or "off"
+    #: (the /livez heartbeat instead); "" in recordings made before it existed.
+    ping_state: str = ""
+    #: How long the server has left a PING (or a connection being opened for one) unanswered,
+    #: since it last answered one (0.0: nothing waits; None: no PING in use).
+    ping_waiting_seconds: float | None = None
+    #: Round trip of the latest answered PING (None: none answered yet, or no PING in use).
+    ping_rtt_seconds: float | None = None
+    #: Why PINGs are unsupported, or the latest failure to connect for them (one line).
+    ping_failure: str | None = None
 
 
 class ResponsivenessProbe:
-    """Reads the shared client's in-flight requests; sends a heartbeat when all is quiet."""
+    """Reads the shared client's in-flight requests and the PING's wait; sends a heartbeat when
+    all is quiet and PINGs cannot be sent."""
 
     name = "responsiveness"
 
     def __init__(self, cluster: Cluster, cadence: float = 0.5,
                  heartbeat_seconds: float = HEARTBEAT_SECONDS, *,
                  quiet: Callable[[], bool] | None = None,
-                 quiet_heartbeat_seconds: float = HEARTBEAT_QUIET_SECONDS) -> None:
+                 quiet_heartbeat_seconds: float = HEARTBEAT_QUIET_SECONDS,
+                 ping: H2Pinger | None = None) -> None:
         self.cluster = cluster
+        #: The cluster's PINGs (None: none, the heartbeat alone); started by the first run.
+        self.ping = ping
         self.cadence = cadence
         self.heartbeat_seconds = heartbeat_seconds
         #: True while nothing changes (the monitor's): heartbeats then wait longer.
@@ -86,15 +110,25 @@ class ResponsivenessProbe:
         self._heartbeat: asyncio.Task[None] | None = None
 
     async def run(self) -> ResponsivenessSample:
-        """A snapshot of the in-flight requests (never waits on the server)."""
+        """A snapshot of the in-flight requests and the PING (never waits on the server)."""
         tracker = self.cluster.in_flight
+        if self.ping is not None:
+            self.ping.start()  # its one task, started from the loop the probe runs in
         now = time.monotonic()
+        ping = self.ping.status(now) if self.ping is not None else None
         oldest = tracker.oldest()
         waited = now - oldest.started if oldest else 0.0
-        failing = now - tracker.failing_since if tracker.failing_since is not None else 0.0
+        failing_since, last_failure = tracker.failing_since, tracker.last_failure
+        if failing_since is not None and ping is not None and (ping.answered_at or 0.0) > failing_since:
+            # The server answered a PING since that request failed: without heartbeats no request may
+            # come for a minute to clear the failure, and its age would read as an outage that is over.
+            failing_since = last_failure = None
+        failing = now - failing_since if failing_since is not None else 0.0
         quiet_since = tracker.last_answer if tracker.last_answer is not None else self._started
         silence = self.quiet_heartbeat_seconds if self.quiet is not None and self.quiet() else self.heartbeat_seconds
-        if oldest is None and now - quiet_since >= silence:
+        # PINGs say whether the server is alive without a request: the heartbeat only without them.
+        pinging = self.ping is not None and self.ping.active
+        if oldest is None and now - quiet_since >= silence and not pinging:
             self._send_heartbeat()
         return ResponsivenessSample(
             server=self.cluster.server,
@@ -103,8 +137,12 @@ class ResponsivenessProbe:
             oldest_request=f"{oldest.method} {oldest.path}" if oldest else "",
             unanswered_seconds=round(max(waited, failing), 3),
             since_answer_seconds=None if tracker.last_answer is None else round(now - tracker.last_answer, 3),
-            last_failure=tracker.last_failure,
+            last_failure=last_failure,
             heartbeats=self.heartbeats,
+            ping_state=ping.state if ping is not None else "",
+            ping_waiting_seconds=ping.waiting_seconds if ping is not None else None,
+            ping_rtt_seconds=ping.rtt_seconds if ping is not None else None,
+            ping_failure=ping.failure if ping is not None else None,
         )
 
     def _send_heartbeat(self) -> None:
@@ -120,23 +158,38 @@ class ResponsivenessProbe:
             await response.aclose()
 
     async def aclose(self) -> None:
-        """Cancel a heartbeat still waiting."""
+        """Cancel a heartbeat still waiting; stop the PINGs and close their connection."""
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             with contextlib.suppress(BaseException):
                 await self._heartbeat
+        if self.ping is not None:
+            await self.ping.aclose()
+
+
+def pinger(cluster: Cluster, interval: float) -> H2Pinger:
+    """The cluster's PINGs every ``interval`` s (0: off), over its TLS settings and proxy choice."""
+    return H2Pinger(cluster.config, interval=interval, proxy=effective_proxy(cluster.config))
 
 
 def make_probe(monitor: Monitor) -> ResponsivenessProbe:
-    """The responsiveness probe on the monitor's shared client."""
-    cadence = monitor.settings.cadences.responsiveness
-    return ResponsivenessProbe(monitor.cluster, cadence=cadence, quiet=monitor.quiet)
+    """The responsiveness probe on the monitor's shared client, with the cluster's PINGs."""
+    cadences = monitor.settings.cadences
+    return ResponsivenessProbe(monitor.cluster, cadence=cadences.responsiveness, quiet=monitor.quiet,
+                               ping=pinger(monitor.cluster, cadences.responsiveness_ping))
 
 
 async def once(cluster: Cluster) -> ResponsivenessSample:
-    """One snapshot after a heartbeat (``crdscope probe responsiveness``)."""
-    probe = ResponsivenessProbe(cluster, heartbeat_seconds=0.0)
-    await probe.run()
-    if probe._heartbeat is not None:
-        await probe._heartbeat
-    return await probe.run()
+    """One snapshot after the first PING's answer, or a heartbeat where PINGs cannot be sent
+    (``crdscope probe responsiveness``)."""
+    probe = ResponsivenessProbe(cluster, heartbeat_seconds=0.0, ping=pinger(cluster, 1.0))
+    try:
+        await probe.run()
+        assert probe.ping is not None
+        await probe.ping.wait_settled(ONCE_PING_SECONDS)
+        await probe.run()
+        if probe._heartbeat is not None:
+            await probe._heartbeat
+        return await probe.run()
+    finally:
+        await probe.aclose()
