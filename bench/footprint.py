@@ -83,7 +83,7 @@ LOAD_TIMEOUT_SECONDS = 3 * 3600.0
 #: scheduler re-arms a probe when its run ends), so the probe runs once as the watch starts, before
 #: the load, and never again.  Cadences in :data:`ZERO_TURNS_OFF` read 0 as off and get 0.
 NEVER_SECONDS = 1e9
-ZERO_TURNS_OFF = ("openapi_v2",)
+ZERO_TURNS_OFF = ("openapi_v2", "responsiveness_ping")
 #: ``/openapi/v2`` is fetched from the openapi probe's runs: switching the probe off switches it off too.
 ALSO_OFF = {"openapi": ("openapi_v2",)}
 #: The cadences before the footprint work (crdscope 2026-12-04, b4b0197): /openapi/v2 fetched at most

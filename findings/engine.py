@@ -41,7 +41,7 @@ CHECKS: tuple[Check, ...] = (
 #: What the checks look at, and the probe whose samples each needs (``doctor`` lists a check as
 #: done only when that probe delivered a good sample).
 CHECKED_BY_PROBE = (
-    ("API server answering (requests in flight, health checks)", "responsiveness"),
+    ("API server answering (HTTP/2 PINGs, requests in flight, health checks)", "responsiveness"),
     ("request latency against the SLOs (canaries, server-side p99)", "latency"),
     ("aggregated discovery offered", "discovery"),
     ("APF rejecting or queueing", "throttling"),

@@ -47,7 +47,8 @@ def alerting_rules(thresholds: Thresholds | None = None, job: str | None = DEFAU
     crash_loop = f"{grew(m('crdscope_health_restarts_total'))} >= {t.crashloop_restarts}"
     rules = [
         _rule("CrdscopeAPIServerNotAnswering", "critical",
-              f"{m('crdscope_responsiveness_unanswered_seconds')} > {t.unanswered_seconds_critical:g}",
+              f"{m('crdscope_responsiveness_unanswered_seconds')} > {t.unanswered_seconds_critical:g} or "
+              f"{m('crdscope_responsiveness_ping_waiting_seconds')} > {t.ping_unanswered_seconds_critical:g}",
               "API server not answering",
               "A request of crdscope has waited {{ $value | humanizeDuration }} for an answer (or connections "
               "fail): the API server is stopped, stuck or unreachable."),
