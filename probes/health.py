@@ -16,7 +16,8 @@ Across runs the probe keeps:
   not a restart, a replica back with a new start time is one restart of it.
   How many replicas exist comes from their identity Leases
   (:mod:`probes.leases`), read at most every :data:`LEASE_INTERVAL_SECONDS`;
-* outage windows: from the first run that finds the server unreachable or not
+* outage windows (:mod:`probes.health_tracker` keeps them, with the replicas, Leases, restarts
+  and fits): from the first run that finds the server unreachable or not
   ready to the first that finds it ready again (resolution: the cadence);
 * least-squares fits (:mod:`probes.fit`) of resident memory, heap and open
   descriptors against the CRD count, one per API server process.
@@ -34,19 +35,18 @@ import asyncio
 from typing import TYPE_CHECKING, ClassVar
 import logging
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from collections.abc import Awaitable, Callable, Collection
 
 from .cluster import Cluster
 from .fit import ProcessFits
 from .health_checks import LIVE_BECAUSE_READY, CheckResult, count_crds, health_check
-from .leases import LeaseReading, LeaseWatcher, read_leases
+from .leases import LeaseReading, read_leases
 from .metrics import SHARED_SCRAPE_AGE, MetricsSource, Scrape
 from .prometheus import PrometheusFigures, PrometheusReading, PrometheusSource
-from .replicas import REPLICA_GAUGES, ReplicaFigures, ReplicaTracker, from_instances
-from .restarts import (IDENTITY_LEASE, KUBE_STATE_METRICS, START_TIME, PlatformRestarts, RestartEvent,
-                       RestartLedger)
+from .health_tracker import FITS, HealthTracker, Outage
+from .replicas import REPLICA_GAUGES, ReplicaFigures, from_instances
+from .restarts import IDENTITY_LEASE, KUBE_STATE_METRICS, PlatformRestarts, RestartEvent
 from .samples import Sample
 
 if TYPE_CHECKING:
@@ -55,7 +55,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("crdscope.health")
 
 MIB = float(1 << 20)
-KEEP_OUTAGES = 20
 TOP_RESOURCES = 10
 UNUSED_EXAMPLES = 5
 #: Identity Leases are renewed every 10 s; a new holder (a restart) stays visible: every 30 s is enough.
@@ -79,22 +78,6 @@ PROCESS_FAMILIES = {
 OBJECT_FAMILIES = ("apiserver_resource_objects", "apiserver_storage_objects")  # 1.37 name first
 SIZE_FAMILIES = ("apiserver_storage_size_bytes", "etcd_db_total_size_in_bytes")
 HEALTH_FAMILIES = (*PROCESS_FAMILIES.values(), *OBJECT_FAMILIES, *SIZE_FAMILIES)
-#: fit name -> (figure it fits, sample fields of slope and R², divisor of the slope)
-FITS = {
-    "rss": ("rss_bytes", "mib_per_crd", "r2", MIB),
-    "heap": ("heap_bytes", "heap_mib_per_crd", "heap_r2", MIB),
-    "fds": ("open_fds", "fds_per_crd", "fds_r2", 1.0),
-}
-
-
-@dataclass(frozen=True)
-class Outage:
-    """A time the server was unreachable or not ready; ``end`` is None while it lasts."""
-
-    start: float
-    end: float | None = None
-    duration_seconds: float = 0.0
-    reason: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -175,73 +158,6 @@ class HealthSample(Sample):
     sources: dict[str, str] = field(default_factory=dict)
     #: field -> why it has no value.
     unobservable: dict[str, str] = field(default_factory=dict)
-
-
-# --------------------------------------------------------------------------- state across runs
-
-
-class HealthTracker:
-    """Restarts, outage windows and per-CRD fits, remembered between runs."""
-
-    def __init__(self, *, since_start: bool = True) -> None:
-        self.start_time: float | None = None
-        self.replicas = ReplicaTracker()
-        self.ledger = RestartLedger(since_start=since_start)
-        self.leases = LeaseWatcher()
-        self.lease_reading: LeaseReading | None = None
-        self.lease_read_at = 0.0
-        self.outages: deque[Outage] = deque(maxlen=KEEP_OUTAGES)
-        self.open_outage: Outage | None = None
-        self.fits = {name: ProcessFits() for name in FITS}
-
-    @property
-    def restarts(self) -> int:
-        """Restarts over every replica (see :class:`~probes.replicas.ReplicaTracker`)."""
-        return self.replicas.restarts
-
-    @property
-    def apiservers(self) -> int | None:
-        """API servers renewing their identity Lease (None: not read, or not allowed)."""
-        return self.lease_reading.live if self.lease_reading is not None else None
-
-    def observe_start(self, start_time: float, now: float, figures: dict[str, float],
-                      crds: int | None = None) -> str:
-        """Attribute a scrape to its replica; returns the replica's name."""
-        self.start_time = start_time
-        before = {r.name: r for r in self.replicas.figures()}
-        # No live Lease at all (clock skew, or Leases not renewed): as good as not knowing.
-        name = self.replicas.observe(start_time, now, figures, replicas=self.apiservers or None, crds=crds)
-        self._count_start_time_restarts(name, before, start_time)
-        return name
-
-    def _count_start_time_restarts(self, name: str, before: dict[str, ReplicaFigures], start_time: float) -> None:
-        """Hand the start-time count to the ledger, with what was last seen of a process that died."""
-        dead = before.get(name)
-        replaced = dead is not None and abs(dead.start_time - start_time) > 0.5
-        self.ledger.counter(
-            START_TIME, self.replicas.restarts, start_time, replica=name,
-            rss_bytes_at_death=dead.rss_bytes if replaced and dead else None,
-            # At least this long: it served from its start to its last scrape.
-            uptime_seconds=max(0.0, dead.last_seen - dead.start_time) if replaced and dead and dead.last_seen else None)
-
-    def observe_availability(self, now: float, down: bool, reason: str) -> None:
-        """Open an outage window on the first bad run, close it on the first good one."""
-        if down and self.open_outage is None:
-            self.open_outage = Outage(start=now, reason=reason)
-            log.warning("API server down: %s", reason)
-        elif not down and self.open_outage is not None:
-            start = self.open_outage.start
-            self.outages.append(Outage(start, now, now - start, self.open_outage.reason))
-            self.open_outage = None
-            log.info("API server back after %.1f s", now - start)
-
-    def outage_windows(self, now: float) -> tuple[Outage, ...]:
-        """Closed windows, then the open one (its duration so far)."""
-        windows = tuple(self.outages)
-        if self.open_outage is not None:
-            start = self.open_outage.start
-            windows += (Outage(start, None, now - start, self.open_outage.reason),)
-        return windows
 
 
 # --------------------------------------------------------------------------- the probe
