@@ -15,9 +15,10 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 # kube-apiserver and etcd from Go modules (lab/go.mod), cached in ~/.cache/crdscope; also the
-# oldest supported Kubernetes (1.26), which the version tests (tests/e2e/test_versions.py) run.
+# oldest supported Kubernetes (1.26), which the version tests (tests/e2e/test_versions.py) run,
+# and Crossplane's core, CLI and registry (lab/crossplane-module/go.mod; tests/e2e/test_crossplane.py).
 lab-binaries: venv
-	$(BIN)/crdscope lab build
+	$(BIN)/crdscope lab build --crossplane
 	$(BIN)/crdscope lab build --kubernetes 1.26
 
 # Debian packages the end-to-end tests use as real components (Prometheus server, tmux, haproxy, chromium).

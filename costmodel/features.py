@@ -117,10 +117,6 @@ class SetFeatures:
     groups: int
     resources: int
 
-    def as_dict(self) -> dict[str, int]:
-        """The totals by name."""
-        return dict(self.__dict__)
-
 
 def totals(crds: Iterable[CRDFeatures], known_group_versions: Iterable[str] = (),
            known_groups: Iterable[str] = ()) -> SetFeatures:

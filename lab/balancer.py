@@ -103,18 +103,6 @@ def haproxy_argv(config: Path) -> list[str]:
     return [haproxy_binary(), "-db", "-f", str(config)]
 
 
-def check_config(config: Path) -> str | None:
-    """haproxy's own verdict on ``config`` (``-c``): None when valid, else its message."""
-    import subprocess
-
-    result = subprocess.run([haproxy_binary(), "-c", "-q", "-f", str(config)], capture_output=True,
-                            text=True, timeout=30, check=False)
-    if result.returncode == 0:
-        return None
-    return (result.stderr or result.stdout).strip().splitlines()[-1:][0] if (result.stderr or result.stdout) \
-        else f"haproxy -c exited {result.returncode}"
-
-
 def backend_states(run_dir: Path, timeout: float = 2.0) -> dict[str, str]:
     """server name -> haproxy's status ("UP", "DOWN", "MAINT", ...), from the admin socket."""
     path = run_dir / SOCKET_NAME

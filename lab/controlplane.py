@@ -87,6 +87,11 @@ class LabState:
     supervisor_pid: int = 0
     #: The supervisor's log of kills and restarts (JSON lines), empty when unsupervised.
     events_log: str = ""
+    #: Restart dead kube-apiservers (a memory limit's kubelet); Crossplane's processes always are.
+    supervise_apiservers: bool = False
+    #: Crossplane's version when ``lab up --crossplane`` (or ``lab crossplane``) started it.
+    crossplane_version: str = ""
+    crossplane_metrics_port: int = 0
 
     @property
     def pki_dir(self) -> Path:
@@ -171,7 +176,8 @@ class Lab:
         try:
             state = self._start(binaries, run_dir, say, options)
             if options.supervised:
-                self._start_supervisor(state)
+                state.supervise_apiservers = True
+                self.start_supervisor(state)
         except BaseException:
             self._cleanup_failed(run_dir)
             raise
@@ -314,8 +320,13 @@ class Lab:
         state.kubernetes_version = self._server_version(state) or state.kubernetes_version
         self.save(state)
 
-    def _start_supervisor(self, state: LabState) -> None:
-        """Start ``python -m crdscope.lab.supervisor HOME`` detached (lab/supervisor.py restarts the API server)."""
+    def start_supervisor(self, state: LabState) -> None:
+        """Start ``python -m crdscope.lab.supervisor HOME`` detached, unless it runs already.
+
+        lab/supervisor.py restarts dead API servers (when ``supervise_apiservers``) and Crossplane's processes.
+        """
+        if state.supervisor_pid and pid_alive(state.supervisor_pid):
+            return
         state.events_log = str(Path(state.run_dir) / "logs" / "restarts.jsonl")
         self.save(state)
         with open(Path(state.run_dir) / "logs" / "supervisor.log", "ab") as log:
@@ -379,8 +390,10 @@ class Lab:
             # First, so that it does not restart what is being stopped.
             terminate(Component("supervisor", [_cmdline0(state.supervisor_pid)], "", 0,
                                 pid=state.supervisor_pid, role="supervisor"), grace=5)
-        # The API servers first: they hold connections to etcd.
-        for component in [*state.apiservers(), *(c for c in state.components.values() if c.role != "apiserver")]:
+        # Crossplane first (a client of the API servers), then the API servers: they hold connections to etcd.
+        first = [c for c in state.components.values() if c.role == "crossplane"]
+        rest = [c for c in state.components.values() if c.role not in ("crossplane", "apiserver")]
+        for component in [*first, *state.apiservers(), *rest]:
             if component.pid:
                 terminate(component, grace)
                 stopped.append(component.pid)
@@ -402,6 +415,8 @@ class Lab:
 
     def status(self) -> dict[str, Any]:
         """Which processes run, where, and whether the API server is ready."""
+        from . import crossplane
+
         state = self.require()
         components = {}
         for name, component in state.components.items():
@@ -428,6 +443,7 @@ class Lab:
             "components": components,
             "ready": self._ready(state),
             **self._balancer_status(state),
+            **crossplane.status(state),
         }
 
     @staticmethod
@@ -508,6 +524,14 @@ class Lab:
         self.save(state)
         if not wait:
             return True
+        if component.role in ("crossplane", "registry"):
+            from . import crossplane
+
+            waited = crossplane.wait_healthy if component.role == "crossplane" else crossplane.wait_registry
+            if waited(component):
+                return True
+            raise LabError(f"{component.name} did not restart; last lines of {component.log}:",
+                           detail=tail(component.log))
         if component.role == "etcd":
             if self._wait_etcd(component):
                 return True

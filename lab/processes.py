@@ -13,7 +13,7 @@ import signal
 import socket
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Callable
 
@@ -42,6 +42,8 @@ class Component:
     restarts: int = 0
     #: Host name seen by this process alone (its own UTS namespace; empty: the machine's).
     hostname: str = ""
+    #: Variables added to the environment it starts with (Crossplane reads its settings there).
+    env: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.role:
@@ -161,6 +163,7 @@ def spawn(component: Component, *, join: Callable[[int], None] | None = None) ->
             start_new_session=True,  # outlives `crdscope lab up`, not killed by its ^C
             close_fds=True,
             preexec_fn=_own_hostname(component.hostname) if component.hostname else None,
+            env={**os.environ, **component.env} if component.env else None,
         )
     finally:
         log.close()

@@ -22,13 +22,19 @@ KEEP_EVENTS = 100
 
 
 def platform_restarts(events: list[dict[str, object]], hosts: dict[str, str],
-                      oom_kills: int | None) -> PlatformRestarts:
-    """The supervisor's ``died`` events as restart events (``hosts``: component -> replica host name)."""
+                      oom_kills: int | None, apiservers: set[str] | None = None) -> PlatformRestarts:
+    """The supervisor's ``died`` events of API servers as restart events.
+
+    ``hosts``: component -> replica host name; ``apiservers``: the API servers' component names
+    (the supervisor also restarts Crossplane's processes, which are no API server restart).
+    """
     deaths = []
     for event in events:
         if event.get("event") != "died":
             continue
         component = str(event.get("component") or "")
+        if apiservers is not None and component not in apiservers:
+            continue
         at, ran = event.get("at"), event.get("ran_seconds")
         deaths.append(RestartEvent(
             at=float(at) if isinstance(at, (int, float)) else 0.0, source=LAB_SUPERVISOR,
@@ -52,12 +58,12 @@ def restart_reader(server: str, home: Path | None = None) -> Callable[[], Platfo
 
     def read() -> PlatformRestarts | None:
         state = lab.state()
-        if state is None or not state.events_log:
+        if state is None or not state.events_log or not state.supervise_apiservers:
             return None
         apiservers = state.apiservers()
         hosts = {c.name: c.hostname for c in apiservers if c.hostname}
         groups = [Path(c.cgroup) for c in apiservers if c.cgroup]
         oom = sum(cgroups.oom_kills(group) for group in groups) if groups else None
-        return platform_restarts(read_events(state.events_log), hosts, oom)
+        return platform_restarts(read_events(state.events_log), hosts, oom, {c.name for c in apiservers})
 
     return read

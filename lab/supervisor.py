@@ -53,6 +53,16 @@ def outages(events: list[dict[str, Any]]) -> list[float]:
     return [float(e["outage_seconds"]) for e in events if e.get("event") == "restarted"]
 
 
+#: Processes restarted whenever they die (no memory limit needed): Crossplane's core and registry.
+ALWAYS_SUPERVISED = ("crossplane", "registry")
+
+
+def supervised(state: LabState) -> list[Component]:
+    """The components this lab's supervisor restarts."""
+    apiservers = state.apiservers() if state.supervise_apiservers else []
+    return [*apiservers, *(c for c in state.components.values() if c.role in ALWAYS_SUPERVISED)]
+
+
 class Supervisor:
     """The loop behind ``python -m crdscope.lab.supervisor``."""
 
@@ -75,7 +85,7 @@ class Supervisor:
                 state = None
             if state is None or state.supervisor_pid not in (0, os.getpid()):
                 return
-            for component in state.apiservers():
+            for component in supervised(state):
                 self._check(state, component)
             time.sleep(POLL_SECONDS)
 

@@ -41,6 +41,15 @@ def binary_options(function: Callable[..., Any]) -> Callable[..., Any]:
     return function
 
 
+def crossplane_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--crossplane`` and ``--activation PATTERN`` (repeatable)."""
+    function = click.option("--activation", "activations", multiple=True, metavar="PATTERN",
+                            help="a pattern of Crossplane's default MRAP (repeatable; default '*' as "
+                                 "upstream; 'none': no default MRAP)")(function)
+    return click.option("--crossplane", "with_crossplane", is_flag=True,
+                        help="also run Crossplane v2's core and a package registry (built from Go modules)")(function)
+
+
 @click.group(cls=Group, invoke_without_command=True)
 @click.option("--source", default=None, metavar="SRC",
               help="what the monitor's loader loads: a directory, an archive, a YAML file, synthetic:N")
@@ -56,10 +65,15 @@ def lab(ctx: click.Context, source: str | None) -> None:
 @lab.command("build")
 @kubernetes_option
 @click.option("--all", "build_all", is_flag=True, help="build every supported version")
-def lab_build(kubernetes: str | None, build_all: bool) -> None:
+@click.option("--crossplane", "with_crossplane", is_flag=True,
+              help="also Crossplane's core and CLI and the registry (lab up --crossplane runs them)")
+def lab_build(kubernetes: str | None, build_all: bool, with_crossplane: bool) -> None:
     """Build kube-apiserver and etcd from Go modules (skipped when cached)."""
     from crdscope.lab.binaries import build, cached_binaries, supported_minors, versions_for
 
+    if with_crossplane:
+        binaries, _ = _crossplane_ready(())
+        click.echo(f"crossplane {binaries.version}, crank and crane in {binaries.crossplane.parent}")
     for minor in supported_minors() if build_all else [kubernetes]:
         versions = versions_for(minor)
         cached = cached_binaries(versions)
@@ -98,10 +112,11 @@ def lab_versions() -> None:
               help="restart a dead API server with a back-off, like a kubelet (default: on with --memory-limit)")
 @click.option("--apiservers", type=click.IntRange(1, MAX_APISERVERS), default=1, show_default=True,
               help="kube-apiservers on the one etcd; more than one run behind haproxy (round robin)")
+@crossplane_options
 @click.argument("extra_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- APISERVER_FLAGS...]")
 def lab_up(apiserver_bin: str | None, etcd_bin: str | None, kubernetes: str | None, name: str, feature_gates: str,
            apiserver_args: tuple[str, ...], memory_limit: str | None, restart: bool | None, apiservers: int,
-           extra_args: tuple[str, ...]) -> None:
+           with_crossplane: bool, activations: tuple[str, ...], extra_args: tuple[str, ...]) -> None:
     """Start the lab in the background and return once it is ready."""
     from crdscope.lab.binaries import LabError, ensure_binaries
     from crdscope.lab.cgroups import parse_size
@@ -124,8 +139,12 @@ def lab_up(apiserver_bin: str | None, etcd_bin: str | None, kubernetes: str | No
         from crdscope.lab.cgroups import check_available
 
         check_available()  # before a build of minutes, not after
+    if activations and not with_crossplane:
+        raise LabError("--activation sets Crossplane's default MRAP: use it with --crossplane")
+    crossplane = _crossplane_ready(activations) if with_crossplane else None  # builds before the lab starts
     binaries = ensure_binaries(apiserver_bin, etcd_bin, kubernetes=kubernetes, progress=_say)
-    state = Lab(name=name).up(binaries, say=_say, options=options)
+    lab_ = Lab(name=name)
+    state = lab_.up(binaries, say=_say, options=options)
     click.echo(f"lab up: {state.server} (Kubernetes {state.kubernetes_version}, binaries from {binaries.origin})")
     if apiservers > 1:
         click.echo(f"{apiservers} kube-apiservers behind haproxy: " + ", ".join(
@@ -133,8 +152,52 @@ def lab_up(apiserver_bin: str | None, etcd_bin: str | None, kubernetes: str | No
     if options.memory_limit:
         restarts = "restarted with a back-off when killed" if options.supervised else "not restarted"
         click.echo(f"memory limit: {options.memory_limit / 2**20:.0f} MiB on the API server ({restarts})")
+    if crossplane is not None:
+        try:
+            _start_crossplane(lab_, state, *crossplane)
+        except LabError as exc:
+            again = f"crdscope lab crossplane{f' --name {name}' if name else ''}"
+            raise LabError(f"the lab is up but Crossplane is not: {exc} (try again: `{again}`)",
+                           detail=exc.detail) from None
     click.echo(f"kubeconfig: {state.kubeconfig} (context {state.admin_context})")
     click.echo(f"  export KUBECONFIG={state.kubeconfig}")
+
+
+def _crossplane_ready(activations: tuple[str, ...]) -> tuple[Any, list[str]]:
+    """The Crossplane binaries (built when missing) and the default MRAP's patterns."""
+    from crdscope.lab import crossplane
+
+    patterns = crossplane.activations_of(activations)  # a one-line error before a build of minutes
+    from .cli_progress import progress_lines
+
+    with progress_lines("building Crossplane") as say:
+        return crossplane.crossplane_binaries(progress=say), patterns
+
+
+def _start_crossplane(lab_: Any, state: Any, binaries: Any, activations: list[str]) -> None:
+    from crdscope.lab import crossplane
+
+    crossplane.start(lab_, state, binaries, activations=activations, say=_say)
+    lab_.start_supervisor(state)
+    registry = state.components["registry"].port
+    mrap = ", ".join(activations) if activations else "none"
+    click.echo(f"crossplane {binaries.version}: registry 127.0.0.1:{registry}, default MRAP activates: {mrap}")
+    click.echo(f"  push packages with `crdscope package SOURCE --name NAME --push`; "
+               f"install one with a Provider whose package is 127.0.0.1:{registry}/crdscope/NAME:TAG")
+
+
+@lab.command("crossplane")
+@name_option
+@click.option("--activation", "activations", multiple=True, metavar="PATTERN",
+              help="a pattern of the default MRAP (repeatable; default '*'; 'none': no default MRAP)")
+def lab_crossplane(name: str, activations: tuple[str, ...]) -> None:
+    """Start Crossplane v2's core and a package registry on a running lab."""
+    from crdscope.lab.controlplane import Lab
+
+    lab_ = Lab(name=name)
+    state = lab_.require()
+    binaries, patterns = _crossplane_ready(activations)
+    _start_crossplane(lab_, state, binaries, patterns)
 
 
 @lab.command("down")
@@ -165,6 +228,11 @@ def lab_status(name: str, as_json: bool) -> None:
     if status["memory_limit"]:
         click.echo(f"memory limit: {status['memory_limit'] / 2**20:.0f} MiB, supervisor "
                    f"{'running' if status['supervisor'] else 'not running'}")
+    if "crossplane" in status:
+        crossplane = status["crossplane"]
+        click.echo(f"crossplane {crossplane['version']}: {'healthy' if crossplane['healthy'] else 'NOT healthy'}, "
+                   f"registry {crossplane['registry']}, metrics on port {crossplane['metrics_port']} "
+                   "(no kubelet: provider runtimes never run)")
     replica_of = {component: index for index, component in status.get("replicas", {}).items()}
     balancer = status.get("balancer", {})
     for component_name, component in status["components"].items():

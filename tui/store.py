@@ -70,10 +70,6 @@ class SampleStore:
         """Recent samples of ``probe``, oldest first."""
         return list(self._history.get(probe, ()))
 
-    def good_history(self, probe: str) -> list[Sample]:
-        """Recent samples of ``probe`` without an error, oldest first."""
-        return [s for s in self._history.get(probe, ()) if not s.error]
-
     # -- typed reads: the sample class names the probe, and a type checker sees its fields ----------
     def latest_of(self, kind: type[SampleT]) -> SampleT | None:
         """The newest sample of ``kind``'s probe, good or failed (None if none, or of another class)."""

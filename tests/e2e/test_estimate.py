@@ -9,7 +9,6 @@ cached under ``~/.cache/crdscope/crossplane/``).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -24,11 +23,8 @@ from crdscope.costmodel.source import read_source
 from crdscope.lab.controlplane import admin_tls
 from crdscope.loader.sources import CRDDocument, open_source
 from crdscope.loader.synthetic import synthetic_documents
-from crdscope.probes.paths import cache_dir
 from tests.helpers import wait_for
 
-CROSSPLANE_MODULE = "github.com/crossplane/crossplane/v2"
-CROSSPLANE_VERSION = "v2.0.0"
 
 
 def crdscope(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -130,24 +126,18 @@ def test_measure_against_a_context_replays_its_crds_first(lab):
 
 @pytest.fixture(scope="session")
 def crossplane_cli() -> Path:
-    """The real Crossplane CLI (``crank``), built from the Go module proxy once and cached."""
-    target = cache_dir() / "crossplane" / CROSSPLANE_VERSION / "crossplane"
-    if target.exists():
-        return target
-    if not shutil.which("go"):
+    """The real Crossplane CLI (``crank``), built from Go modules with the lab's Crossplane and cached."""
+    from crdscope.lab.crossplane import crossplane_binaries
+
+    if not shutil.which("go") and not _cached_crank():
         pytest.skip("Go is needed to build the Crossplane CLI")
-    build = target.parent / "build"
-    build.mkdir(parents=True, exist_ok=True)
-    (build / "go.mod").write_text("module crdscope.dev/crossplane-build\n\ngo 1.24.0\n")
-    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"}
-    # `go install pkg@version` asks the proxy for the module's version list (for deprecations);
-    # a module of our own that requires the version asks only for that version.
-    for argv in (["go", "get", f"{CROSSPLANE_MODULE}/cmd/crank@{CROSSPLANE_VERSION}"],
-                 ["go", "build", "-trimpath", "-o", str(target), f"{CROSSPLANE_MODULE}/cmd/crank"]):
-        done = subprocess.run(argv, cwd=build, env=env, capture_output=True, text=True, timeout=3600)
-        if done.returncode != 0:
-            pytest.fail(f"{' '.join(argv[:3])} failed: {done.stderr.strip().splitlines()[-1:]}")
-    return target
+    return crossplane_binaries(progress=lambda line: print(line, file=sys.stderr)).crank
+
+
+def _cached_crank() -> bool:
+    from crdscope.lab.crossplane import cached_binaries
+
+    return cached_binaries() is not None
 
 
 def build_package(crossplane: Path, root: Path, documents: list[dict]) -> Path:

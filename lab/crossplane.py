@@ -1,0 +1,332 @@
+"""Real Crossplane v2 in the lab: its core, its CLI and an OCI registry, built from Go modules.
+
+``crdscope lab up --crossplane`` (or ``lab crossplane`` on a running lab) does what the Helm chart
+would do, with plain processes instead of pods:
+
+1. a registry on loopback (``crane registry serve``, blobs on disk in the run directory), where
+   ``crdscope package --push`` puts provider packages;
+2. the namespace ``crossplane-system`` and the ServiceAccount ``crossplane`` (``core init`` creates
+   neither, and the runtime controller waits for the ServiceAccount);
+3. ``crossplane core init``: TLS secrets, the core CRDs (shipped in the module's ``cluster/crds``),
+   the Lock, the default DeploymentRuntimeConfig and the default MRAP of ``--activation``;
+4. ``crossplane core start`` as a supervised process (``KUBECONFIG`` names the lab), webhooks off,
+   its metrics and health ports fixed on free ports, its package cache in the run directory.
+
+What differs from a cluster: no kubelet, so a provider's Deployment never runs (its runtime is
+never healthy, while its revision's MRDs and CRDs install normally); no webhooks; one replica
+without leader election.  The core, the CLI (``crank``, the ``crossplane xpkg`` commands) and
+``crane`` share one module graph (``lab/crossplane-module/go.mod``) and one ``go build``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+
+from crdscope.probes.paths import cache_dir
+
+from .binaries import LabError, go_build, go_env
+from .processes import Component, free_port, pid_alive, spawn, tail
+
+if TYPE_CHECKING:
+    import httpx
+
+    from .controlplane import Lab, LabState
+
+MODULE_DIR = Path(__file__).with_name("crossplane-module")
+CROSSPLANE_MODULE = "github.com/crossplane/crossplane/v2"
+PACKAGES = (f"{CROSSPLANE_MODULE}/cmd/crossplane", f"{CROSSPLANE_MODULE}/cmd/crank",
+            "github.com/google/go-containerregistry/cmd/crane")
+NAMESPACE = "crossplane-system"
+SERVICE_ACCOUNT = "crossplane"
+#: The Helm chart's secret names: ``core init`` fills them, ``core start`` reads the client pair.
+SECRETS = {"TLS_CA_SECRET_NAME": "crossplane-root-ca", "TLS_CLIENT_SECRET_NAME": "crossplane-tls-client",
+           "TLS_SERVER_SECRET_NAME": "crossplane-tls-server"}
+#: ``--activation`` patterns when none are given: the Helm chart's default (every MRD active).
+DEFAULT_ACTIVATIONS = ("*",)
+#: ``--activation none``: no default MRAP (a safe-start provider then activates nothing).
+NO_ACTIVATION = "none"
+READY_TIMEOUT_SECONDS = 90.0
+INIT_TIMEOUT_SECONDS = 180.0
+
+
+@dataclass(frozen=True)
+class CrossplaneBinaries:
+    """The core (``crossplane``), the CLI (``crank``), ``crane`` and the core CRDs, of one version."""
+
+    crossplane: Path
+    crank: Path
+    crane: Path
+    crds: Path
+    version: str
+
+
+def pinned_version(go_mod: Path = MODULE_DIR / "go.mod") -> str:
+    """The Crossplane version ``lab/crossplane-module/go.mod`` pins (``v2.0.0``)."""
+    match = re.search(rf"^\s*{re.escape(CROSSPLANE_MODULE)}\s+(v\S+)", go_mod.read_text(), re.M)
+    if not match:
+        raise LabError(f"{go_mod} does not pin {CROSSPLANE_MODULE}")
+    return match.group(1)
+
+
+def binaries_dir(version: str | None = None) -> Path:
+    """Where the built binaries of ``version`` are cached."""
+    return cache_dir() / "crossplane" / (version or pinned_version()) / "bin"
+
+
+def cached_binaries(version: str | None = None) -> CrossplaneBinaries | None:
+    """The cached binaries, or None when any is missing."""
+    version = version or pinned_version()
+    directory = binaries_dir(version)
+    found = CrossplaneBinaries(directory / "crossplane", directory / "crank", directory / "crane",
+                               directory.parent / "crds", version)
+    executables = (found.crossplane, found.crank, found.crane)
+    if all(p.is_file() and os.access(p, os.X_OK) for p in executables) and any(found.crds.glob("*.yaml")):
+        return found
+    return None
+
+
+def crossplane_binaries(progress: Callable[[str], None] | None = None) -> CrossplaneBinaries:
+    """The cached Crossplane binaries, built first (one ``go build``, minutes when cold) if missing."""
+    found = cached_binaries()
+    if found:
+        return found
+    if not shutil.which("go"):
+        raise LabError("Crossplane is built from Go modules and Go is not installed "
+                       "(see the README: `make system-deps`)")
+    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+    version = pinned_version()
+    target = binaries_dir(version)
+    target.mkdir(parents=True, exist_ok=True)
+    say(f"building Crossplane {version} (core, crank) and crane from Go modules into {target}")
+    env = go_env()
+    with tempfile.TemporaryDirectory(dir=target) as staging:
+        figures = go_build(MODULE_DIR, list(PACKAGES), Path(staging), ldflags="-s -w", say=say, env=env)
+        for name in ("crossplane", "crank", "crane"):
+            os.replace(Path(staging) / name, target / name)
+    _copy_core_crds(version, target.parent / "crds", env)
+    (target.parent / "build.json").write_text(json.dumps({"crossplane": version, **figures,
+                                                           "built_at": time.time()}))
+    say(f"built Crossplane {version} in {figures['seconds']:.0f}s")
+    found = cached_binaries(version)
+    assert found is not None
+    return found
+
+
+def _copy_core_crds(version: str, target: Path, env: dict[str, str]) -> None:
+    """The core CRDs ``core init`` applies: the module's ``cluster/crds``, from the module cache."""
+    done = subprocess.run(["go", "mod", "download", "-json", f"{CROSSPLANE_MODULE}@{version}"], cwd=MODULE_DIR,
+                          env=env, capture_output=True, text=True, check=False)
+    try:
+        source = Path(json.loads(done.stdout)["Dir"]) / "cluster" / "crds"
+    except (ValueError, KeyError):
+        raise LabError(f"cannot find {CROSSPLANE_MODULE}@{version} in the Go module cache") from None
+    staging = target.with_name("crds.tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(source, staging)
+    for path in staging.rglob("*"):
+        path.chmod(0o644 if path.is_file() else 0o755)  # the module cache is read-only
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(staging, target)
+
+
+# --------------------------------------------------------------------------- running it
+
+
+def lab_registry(lab_name: str = "") -> str:
+    """``127.0.0.1:PORT`` of the registry of the lab ``lab_name``: where packages are pushed."""
+    from .controlplane import Lab
+
+    state = Lab(name=lab_name).require()
+    registry = state.components.get("registry")
+    if registry is None:
+        which = f" --name {lab_name}" if lab_name else ""
+        raise LabError(f"the lab has no registry; start Crossplane with `crdscope lab crossplane{which}`")
+    if not pid_alive(registry.pid):
+        raise LabError(f"the lab's registry (pid {registry.pid}) is not running; see `crdscope lab status`")
+    return f"127.0.0.1:{registry.port}"
+
+
+def activations_of(patterns: tuple[str, ...] | list[str]) -> list[str]:
+    """The default MRAP's patterns: ``*`` when none are given, none for ``none``."""
+    if not patterns:
+        return list(DEFAULT_ACTIVATIONS)
+    if NO_ACTIVATION in patterns:
+        if len(patterns) > 1:
+            raise LabError("--activation none means no default MRAP: give it alone")
+        return []
+    return list(patterns)
+
+
+def start(lab: Lab, state: LabState, binaries: CrossplaneBinaries, *, activations: list[str],
+          say: Callable[[str], None]) -> None:
+    """Registry, namespace and ServiceAccount, ``core init``, then ``core start``; waits until healthy."""
+    if "crossplane" in state.components and pid_alive(state.components["crossplane"].pid):
+        raise LabError("Crossplane already runs in this lab (see `crdscope lab status`)")
+    directory = Path(state.run_dir) / "crossplane"
+    (directory / "xpkg-cache").mkdir(parents=True, exist_ok=True)
+    _start_registry(lab, state, binaries, directory, say)
+    env = _environment(state)
+    _namespace_and_service_account(state)
+    _core_init(binaries, env, activations, Path(state.run_dir) / "logs" / "crossplane-init.log")
+    certs = directory / "tls-client"
+    _write_client_certs(state, certs)
+    metrics_port, health_port = free_port(), free_port()
+    core = Component(
+        name="crossplane", role="crossplane", port=health_port,
+        argv=[str(binaries.crossplane), "core", "start", f"--namespace={NAMESPACE}",
+              f"--xpkg-cache-dir={directory / 'xpkg-cache'}", "--enable-webhooks=false",
+              f"--metrics-port={metrics_port}", f"--health-probe-port={health_port}",
+              f"--tls-client-certs-dir={certs}"],
+        log=str(Path(state.run_dir) / "logs" / "crossplane.log"), env=env,
+    )
+    state.components["crossplane"] = core
+    state.crossplane_version = binaries.version
+    state.crossplane_metrics_port = metrics_port
+    spawn(core)
+    lab.save(state)
+    if not wait_healthy(core):
+        raise LabError(f"crossplane core did not become healthy; last lines of {core.log}:", detail=tail(core.log))
+    say(f"crossplane {binaries.version} core running (health :{health_port}, metrics :{metrics_port})")
+
+
+def _environment(state: LabState) -> dict[str, str]:
+    # controller-runtime reads KUBECONFIG; kong reads the rest from the environment like the chart sets it.
+    return {"KUBECONFIG": state.kubeconfig, "POD_NAMESPACE": NAMESPACE, "POD_SERVICE_ACCOUNT": SERVICE_ACCOUNT,
+            "WEBHOOK_ENABLED": "false", **SECRETS}
+
+
+def _start_registry(lab: Lab, state: LabState, binaries: CrossplaneBinaries, directory: Path,
+                    say: Callable[[str], None]) -> None:
+    """``crane registry serve`` on a free loopback port, blobs under the run directory."""
+    existing = state.components.get("registry")
+    if existing is not None and pid_alive(existing.pid):
+        return
+    (directory / "registry").mkdir(parents=True, exist_ok=True)
+    for _attempt in range(3):
+        port = free_port()
+        registry = Component(
+            name="registry", role="registry", port=port,
+            argv=[str(binaries.crane), "registry", "serve", "--address", f"127.0.0.1:{port}",
+                  "--disk", str(directory / "registry")],
+            log=str(Path(state.run_dir) / "logs" / "registry.log"),
+        )
+        state.components["registry"] = registry
+        spawn(registry)
+        lab.save(state)
+        if wait_registry(registry):
+            say(f"registry ready at 127.0.0.1:{port}")
+            return
+    raise LabError(f"the registry did not start; last lines of {registry.log}:", detail=tail(registry.log))
+
+
+def wait_registry(registry: Component, timeout: float = 20.0) -> bool:
+    """True once the registry answers ``/v2/`` (False when it exited or the deadline passed)."""
+    return _wait_http(registry, f"http://127.0.0.1:{registry.port}/v2/", timeout)
+
+
+def wait_healthy(core: Component, timeout: float = READY_TIMEOUT_SECONDS) -> bool:
+    """True once ``core start`` answers its health probe."""
+    return _wait_http(core, f"http://127.0.0.1:{core.port}/healthz", timeout)
+
+
+def _wait_http(component: Component, url: str, timeout: float) -> bool:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not pid_alive(component.pid):
+            return False
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    return False
+
+
+def _admin_client(state: LabState) -> httpx.Client:
+    import httpx
+
+    from .controlplane import admin_tls
+
+    return httpx.Client(base_url=state.server, verify=admin_tls(state.pki_dir), timeout=30)
+
+
+def _namespace_and_service_account(state: LabState) -> None:
+    """What the chart creates before ``core init``: the namespace and the ServiceAccount."""
+    import httpx
+
+    documents = (("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
+                 (f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts",
+                  {"apiVersion": "v1", "kind": "ServiceAccount",
+                   "metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE}}))
+    try:
+        with _admin_client(state) as client:
+            for path, body in documents:
+                response = client.post(path, json=body)
+                if response.status_code not in (201, 409):  # 409: there from an earlier run
+                    raise LabError(f"cannot create {body['kind']} {NAMESPACE}: HTTP {response.status_code}")
+    except httpx.HTTPError as exc:
+        raise LabError(f"cannot reach the lab's API server: {exc}") from None
+
+
+def _core_init(binaries: CrossplaneBinaries, env: dict[str, str], activations: list[str], log: Path) -> None:
+    argv = [str(binaries.crossplane), "core", "init", f"--crds-path={binaries.crds}"]
+    argv += [f"--activation={pattern}" for pattern in activations]
+    with open(log, "ab") as handle:
+        try:
+            done = subprocess.run(argv, env={**os.environ, **env}, stdin=subprocess.DEVNULL, stdout=handle,
+                                  stderr=subprocess.STDOUT, timeout=INIT_TIMEOUT_SECONDS, check=False)
+        except subprocess.TimeoutExpired:
+            raise LabError(f"crossplane core init took over {INIT_TIMEOUT_SECONDS:.0f}s; see {log}") from None
+    if done.returncode != 0:
+        raise LabError(f"crossplane core init failed (exit {done.returncode}); last lines of {log}:",
+                       detail=tail(log))
+
+
+def _write_client_certs(state: LabState, directory: Path) -> None:
+    """``ca.crt``, ``tls.crt`` and ``tls.key`` out of the client secret ``core init`` filled."""
+    import base64
+
+    with _admin_client(state) as client:
+        response = client.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/{SECRETS['TLS_CLIENT_SECRET_NAME']}")
+    if response.status_code != 200:
+        raise LabError(f"core init left no client TLS secret (HTTP {response.status_code})")
+    data: dict[str, Any] = response.json().get("data") or {}
+    directory.mkdir(parents=True, exist_ok=True)
+    for key in ("ca.crt", "tls.crt", "tls.key"):
+        if key not in data:
+            raise LabError(f"the client TLS secret has no {key}")
+        path = directory / key
+        path.write_bytes(base64.b64decode(data[key]))
+        path.chmod(0o600)
+
+
+def status(state: LabState) -> dict[str, Any]:
+    """Crossplane's part of ``lab status``: version, registry and whether the core is healthy."""
+    core, registry = state.components.get("crossplane"), state.components.get("registry")
+    if core is None and registry is None:
+        return {}
+    import httpx
+
+    healthy = False
+    if core is not None and pid_alive(core.pid):
+        try:
+            healthy = httpx.get(f"http://127.0.0.1:{core.port}/healthz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            healthy = False
+    return {"crossplane": {"version": state.crossplane_version, "healthy": healthy,
+                           "metrics_port": state.crossplane_metrics_port,
+                           "registry": f"127.0.0.1:{registry.port}" if registry is not None else None}}
