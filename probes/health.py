@@ -57,6 +57,8 @@ log = logging.getLogger("crdscope.health")
 MIB = float(1 << 20)
 TOP_RESOURCES = 10
 UNUSED_EXAMPLES = 5
+#: CRDs in use named in a sample: a cluster uses a few hundred kinds at most; past this the list is cut.
+IN_USE_KEPT = 1000
 #: Identity Leases are renewed every 10 s; a new holder (a restart) stays visible: every 30 s is enough.
 LEASE_INTERVAL_SECONDS = 30.0
 #: While the Leases count a replica no scrape has named, a run scrapes again up to this many times,
@@ -105,6 +107,9 @@ class HealthSample(Sample):
     #: and a few of them by name.
     crds_without_objects: int | None = None
     unused_crd_examples: tuple[str, ...] = ()
+    #: CRDs that have objects, by name (at most ``IN_USE_KEPT``; what an activation policy keeps),
+    #: empty when object counts are not observable (then ``crds_without_objects`` is None).
+    crds_with_objects: tuple[str, ...] = ()
     storage_objects_top: dict[str, int] = field(default_factory=dict)
     storage_size_bytes: int | None = None
     #: Restarts during the watch (``probe health``: as far back as a source knows), counted by
@@ -287,6 +292,7 @@ class HealthProbe:
             storage_objects_top=top,
             crds_without_objects=len(unused) if unused is not None else None,
             unused_crd_examples=tuple(sorted(unused or ())[:UNUSED_EXAMPLES]),
+            crds_with_objects=_in_use(objects, self._crd_names()) if unused is not None else (),
             storage_size_bytes=size,
             restarts=restarts,
             restarts_source=ledger.best() if ledger.total() is not None else None,
@@ -491,6 +497,11 @@ def _availability(ready: CheckResult, live: CheckResult) -> tuple[bool, str]:
     if ready.ok is None and live.ok is False:  # readiness forbidden: liveness is all we have
         return True, "not live: " + (", ".join(live.failing) or live.error or "?")
     return False, ""
+
+
+def _in_use(objects: dict[str, int], crd_names: Collection[str] | None) -> tuple[str, ...]:
+    """CRDs with at least one stored object (few, even where thousands are installed)."""
+    return tuple(sorted(name for name in crd_names or () if objects.get(name, 0) > 0)[:IN_USE_KEPT])
 
 
 def _unused_crds(objects: dict[str, int], crd_names: Collection[str] | None,

@@ -37,11 +37,14 @@ if TYPE_CHECKING:
 @click.option("--schema-props", type=int, default=40, show_default=True, help="synthetic: properties per schema")
 @click.option("--seed", type=int, default=1, show_default=True, help="synthetic: the generator's seed")
 @click.option("--from-context", default=None, metavar="CTX", help="SOURCE is the CRDs of another context")
+@click.option("--activate", "activate", multiple=True, metavar="PATTERN",
+              help="instead of SOURCE: the cluster's inactive Crossplane MRDs an MRAP with PATTERN would "
+                   "activate (repeatable; read from the MRDs, nothing is activated)")
 @cluster_options
 def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str | None,
              prometheus_url: str | None, as_json: bool,
              output_format: str, measure: bool, schema_props: int, seed: int, from_context: str | None,
-             kubeconfig: str | None, context: str | None) -> None:
+             activate: tuple[str, ...], kubeconfig: str | None, context: str | None) -> None:
     """Predict what installing SOURCE costs: memory, discovery, OpenAPI, install time.
 
     SOURCE is anything `crdscope load` reads (a directory, an archive, YAML, `-`, synthetic:N,
@@ -65,14 +68,29 @@ def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str
     if limit is None and prometheus_url:
         limit = asyncio.run(_prometheus_limit(prometheus_url))
 
-    read = asyncio.run(read_source(source, schema_props=schema_props, seed=seed, from_context=from_context,
-                                   kubeconfig=kubeconfig))
+    selection = None
+    if activate:
+        if source or from_context or kubernetes_minor or measure:
+            raise ConfigError("--activate reads the cluster's MRDs: give no SOURCE, --from-context, --kubernetes "
+                              "or --measure with it")
+        from crdscope.costmodel.mrds import read_selection
+        from crdscope.costmodel.source import SourceCRDs
+
+        selection = asyncio.run(read_selection(activate, context, kubeconfig))
+        if not selection.crds:
+            already = f" ({len(selection.already_active)} matching MRDs are Active already)" \
+                if selection.already_active else ""
+            raise ConfigError(f"no inactive MRD matches {' '.join(activate)} among {selection.mrds_total}{already}")
+        read = SourceCRDs(f"activate {' '.join(activate)} ({len(selection.crds)} inactive MRDs)", selection.crds, ())
+    else:
+        read = asyncio.run(read_source(source, schema_props=schema_props, seed=seed, from_context=from_context,
+                                       kubeconfig=kubeconfig))
     if not read.crds:
         reason = f": {read.problems[0].origin}: {read.problems[0].reason}" if read.problems else ""
         raise ConfigError(f"{read.spec}: no CustomResourceDefinition found{reason}")
     target = None
     minor = kubernetes_minor or calibrated_minors()[-1]
-    if context:
+    if context or selection is not None:  # --activate: the MRDs' cluster is the target (default: current context)
         minor, target = asyncio.run(read_target(context, kubeconfig))
     predicted = predict(read.crds, minor, target=target, memory_limit_bytes=limit)
     coefficients = for_minor(minor)
@@ -85,8 +103,11 @@ def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str
                  replay=(context, kubeconfig) if context else None)
         return
     if as_json:
-        click.echo(json.dumps(to_json(predicted, source=read.spec, activation=found, problems=len(read.problems)),
-                              indent=1))
+        data = to_json(predicted, source=read.spec, activation=found, problems=len(read.problems))
+        if selection is not None:
+            data["activate"] = {"patterns": list(selection.patterns), "mrds": list(selection.names),
+                                "mrds_total": selection.mrds_total, "already_active": list(selection.already_active)}
+        click.echo(json.dumps(data, indent=1))
     elif output_format == "md":
         click.echo(to_markdown(predicted, source=read.spec, activation=found))
     else:

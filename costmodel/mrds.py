@@ -1,0 +1,93 @@
+"""What activating Crossplane MRDs would add, read from the MRDs themselves (nothing is activated).
+
+A ManagedResourceDefinition (Crossplane v2) carries the spec of the CRD it becomes once Active:
+group, names, scope and versions with their schemas.  ``crdscope estimate --activate PATTERN``
+lists the cluster's MRDs (read-only, paginated), keeps the inactive ones whose name matches a
+pattern the way an MRAP matches them (shell globs on the MRD name, ``*.ec2.aws.upbound.io``), and
+prices their specs with the same features as any CRD source.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from typing import Any
+
+from crdscope.probes.cluster import Cluster, explain, raise_for_status
+from crdscope.probes.errors import ClusterError, ConfigError
+from crdscope.probes.kubeconfig import load_config
+from crdscope.probes.transport import TRANSPORT_ERRORS
+
+from .features import CRDFeatures, features_of_spec
+
+MRD_PATH = "/apis/apiextensions.crossplane.io/v1alpha1/managedresourcedefinitions"
+#: MRDs hold whole schemas (tens of KB each): pages keep one answer in the low MB.
+PAGE = 100
+#: Fields of an MRD spec that are Crossplane's, not the CRD's.
+MRD_ONLY_FIELDS = ("state", "connectionDetails")
+
+
+@dataclass(frozen=True)
+class MRDSelection:
+    """The inactive MRDs matching the patterns, as the CRDs they would become."""
+
+    patterns: tuple[str, ...]
+    crds: tuple[CRDFeatures, ...]
+    #: MRDs in the cluster, and those already Active among the matching ones (they add nothing).
+    mrds_total: int
+    already_active: tuple[str, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(crd.name for crd in self.crds)
+
+
+def matches(name: str, patterns: tuple[str, ...]) -> bool:
+    """True when an MRAP with ``patterns`` would activate the MRD ``name``."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def select(mrds: list[dict[str, Any]], patterns: tuple[str, ...]) -> MRDSelection:
+    """The inactive MRDs of ``mrds`` (API objects) matching ``patterns``, priced as CRDs."""
+    crds, active = [], []
+    for mrd in mrds:
+        name = str(mrd.get("metadata", {}).get("name", ""))
+        if not matches(name, patterns):
+            continue
+        spec = dict(mrd.get("spec") or {})
+        if spec.get("state") == "Active":
+            active.append(name)
+            continue
+        for field in MRD_ONLY_FIELDS:
+            spec.pop(field, None)
+        crds.append(features_of_spec(name, spec))
+    return MRDSelection(patterns, tuple(sorted(crds, key=lambda c: c.name)), len(mrds), tuple(sorted(active)))
+
+
+async def read_selection(patterns: tuple[str, ...], context: str | None,
+                         kubeconfig: str | None = None) -> MRDSelection:
+    """List the cluster's MRDs and select what ``patterns`` would activate (read-only GETs)."""
+    if not patterns or any(not p.strip() for p in patterns):
+        raise ConfigError("--activate needs a pattern, e.g. '*.sqs.aws.upbound.io'")
+    config = load_config(kubeconfig, context)
+    items: list[dict[str, Any]] = []
+    async with Cluster(config) as cluster:
+        token = ""
+        try:
+            while True:
+                params = {"limit": str(PAGE), **({"continue": token} if token else {})}
+                response = await cluster.client.get(MRD_PATH, params=params)
+                if response.status_code == 404:
+                    raise ConfigError(f"{cluster.server} has no ManagedResourceDefinitions (is Crossplane v2 "
+                                      "installed?)")
+                raise_for_status(response)
+                page = response.json()
+                items.extend(page.get("items") or [])
+                token = str((page.get("metadata") or {}).get("continue") or "")
+                if not token:
+                    break
+        except TRANSPORT_ERRORS as exc:
+            raise ClusterError(explain(exc, cluster.server)) from None
+        except ValueError:
+            raise ClusterError(f"{cluster.server} did not answer JSON") from None
+    return select(items, patterns)

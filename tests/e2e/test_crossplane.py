@@ -1,0 +1,148 @@
+"""Real Crossplane v2 in the lab (issue 26): its core, a registry and real packages, watched by the monitor.
+
+One lab for the module: ``crdscope lab up --crossplane --activation none`` (no default MRAP, so a
+safe-start provider activates nothing by itself), real ``crossplane core start``, real ``crane``
+registry, packages built and pushed by ``crdscope package`` with the real ``crossplane xpkg``.
+kubectl is the reference for every object the chain is made of.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import LabHandle
+from tests.helpers import wait_for
+
+pytestmark = pytest.mark.lab
+
+LAB_NAME = "xp"
+#: A few dozen CRDs of two AWS services and the provider's own config group.
+FAMILY_GROUPS = ("aws.upbound.io", "sqs.aws.upbound.io", "sns.aws.upbound.io")
+MRD = "managedresourcedefinitions.apiextensions.crossplane.io"
+
+
+def crdscope(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "crdscope.tui.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def crossplane_lab(lab_binaries) -> LabHandle:
+    """A named lab with real Crossplane (no default MRAP); torn down at the end of the module."""
+    from crdscope.lab.controlplane import Lab
+
+    done = crdscope("lab", "up", "--name", LAB_NAME, "--crossplane", "--activation", "none")
+    assert done.returncode == 0, done.stderr
+    the_lab = Lab(name=LAB_NAME)
+    state = the_lab.require()
+    handle = LabHandle(lab=the_lab, state=state, kubeconfig=state.kubeconfig, admin_context=state.admin_context,
+                       restricted_context=state.restricted_context)
+    yield handle
+    the_lab.down()
+    assert the_lab.state() is None and not Path(state.run_dir).exists()
+
+
+def test_lab_status_shows_crossplane_and_registry(crossplane_lab):
+    done = crdscope("lab", "status", "--name", LAB_NAME, "--json")
+    assert done.returncode == 0, done.stderr
+    status = json.loads(done.stdout)
+    assert status["crossplane"]["healthy"] is True
+    assert status["crossplane"]["version"].startswith("v2.")
+    assert status["components"]["registry"]["state"] == "running"
+    assert status["components"]["crossplane"]["state"] == "running"
+    # What `core init` did, as kubectl sees it: core CRDs, the Lock, no default MRAP.
+    names = {c["metadata"]["name"] for c in crossplane_lab.kubectl_json("get", "crds")["items"]}
+    assert {"providers.pkg.crossplane.io", MRD, "managedresourceactivationpolicies.apiextensions.crossplane.io"} <= names
+    assert crossplane_lab.kubectl_json("get", "managedresourceactivationpolicies")["items"] == []
+    assert crossplane_lab.kubectl("get", "serviceaccount", "crossplane", "-n", "crossplane-system").returncode == 0
+
+
+def _subset(shared_crds: Path, root: Path) -> tuple[Path, list[dict]]:
+    """The CRDs of FAMILY_GROUPS from the shared AWS set, as one YAML file."""
+    import tarfile
+
+    import yaml
+
+    documents = []
+    with tarfile.open(shared_crds / "provider-aws.tar.xz") as archive:
+        for member in archive:
+            if not member.isfile() or not member.name.endswith((".yaml", ".yml")):
+                continue
+            handle = archive.extractfile(member)
+            assert handle is not None
+            for document in yaml.safe_load_all(handle):
+                if isinstance(document, dict) and document.get("kind") == "CustomResourceDefinition" \
+                        and document["spec"]["group"] in FAMILY_GROUPS:
+                    documents.append(document)
+    assert 20 <= len(documents) <= 80, len(documents)
+    path = root / "subset.yaml"
+    path.write_text(yaml.safe_dump_all(documents))
+    return path, documents
+
+
+def _established(handle: LabHandle, names: set[str]) -> set[str]:
+    items = handle.kubectl_json("get", "crds")["items"]
+    return {c["metadata"]["name"] for c in items if c["metadata"]["name"] in names and any(
+        cond["type"] == "Established" and cond["status"] == "True" for cond in c.get("status", {}).get("conditions", []))}
+
+
+def test_safe_start_family_installs_through_crossplane(crossplane_lab, shared_crds, tmp_path):
+    source, documents = _subset(shared_crds, tmp_path)
+    done = crdscope("package", str(source), "--name", "provider-aws", "--family", "--safe-start", "--push",
+                    "--registry", _registry(), "--output", str(tmp_path / "packages"), "--json")
+    assert done.returncode == 0, done.stderr
+    built = json.loads(done.stdout)
+    packages = built["packages"]
+    assert all(p["reference"] and p["safe_start"] for p in packages)
+    member = next(p for p in packages if "sqs.aws.upbound.io" in p["groups"])
+    crossplane_lab.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "pkg.crossplane.io/v1", "kind": "Provider", "metadata": {"name": member["name"]},
+        "spec": {"package": member["reference"]}}))
+    # Safe start: the revision turns every CRD of the member and of its family dependency into an MRD.
+    names = {d["metadata"]["name"] for d in documents}
+    expected = {d["metadata"]["name"] for d in documents if d["spec"]["group"] in ("sqs.aws.upbound.io", "aws.upbound.io")}
+
+    def mrds() -> dict[str, dict]:
+        return {m["metadata"]["name"]: m for m in crossplane_lab.kubectl_json("get", MRD)["items"]}
+
+    wait_for(lambda: expected <= set(mrds()), timeout=300)
+    assert all(m["spec"].get("state", "Inactive") == "Inactive" for m in mrds().values())
+    assert not _established(crossplane_lab, names), "no CRD may be created before an activation"
+    # An MRAP activating one kind pattern: exactly the matching CRDs are created and Established.
+    pattern = "*queues.sqs.aws.upbound.io"
+    done = crdscope("estimate", "--activate", pattern, "--kubeconfig", crossplane_lab.kubeconfig,
+                    "--context", crossplane_lab.admin_context, "--json")
+    assert done.returncode == 0, done.stderr
+    predicted = json.loads(done.stdout)
+    gvs_before = _served_group_versions(crossplane_lab)
+    crossplane_lab.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "apiextensions.crossplane.io/v1alpha1", "kind": "ManagedResourceActivationPolicy",
+        "metadata": {"name": "sqs-queues"}, "spec": {"activate": [pattern]}}))
+    matching = {n for n in expected if fnmatch.fnmatch(n, pattern)}
+    assert matching
+    wait_for(lambda: _established(crossplane_lab, names) == matching, timeout=300)
+    gvs_after = _served_group_versions(crossplane_lab)
+    # What `estimate --activate` read from the MRDs before anything was activated.
+    assert predicted["activate"]["mrds"] == sorted(matching)
+    assert predicted["crds"] == len(matching)
+    assert predicted["discovery"]["group_versions_added"] == len(gvs_after - gvs_before)
+    active = {n for n, m in mrds().items() if m["spec"].get("state") == "Active"}
+    assert active == matching
+
+
+def _served_group_versions(handle: LabHandle) -> set[str]:
+    groups = json.loads(handle.kubectl("get", "--raw", "/apis").stdout)["groups"]
+    return {version["groupVersion"] for group in groups for version in group["versions"]}
+
+
+def _registry() -> str:
+    from crdscope.lab.crossplane import lab_registry
+
+    return lab_registry(LAB_NAME)
+
