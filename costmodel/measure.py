@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from crdscope.probes.discovery_docs import ACCEPT_AGGREGATED, ACCEPT_LEGACY
+from crdscope.probes.metrics import parse_text
 
 from .model import Estimate
 
@@ -32,11 +33,7 @@ IDLE_WINDOW_SECONDS = 5.0
 V2_ATTEMPTS = 3
 
 
-def _gauge(text: str, family: str) -> float | None:
-    for line in text.splitlines():
-        if line.startswith((family + " ", family + "{")):
-            return float(line.rsplit(" ", 1)[1])
-    return None
+MEMORY_GAUGES = ("process_resident_memory_bytes", "go_memstats_heap_inuse_bytes")
 
 
 def _memory(client: httpx.Client) -> dict[str, float]:
@@ -45,9 +42,9 @@ def _memory(client: httpx.Client) -> dict[str, float]:
     for read in range(MEMORY_READS):
         if read:
             time.sleep(MEMORY_READ_GAP_SECONDS)
-        text = client.get("/metrics").text
-        rss.append(_gauge(text, "process_resident_memory_bytes") or 0.0)
-        heap.append(_gauge(text, "go_memstats_heap_inuse_bytes") or 0.0)
+        scrape = parse_text(client.get("/metrics").content, MEMORY_GAUGES)
+        rss.append(scrape.value("process_resident_memory_bytes") or 0.0)
+        heap.append(scrape.value("go_memstats_heap_inuse_bytes") or 0.0)
     return {"rss_bytes": statistics.median(rss), "heap_bytes": statistics.median(heap)}
 
 
