@@ -146,6 +146,7 @@ LAZY_COMMANDS = {
     "lab": "crdscope.tui.cmd_lab:lab",
     "doctor": "crdscope.tui.cmd_doctor:doctor",
     "rules": "crdscope.tui.cmd_rules:rules",
+    "package": "crdscope.tui.cmd_package:package",
 }
 
 
