@@ -36,7 +36,7 @@ from collections.abc import Callable
 from crdscope.probes.paths import cache_dir
 
 from .binaries import LabError, go_build, go_env
-from .processes import Component, free_port, pid_alive, spawn, tail
+from .processes import Component, free_port, pid_alive, spawn, tail, wait_http
 
 if TYPE_CHECKING:
     import httpx
@@ -232,28 +232,12 @@ def _start_registry(lab: Lab, state: LabState, binaries: CrossplaneBinaries, dir
 
 def wait_registry(registry: Component, timeout: float = 20.0) -> bool:
     """True once the registry answers ``/v2/`` (False when it exited or the deadline passed)."""
-    return _wait_http(registry, f"http://127.0.0.1:{registry.port}/v2/", timeout)
+    return wait_http(registry, timeout)
 
 
 def wait_healthy(core: Component, timeout: float = READY_TIMEOUT_SECONDS) -> bool:
     """True once ``core start`` answers its health probe."""
-    return _wait_http(core, f"http://127.0.0.1:{core.port}/healthz", timeout)
-
-
-def _wait_http(component: Component, url: str, timeout: float) -> bool:
-    import httpx
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not pid_alive(component.pid):
-            return False
-        try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return True
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    return False
+    return wait_http(core, timeout)
 
 
 def _admin_client(state: LabState) -> httpx.Client:
@@ -283,11 +267,12 @@ def _namespace_and_service_account(state: LabState) -> None:
 
 
 def _core_init(binaries: CrossplaneBinaries, env: dict[str, str], activations: list[str], log: Path) -> None:
-    argv = [str(binaries.crossplane), "core", "init", f"--crds-path={binaries.crds}"]
-    argv += [f"--activation={pattern}" for pattern in activations]
+    argv = [str(binaries.crossplane), "core", "init", *(f"--activation={pattern}" for pattern in activations)]
+    # kong spells the field CRDsPath as --cr-ds-path; the chart sets the variable, and so do we.
     with open(log, "ab") as handle:
         try:
-            done = subprocess.run(argv, env={**os.environ, **env}, stdin=subprocess.DEVNULL, stdout=handle,
+            done = subprocess.run(argv, env={**os.environ, **env, "CRDS_PATH": str(binaries.crds)},
+                                  stdin=subprocess.DEVNULL, stdout=handle,
                                   stderr=subprocess.STDOUT, timeout=INIT_TIMEOUT_SECONDS, check=False)
         except subprocess.TimeoutExpired:
             raise LabError(f"crossplane core init took over {INIT_TIMEOUT_SECONDS:.0f}s; see {log}") from None

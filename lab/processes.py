@@ -198,6 +198,29 @@ def _own_hostname(hostname: str) -> Callable[[], None]:
     return preexec
 
 
+#: Plain-HTTP health paths of the lab's helper processes (by role): 200 means serving.
+HEALTH_PATHS = {"crossplane": "/healthz", "registry": "/v2/"}
+
+
+def wait_http(component: Component, timeout: float) -> bool:
+    """True once ``component`` answers its :data:`HEALTH_PATHS` path on loopback (False: it exited,
+    or the deadline passed)."""
+    import httpx
+
+    url = f"http://127.0.0.1:{component.port}{HEALTH_PATHS[component.role]}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not pid_alive(component.pid):
+            return False
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    return False
+
+
 def send_signal(component: Component, signum: int) -> bool:
     """Send ``signum`` to the component if it still runs its binary."""
     if not pid_is(component):

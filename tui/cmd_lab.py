@@ -215,9 +215,11 @@ def lab_down(name: str) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def lab_status(name: str, as_json: bool) -> None:
     """Say what runs where."""
+    from crdscope.lab import crossplane
     from crdscope.lab.controlplane import Lab, tail
 
-    status = Lab(name=name).status()
+    lab_ = Lab(name=name)
+    status = {**lab_.status(), **crossplane.status(lab_.require())}
     if as_json:
         click.echo(json.dumps(status))
         return
