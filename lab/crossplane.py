@@ -58,6 +58,7 @@ DEFAULT_ACTIVATIONS = ("*",)
 NO_ACTIVATION = "none"
 READY_TIMEOUT_SECONDS = 90.0
 INIT_TIMEOUT_SECONDS = 180.0
+INIT_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -267,18 +268,29 @@ def _namespace_and_service_account(state: LabState) -> None:
 
 
 def _core_init(binaries: CrossplaneBinaries, env: dict[str, str], activations: list[str], log: Path) -> None:
+    """``crossplane core init``, run again on failure as a kubelet reruns a failed init container.
+
+    It applies the core CRDs and then objects of them (the Lock, the default MRAP) at once; its
+    client's discovery may not know the new kinds yet ("no matches for kind"), and a rerun passes.
+    """
     argv = [str(binaries.crossplane), "core", "init", *(f"--activation={pattern}" for pattern in activations)]
     # kong spells the field CRDsPath as --cr-ds-path; the chart sets the variable, and so do we.
-    with open(log, "ab") as handle:
-        try:
-            done = subprocess.run(argv, env={**os.environ, **env, "CRDS_PATH": str(binaries.crds)},
-                                  stdin=subprocess.DEVNULL, stdout=handle,
-                                  stderr=subprocess.STDOUT, timeout=INIT_TIMEOUT_SECONDS, check=False)
-        except subprocess.TimeoutExpired:
-            raise LabError(f"crossplane core init took over {INIT_TIMEOUT_SECONDS:.0f}s; see {log}") from None
-    if done.returncode != 0:
-        raise LabError(f"crossplane core init failed (exit {done.returncode}); last lines of {log}:",
-                       detail=tail(log))
+    environment = {**os.environ, **env, "CRDS_PATH": str(binaries.crds)}
+    deadline = time.monotonic() + INIT_TIMEOUT_SECONDS
+    for attempt in range(1, INIT_ATTEMPTS + 1):
+        with open(log, "ab") as handle:
+            try:
+                done = subprocess.run(argv, env=environment, stdin=subprocess.DEVNULL, stdout=handle,
+                                      stderr=subprocess.STDOUT, timeout=max(1.0, deadline - time.monotonic()),
+                                      check=False)
+            except subprocess.TimeoutExpired:
+                raise LabError(f"crossplane core init took over {INIT_TIMEOUT_SECONDS:.0f}s; see {log}") from None
+        if done.returncode == 0:
+            return
+        if attempt < INIT_ATTEMPTS and time.monotonic() < deadline:
+            time.sleep(attempt)  # a kubelet's back-off, shortened
+    raise LabError(f"crossplane core init failed {INIT_ATTEMPTS} times (exit {done.returncode}); last lines of "
+                   f"{log}:", detail=tail(log))
 
 
 def _write_client_certs(state: LabState, directory: Path) -> None:

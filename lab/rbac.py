@@ -42,10 +42,22 @@ MONITOR_ROLE = {
             "verbs": ["get", "list", "watch"],
         },
         {
-            # Crossplane v2 ManagedResourceDefinitions, where installed.
+            # Crossplane v2's install chain, where installed: MRDs and the MRAPs that activate them ...
             "apiGroups": ["apiextensions.crossplane.io"],
-            "resources": ["managedresourcedefinitions"],
+            "resources": ["managedresourcedefinitions", "managedresourceactivationpolicies"],
             "verbs": ["get", "list", "watch"],
+        },
+        {
+            # ... the Providers and their revisions ...
+            "apiGroups": ["pkg.crossplane.io"],
+            "resources": ["providers", "providerrevisions"],
+            "verbs": ["get", "list", "watch"],
+        },
+        {
+            # ... and whether any Node runs the providers' pods (one metadata-only item, rarely).
+            "apiGroups": [""],
+            "resources": ["nodes"],
+            "verbs": ["list"],
         },
     ],
 }

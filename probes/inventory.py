@@ -1,21 +1,27 @@
 """The CRD inventory: how many CRDs, in which state, installed by whom, how fast.
 
 Everything comes from the shared :class:`~probes.crdwatch.CRDWatch` (one list +
-watch, never per-CRD requests), plus two small reads where Crossplane is
-installed: a ProviderRevision's ``status.objectRefs`` (how many CRDs the
-revision installs, for an ETA) and Crossplane v2's ManagedResourceDefinitions
-by ``spec.state``, read as a server-side Table (name and printer columns only:
-an MRD embeds a whole CRD schema, its full list would be megabytes).
+watch, never per-CRD requests), plus, where Crossplane is installed, its install
+chain (:mod:`probes.crossplane`, read by :mod:`probes.crossplane_read` on its own
+cadence): Providers, their revisions, ManagedResourceDefinitions by
+``spec.state`` and ManagedResourceActivationPolicies.
 
 Definitions (what the panel and ``--json`` mean):
 
 - ``per_minute``: CRDs whose ``creationTimestamp`` falls in the last
   ``window_seconds`` (60 s, sliding), scaled to a minute.  CRDs deleted since
   are not counted; creation timestamps have one-second resolution.
+- An owner is who installed a CRD: its controller ownerReference (else its first
+  one), Crossplane's package labels, crdscope's label, or "other".  A Crossplane
+  CRD's controller is a ProviderRevision: it is counted under the revision's
+  Provider (``Provider/<name>``) once the chain is read, and under
+  ``ProviderRevision/<name>`` where no Provider claims the revision or the
+  revisions cannot be read.
 - An owner is *still installing* when it has a CRD created in the window or a
   CRD not yet Established (and not Terminating).
-- Its ETA: with an expected count (a ProviderRevision's objectRefs), the CRDs
-  still to reach Established divided by the owner's Established rate (its
+- Its ETA: with an expected count (what the owner's active ProviderRevision
+  lists in ``status.objectRefs``: its CRDs, and its MRDs that are Active), the
+  CRDs still to reach Established divided by the owner's Established rate (its
   creation rate while nothing was Established yet); without one, only the
   current backlog (created, not yet Established) can be timed, so the ETA is
   ``eta_basis="backlog"`` (more CRDs may follow).  No rate, no ETA: the reason
@@ -26,26 +32,24 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from typing import TYPE_CHECKING, Literal
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-from .cluster import Cluster, explain, status_message
+from .cluster import Cluster
 from .crdwatch import CRDRecord, CRDWatch
+from .crossplane import CrossplaneChain, CrossplaneObjects, build_chain, expected_crds, owner_aliases
+from .crossplane_read import ChainReader, read_objects
 from .samples import Sample
-from .transport import TRANSPORT_ERRORS
 
 if TYPE_CHECKING:
     from .monitor import Monitor
 
+log = logging.getLogger("crdscope.inventory")
+
 #: Sliding window of the creation and Established rates.
 WINDOW_SECONDS = 60.0
-MRD_CRD = "managedresourcedefinitions.apiextensions.crossplane.io"
-PROVIDER_REVISION_CRD = "providerrevisions.pkg.crossplane.io"
-#: MRDs and ProviderRevisions are re-read at most this often (they change with installs, slowly).
-CROSSPLANE_REFRESH_SECONDS = 15.0
-TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
-TABLE_PAGE = 500
 
 
 #: What an install ETA counts to: the CRDs an owner will install, or only those created so far.
@@ -100,6 +104,8 @@ class InventorySample(Sample):
     installing: dict[str, OwnerInstall] = dataclasses.field(default_factory=dict)
     crdscope_owned: int = 0
     mrds: MRDCounts = dataclasses.field(default_factory=MRDCounts)
+    #: The Crossplane install chain (Providers, revisions, MRDs, CRDs, MRAPs), as last read.
+    crossplane: CrossplaneChain = dataclasses.field(default_factory=CrossplaneChain)
     #: False while the shared watch is reconnecting (the counts are then the last known).
     watch_connected: bool = False
 
@@ -136,6 +142,8 @@ def owner_install(records: list[CRDRecord], now: float, window: float = WINDOW_S
             eta, basis = backlog / established_rate * 60.0, "backlog"
         else:
             note = f"{backlog} not Established and none Established in the last {window:.0f}s"
+    elif expected is not None:
+        note = f"all {expected} expected CRDs are Established"
     else:
         note = "every CRD so far is Established; how many more will come is unknown"
     return OwnerInstall(crds=len(live), established=established, backlog=backlog, per_minute=per_minute,
@@ -144,15 +152,21 @@ def owner_install(records: list[CRDRecord], now: float, window: float = WINDOW_S
 
 
 def summarize(records: Iterable[CRDRecord], now: float | None = None, *, window: float = WINDOW_SECONDS,
-              expected: dict[str, int] | None = None) -> InventorySample:
-    """An inventory sample (without MRDs) from CRD records at time ``now``."""
+              expected: Mapping[str, int] | None = None,
+              aliases: Mapping[str, str] | None = None) -> InventorySample:
+    """An inventory sample (without Crossplane's chain) from CRD records at time ``now``.
+
+    ``aliases`` maps owners as the CRD watch names them to the owner shown (a revision to its
+    Provider); ``expected`` is keyed by the owner shown.
+    """
     now = time.time() if now is None else now
     records = list(records)
+    aliases = aliases or {}
     by_state = {"Established": 0, "NamesAccepted": 0, "Terminating": 0, "Pending": 0}
     by_owner: dict[str, list[CRDRecord]] = {}
     for record in records:
         by_state[record.state] += 1
-        by_owner.setdefault(record.owner, []).append(record)
+        by_owner.setdefault(aliases.get(record.owner, record.owner), []).append(record)
     installing = {}
     for owner, owned in sorted(by_owner.items()):
         progress = owner_install(owned, now, window, (expected or {}).get(owner))
@@ -171,115 +185,64 @@ def summarize(records: Iterable[CRDRecord], now: float | None = None, *, window:
     )
 
 
-# --------------------------------------------------------------------------- Crossplane reads
+# --------------------------------------------------------------------------- Crossplane
 
 
-def _served_version(record: CRDRecord) -> str:
-    """Any served version will do for reading: the storage one when served."""
-    if record.storage_version in record.served_versions:
-        return record.storage_version
-    return record.served_versions[0] if record.served_versions else ""
+def mrd_counts(objects: CrossplaneObjects) -> MRDCounts:
+    """ManagedResourceDefinitions by ``spec.state`` from a chain read (or why they are missing)."""
+    if objects.mrds is None:
+        reason = objects.unobservable.get("mrds")
+        if reason is None or not objects.mrds_version:
+            return MRDCounts(unobservable="no ManagedResourceDefinition API (Crossplane v2) on this cluster")
+        return MRDCounts(present=True, version=objects.mrds_version, unobservable=reason)
+    states = [row.state for row in objects.mrds]
+    return MRDCounts(present=True, version=objects.mrds_version, total=len(states),
+                     active=states.count("Active"), inactive=states.count("Inactive"))
 
 
-async def read_mrds(cluster: Cluster, crds: dict[str, CRDRecord]) -> MRDCounts:
-    """ManagedResourceDefinitions by state, as a Table (paginated); absent API -> not present."""
-    record = crds.get(MRD_CRD)
-    if record is None or record.established is None:
-        return MRDCounts(unobservable="no ManagedResourceDefinition API (Crossplane v2) on this cluster")
-    version = _served_version(record)
-    path = f"/apis/{record.group}/{version}/{record.plural}"
-    counts = {"Active": 0, "Inactive": 0}
-    total = 0
-    token = None
-    try:
-        while True:
-            params: dict[str, str | int] = {"limit": TABLE_PAGE, "includeObject": "None"}
-            if token:
-                params["continue"] = token
-            response = await cluster.client.get(path, params=params, headers={"Accept": TABLE_ACCEPT})
-            if response.status_code != 200:
-                return MRDCounts(present=True, version=version,
-                                 unobservable=f"list {record.plural} answered {response.status_code}: "
-                                              f"{status_message(response)}")
-            table = response.json()
-            columns = [str(c.get("name", "")).upper() for c in table.get("columnDefinitions") or []]
-            state_column = columns.index("STATE") if "STATE" in columns else None
-            for row in table.get("rows") or []:
-                total += 1
-                cells = row.get("cells") or []
-                if state_column is not None and state_column < len(cells) and cells[state_column] in counts:
-                    counts[cells[state_column]] += 1
-            token = (table.get("metadata") or {}).get("continue") or None
-            if not token:
-                break
-    except TRANSPORT_ERRORS as exc:
-        return MRDCounts(present=True, version=version, unobservable=explain(exc, cluster.server))
-    except ValueError:
-        return MRDCounts(present=True, version=version, unobservable=f"list {record.plural}: not a Table answer")
-    return MRDCounts(present=True, version=version, total=total, active=counts["Active"],
-                     inactive=counts["Inactive"])
-
-
-#: A ProviderRevision that cannot be read (gone, or not JSON): no expected count for its owner.
-_UNREADABLE_REVISION: tuple[type[Exception], ...] = (*TRANSPORT_ERRORS, ValueError)
-
-
-async def read_expected(cluster: Cluster, crds: dict[str, CRDRecord], owners: Iterable[str]) -> dict[str, int]:
-    """CRDs each ``ProviderRevision/<name>`` owner lists in ``status.objectRefs`` (when it lists any)."""
-    record = crds.get(PROVIDER_REVISION_CRD)
-    revisions = [o for o in owners if o.startswith("ProviderRevision/")]
-    if record is None or not revisions:
-        return {}
-    base = f"/apis/{record.group}/{_served_version(record)}/{record.plural}"
-    expected: dict[str, int] = {}
-    for owner in revisions:
-        try:
-            response = await cluster.client.get(f"{base}/{owner.partition('/')[2]}")
-            if response.status_code != 200:
-                continue  # a revision we cannot read: no expected count, the backlog ETA remains
-            refs = (response.json().get("status") or {}).get("objectRefs") or []
-        except _UNREADABLE_REVISION:
+def with_crossplane(records: list[CRDRecord], now: float, objects: CrossplaneObjects) -> InventorySample:
+    """The inventory of ``records`` with Crossplane's chain joined in: CRDs counted under their
+    Provider, ETAs against what the revisions list, and the chain itself."""
+    aliases = owner_aliases(objects)
+    sample = summarize(records, now, expected=expected_crds(objects), aliases=aliases)
+    counts: dict[str, tuple[int, int]] = {}
+    for record in records:
+        if record.terminating:
             continue
-        count = sum(1 for ref in refs if ref.get("kind") == "CustomResourceDefinition")
-        if count:
-            expected[owner] = count
-    return expected
+        owner = aliases.get(record.owner, record.owner)
+        live, established = counts.get(owner, (0, 0))
+        counts[owner] = (live + 1, established + (record.established is not None))
+    return dataclasses.replace(sample, mrds=mrd_counts(objects),
+                               crossplane=build_chain(objects, counts, sample.installing))
 
 
 # --------------------------------------------------------------------------- one-shot and probe
 
 
-def _installing_owners(records: Iterable[CRDRecord], now: float) -> set[str]:
-    return {r.owner for r in records if (r.established is None and not r.terminating)
-            or now - WINDOW_SECONDS <= r.created}
-
-
 async def once(cluster: Cluster, **_options: object) -> InventorySample:
-    """List CRDs once (a CRDWatch's list, no watch) and summarize them."""
+    """List CRDs once (a CRDWatch's list, no watch), read the Crossplane chain, and summarize."""
     watch = CRDWatch(cluster)
     error = await watch.sync_once()
     if error:
         return InventorySample(error=error)
-    now = time.time()
-    records = list(watch.crds.values())
-    expected, mrds = await asyncio.gather(read_expected(cluster, watch.crds, _installing_owners(records, now)),
-                                          read_mrds(cluster, watch.crds))
-    sample = summarize(records, now, expected=expected)
-    return dataclasses.replace(sample, mrds=mrds, watch_connected=False)
+    objects = await read_objects(cluster, watch.crds)
+    return dataclasses.replace(with_crossplane(list(watch.crds.values()), time.time(), objects),
+                               watch_connected=False)
 
 
 class InventoryProbe:
-    """Reads the monitor's shared CRD watch; re-reads Crossplane objects at most every 15 s."""
+    """Reads the monitor's shared CRD watch every run; the Crossplane chain on its own cadence
+    (``cadences.crossplane`` after a CRD change, ``crossplane_idle`` otherwise), in a task of its
+    own: a slow chain read holds a run for at most one cadence, never the CRD counts for longer."""
 
     name = "inventory"
 
     def __init__(self, monitor: Monitor) -> None:
         self.monitor = monitor
-        self.cadence = monitor.settings.cadences.inventory
-        self._mrds = MRDCounts()
-        self._expected: dict[str, int] = {}
-        self._crossplane_read_at = 0.0
-        self._crossplane_events = -1
+        cadences = monitor.settings.cadences
+        self.cadence = cadences.inventory
+        self.chain = ChainReader(monitor.cluster, cadences.crossplane, cadences.crossplane_idle)
+        self._reading: asyncio.Task[None] | None = None
 
     async def run(self) -> InventorySample:
         watch: CRDWatch = self.monitor.crds
@@ -287,24 +250,26 @@ class InventoryProbe:
         if not_synced:
             return InventorySample(error=not_synced)
         now = time.time()
+        if (self._reading is None or self._reading.done()) and self.chain.due(watch.crds, watch.status.events, now):
+            # The task inherits this run's request origin (the footprint counts it as inventory's).
+            self._reading = asyncio.create_task(self._read_chain(watch, now), name="crossplane-chain")
+        if self._reading is not None and not self._reading.done():
+            await asyncio.wait({self._reading}, timeout=max(0.5, self.cadence))
         records = list(watch.crds.values())
-        await self._refresh_crossplane(watch, records, now)
-        sample = summarize(records, now, expected=self._expected)
-        return dataclasses.replace(sample, mrds=self._mrds, watch_connected=watch.status.connected)
+        sample = with_crossplane(records, time.time(), self.chain.objects)
+        return dataclasses.replace(sample, watch_connected=watch.status.connected)
 
-    async def _refresh_crossplane(self, watch: CRDWatch, records: list[CRDRecord], now: float) -> None:
-        # After a CRD change (activating an MRD creates a CRD) but not more often than the refresh
-        # period; without a change, still every few periods (an MRD's state may change alone).
-        age = now - self._crossplane_read_at
-        changed = watch.status.events != self._crossplane_events
-        if age < CROSSPLANE_REFRESH_SECONDS or (not changed and age < 4 * CROSSPLANE_REFRESH_SECONDS):
-            return
-        self._crossplane_events = watch.status.events
-        self._crossplane_read_at = now
-        cluster = self.monitor.cluster
-        self._expected, self._mrds = await asyncio.gather(
-            read_expected(cluster, watch.crds, _installing_owners(records, now)),
-            read_mrds(cluster, watch.crds))
+    async def _read_chain(self, watch: CRDWatch, now: float) -> None:
+        try:
+            await self.chain.refresh(watch.crds, watch.status.events, now)
+        except Exception:  # a bug here must not stop the CRD counts: logged, the last read kept
+            log.exception("reading Crossplane's install chain failed")
+
+    async def aclose(self) -> None:
+        """Stop a chain read in flight (the monitor closes its probes on its way out)."""
+        if self._reading is not None:
+            self._reading.cancel()
+            await asyncio.gather(self._reading, return_exceptions=True)
 
 
 def make_probe(monitor: Monitor) -> InventoryProbe:

@@ -26,8 +26,17 @@ class Cadences:
     #: One GET /version (budget 2/min); idle: ``version_idle``.
     version: float = 30.0
     version_idle: float = 120.0
-    #: No request of its own (the shared CRD watch); with Crossplane, MRD table pages (budget 4/min).
+    #: No request of its own (the shared CRD watch) ...
     inventory: float = 2.0
+    #: ... and where Crossplane is installed, its install chain (probes/crossplane_read.py): one list
+    #: each of Providers, ProviderRevisions, MRDs (a Table without objects, one request per 2,000) and
+    #: MRAPs, only for the APIs whose CRDs exist, from the watch cache (resourceVersion=0); a Node
+    #: list of one item at most every 10 min, only while a provider's Deployment is not Available.
+    #: At most every ``crossplane`` s after a CRD change (an install: 8 requests/min, 10 past 2,000
+    #: MRDs), else every ``crossplane_idle`` s (2/min: at rest the whole monitor stays under 0.5
+    #: requests/s with Crossplane too).  Budget: ``RequestBudgets.inventory``.
+    crossplane: float = 30.0
+    crossplane_idle: float = 120.0
     #: Two conditional GETs (/api, /apis: 304 when unchanged) while CRDs change (budget 14/min) ...
     discovery: float = 10.0
     #: ... and this cadence once no CRD changed for ``settle`` seconds (a change wakes it at once).
@@ -87,7 +96,8 @@ class RequestBudgets:
     """
 
     version: float = 2.0
-    inventory: float = 4.0
+    #: The Crossplane chain's reads (``Cadences.crossplane``): 8/min during an install, 10 past 2,000 MRDs.
+    inventory: float = 10.0
     discovery: float = 14.0
     throttling: float = 2.0
     openapi: float = 12.0

@@ -2,10 +2,10 @@
 
 Works on a sample's ``to_json()`` dict (the same data ``--json`` prints), so a
 recorded sample renders the same way.  Discovery, health and throttling get
-summaries chosen for what a person asks of them; every other probe gets the
-generic rendering: one aligned line per figure, formatted by the unit its key
-names (``*_seconds``, ``*_bytes``, ``*_per_s``, timestamps as "3m ago"), lists
-of records as tables.  No colour: output may go to a file or a pipe.
+summaries chosen for what a person asks of them, inventory the generic figures and then
+Crossplane's install chain as tables; every other probe gets the generic rendering: one
+aligned line per figure, formatted by the unit its key names (``*_seconds``, ``*_bytes``,
+``*_per_s``, timestamps as "3m ago"), lists of records as tables.  No colour: output may go to a file or a pipe.
 """
 
 from __future__ import annotations
@@ -243,6 +243,75 @@ def render_throttling(data: dict[str, Any], now: float | None = None) -> list[st
     return lines + unobservable(data.get("unobservable") or {})
 
 
+def render_inventory(data: dict[str, Any], now: float | None = None) -> list[str]:
+    """Inventory: the generic figures, then Crossplane's install chain as tables."""
+    chain = data.get("crossplane") or {}
+    lines = render_generic("inventory", {k: v for k, v in data.items() if k != "crossplane"}, now)
+    if not chain.get("present"):
+        return lines
+    lines += ["", f"crossplane (read {ago(chain.get('read_at'), now)}):"]
+    providers = chain.get("providers") or []
+    if providers:
+        lines += table(
+            ["provider", "package", "revision", "MRDs active", "inactive", "CRDs", "established", "expected",
+             "rate", "ETA", "runtime"],
+            [[p["name"], p.get("package") or DASH, _revision_text(p.get("revisions") or []),
+              number(p.get("mrds_active")), number(p.get("mrds_inactive")), number(p.get("crds")),
+              number(p.get("crds_established")), number(p.get("expected_crds")),
+              rate(p.get("per_minute"), "/min") if p.get("per_minute") else DASH,
+              _eta_text(p),
+              p.get("runtime") or DASH] for p in providers],
+            align="lllrrrrrrll", limit=len(providers))
+        for p in providers:
+            notes = [("runtime", p.get("runtime_note")), ("healthy", p.get("healthy_message")),
+                     ("active MRDs", _names(p.get("active_mrd_names"), p.get("mrds_active"))),
+                     ("inactive MRDs", _names(p.get("inactive_mrd_names"), p.get("mrds_inactive")))]
+            kept = [(label, text) for label, text in notes if text]
+            if kept:
+                lines += ["", f"  {p['name']}:", *pairs(kept, indent="    ")]
+    for revision in chain.get("orphan_revisions") or []:
+        lines.append(f"  revision {revision['name']} (r{revision.get('revision')}): no Provider claims it")
+    if chain.get("mrds_unattributed"):
+        lines.append(f"  {number(chain['mrds_unattributed'])} MRDs not listed by any revision (yet)")
+    mraps = chain.get("mraps") or []
+    if mraps:
+        lines += ["", "activation policies:"]
+        lines += table(["MRAP", "patterns", "activated", "matching", "still inactive", "healthy"],
+                       [[m["name"], ", ".join(m.get("patterns") or ()) or DASH, number(m.get("activated")),
+                         number(m.get("matching")), number(m.get("matching_inactive")),
+                         m.get("healthy") or DASH] for m in mraps], align="llrrrl", limit=len(mraps))
+    if chain.get("has_nodes") is not None:
+        lines += ["", *pairs([("nodes", "yes" if chain["has_nodes"] else "none (no kubelet runs provider pods)")])]
+    return lines + unobservable(chain.get("unobservable") or {})
+
+
+def _eta_text(provider: dict[str, Any]) -> str:
+    """The install ETA, "done" once every expected CRD is Established, else why there is none."""
+    if provider.get("eta_seconds") is not None:
+        return duration(provider["eta_seconds"])
+    expected = provider.get("expected_crds")
+    if expected is not None and (provider.get("crds_established") or 0) >= expected:
+        return "done"
+    return provider.get("eta_note") or DASH
+
+
+def _revision_text(revisions: list[dict[str, Any]]) -> str:
+    """``r2 Active healthy (+1)``: the active (else newest) revision, and how many others."""
+    if not revisions:
+        return DASH
+    current = next((r for r in revisions if r.get("desired_state") == "Active"), revisions[0])
+    health = {"True": "healthy", "False": "unhealthy"}.get(current.get("healthy") or "", "health unknown")
+    others = f" (+{len(revisions) - 1})" if len(revisions) > 1 else ""
+    return f"r{current.get('revision')} {current.get('desired_state') or DASH} {health}{others}"
+
+
+def _names(names: list[str] | None, count: int | None) -> str:
+    """Names kept in the sample, and how many it left out."""
+    names = list(names or [])
+    more = (count or 0) - len(names)
+    return ", ".join(names) + (f" (+{more} more)" if more > 0 else "")
+
+
 def render_generic(name: str, data: dict[str, Any], now: float | None = None) -> list[str]:
     """Any probe: scalar figures aligned, records as tables, nested records indented."""
     lines = _header(name, data, now)
@@ -275,6 +344,7 @@ def render_generic(name: str, data: dict[str, Any], now: float | None = None) ->
 RENDERERS: dict[str, Callable[[dict[str, Any], float | None], list[str]]] = {
     "discovery": render_discovery,
     "health": render_health,
+    "inventory": render_inventory,
     "throttling": render_throttling,
 }
 

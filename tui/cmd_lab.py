@@ -231,9 +231,9 @@ def lab_status(name: str, as_json: bool) -> None:
         click.echo(f"memory limit: {status['memory_limit'] / 2**20:.0f} MiB, supervisor "
                    f"{'running' if status['supervisor'] else 'not running'}")
     if "crossplane" in status:
-        crossplane = status["crossplane"]
-        click.echo(f"crossplane {crossplane['version']}: {'healthy' if crossplane['healthy'] else 'NOT healthy'}, "
-                   f"registry {crossplane['registry']}, metrics on port {crossplane['metrics_port']} "
+        core = status["crossplane"]
+        click.echo(f"crossplane {core['version']}: {'healthy' if core['healthy'] else 'NOT healthy'}, "
+                   f"registry {core['registry']}, metrics on port {core['metrics_port']} "
                    "(no kubelet: provider runtimes never run)")
     replica_of = {component: index for index, component in status.get("replicas", {}).items()}
     balancer = status.get("balancer", {})

@@ -23,7 +23,10 @@ pytestmark = pytest.mark.lab
 
 LAB_NAME = "xp"
 #: A few dozen CRDs of two AWS services and the provider's own config group.
-FAMILY_GROUPS = ("aws.upbound.io", "sqs.aws.upbound.io", "sns.aws.upbound.io")
+FAMILY_GROUPS = ("aws.upbound.io", "aws.m.upbound.io", "sqs.aws.upbound.io", "sqs.aws.m.upbound.io",
+                 "sns.aws.upbound.io", "sns.aws.m.upbound.io")
+#: The groups installing the sqs member brings: its own two and the family package's two.
+SQS_WITH_FAMILY = ("sqs.aws.upbound.io", "sqs.aws.m.upbound.io", "aws.upbound.io", "aws.m.upbound.io")
 MRD = "managedresourcedefinitions.apiextensions.crossplane.io"
 
 
@@ -106,7 +109,7 @@ def test_safe_start_family_installs_through_crossplane(crossplane_lab, shared_cr
         "spec": {"package": member["reference"]}}))
     # Safe start: the revision turns every CRD of the member and of its family dependency into an MRD.
     names = {d["metadata"]["name"] for d in documents}
-    expected = {d["metadata"]["name"] for d in documents if d["spec"]["group"] in ("sqs.aws.upbound.io", "aws.upbound.io")}
+    expected = {d["metadata"]["name"] for d in documents if d["spec"]["group"] in SQS_WITH_FAMILY}
 
     def mrds() -> dict[str, dict]:
         return {m["metadata"]["name"]: m for m in crossplane_lab.kubectl_json("get", MRD)["items"]}

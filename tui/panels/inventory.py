@@ -1,4 +1,5 @@
-"""Inventory: CRDs by state and by owner, who is installing (rate, ETA), Crossplane v2 MRDs."""
+"""Inventory: CRDs by state and by owner, who is installing (rate, ETA), Crossplane v2 MRDs, and
+Crossplane's install chain (each Provider's revisions, MRDs, CRDs, runtime; the MRAPs)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Iterable
 from textual.widget import Widget
 from textual.widgets import Static
 
+from crdscope.probes.crossplane import CrossplaneChain, MRAPInfo, ProviderChain, RuntimeState
 from crdscope.probes.inventory import InventorySample
 
 from ..format import DASH, age, number as fmt, rate
@@ -16,6 +18,20 @@ from .text import Cell, columns, pairs
 STATES = ("Established", "NamesAccepted", "Pending", "Terminating")
 #: Owners listed (the rest are summed into one line).
 OWNERS_SHOWN = 8
+#: Providers and MRAPs listed (the rest are counted).
+PROVIDERS_SHOWN = 8
+MRAPS_SHOWN = 4
+#: A runtime as a few words, and its colour.  A Deployment that is not Available is information
+#: (where no kubelet runs pods, as in crdscope's lab, it never will be), not a fault.
+RUNTIME_TEXT: dict[RuntimeState, tuple[str, str]] = {
+    "healthy": ("healthy", "probe-ok"),
+    "no-kubelet": ("no pods (no kubelet)", "probe-idle"),
+    "deployment-unavailable": ("not Available", "probe-idle"),
+    "waiting": ("waiting", "probe-idle"),
+    "unhealthy": ("unhealthy", "probe-warn"),
+    "unknown": (DASH, "probe-idle"),
+    "inactive": ("inactive", "probe-idle"),
+}
 
 
 def owners_table(sample: InventorySample) -> str:
@@ -50,6 +66,98 @@ def mrd_line(sample: InventorySample) -> str:
                            ("total", fmt(mrds.total)))
 
 
+def escape(text: str) -> str:
+    """Server-supplied text as markup that shows it as it is: every ``[`` escaped (textual's own
+    escape leaves an unclosed ``[`` of an MRAP pattern such as ``[bad`` to the parser)."""
+    return text.replace("[", "\\[")
+
+
+def _condition_role(status: str) -> str:
+    return {"True": "probe-ok", "False": "probe-warn"}.get(status, "probe-idle")
+
+
+def _revision_cell(provider: ProviderChain) -> Cell:
+    """The active (else newest) revision's number, coloured by its health, and how many others."""
+    if not provider.revisions:
+        return (DASH, "probe-idle")
+    current = next((r for r in provider.revisions if r.desired_state == "Active"), provider.revisions[0])
+    others = len(provider.revisions) - 1
+    return (f"r{current.revision}" + (f" +{others}" if others else ""), _condition_role(current.healthy))
+
+
+def _eta_cell(provider: ProviderChain) -> Cell:
+    if provider.eta_seconds is not None:
+        return age(provider.eta_seconds)
+    if provider.expected_crds is not None and provider.crds_established >= provider.expected_crds:
+        return "done" if provider.per_minute else "installed"
+    if provider.per_minute > 0 or (provider.expected_crds or 0) > provider.crds_established:
+        return (provider.eta_note or DASH, "probe-idle")
+    return "installed" if provider.crds else ""
+
+
+def providers_table(chain: CrossplaneChain) -> str:
+    """One row per Provider: revision, MRDs Active/Inactive, CRDs Established/expected, pace, runtime;
+    under it the package, and why it is unhealthy when it is."""
+    rows: list[list[Cell]] = []
+    details: list[str] = []
+    for provider in chain.providers[:PROVIDERS_SHOWN]:
+        expected = provider.expected_crds if provider.expected_crds is not None else provider.crds
+        runtime_text, role = RUNTIME_TEXT.get(provider.runtime, (provider.runtime, "probe-idle"))
+        rows.append([provider.name, _revision_cell(provider),
+                     f"{fmt(provider.mrds_active)}/{fmt(provider.mrds_inactive)}",
+                     f"{fmt(provider.crds_established)}/{fmt(expected)}",
+                     (rate(provider.per_minute, "/min"), "probe-warn") if provider.per_minute else "",
+                     _eta_cell(provider), (runtime_text, role)])
+        detail = f"  [$probe-idle]{escape(provider.package or DASH)}[/]"
+        # A Provider is unhealthy while its runtime is: said once, in the runtime column.
+        if provider.healthy == "False" and provider.runtime not in ("no-kubelet", "deployment-unavailable"):
+            detail += f" · [$probe-warn]{escape(provider.healthy_message or 'not healthy')}[/]"
+        details.append(detail)
+    table = columns(("provider", "rev", "MRDs a/i", "CRDs e/x", "rate", "ETA", "runtime"), rows,
+                    max_widths=(24, 0, 0, 0, 0, 16, 22)).split("\n")
+    lines = [table[0]]
+    for row, detail in zip(table[1:], details, strict=True):
+        lines += [row, detail]
+    hidden = len(chain.providers) - PROVIDERS_SHOWN
+    if hidden > 0:
+        lines.append(f"[$probe-idle]{hidden} more providers[/]")
+    return "\n".join(lines)
+
+
+def mrap_line(mrap: MRAPInfo) -> str:
+    """An MRAP: its patterns, how many MRDs it activated, and matches still Inactive."""
+    patterns = ", ".join(mrap.patterns) or DASH
+    text = f"MRAP [b]{escape(mrap.name)}[/b] {escape(patterns)} → activated [b]{fmt(mrap.activated)}[/b]"
+    if mrap.matching_inactive:
+        text += f" · [$probe-warn]{fmt(mrap.matching_inactive)} matching still Inactive[/]"
+    if mrap.healthy == "False" or mrap.message:
+        text += f" · [$probe-warn]{escape(mrap.message or 'not healthy')}[/]"
+    return text
+
+
+def crossplane_block(chain: CrossplaneChain, now: float) -> str:
+    """The install chain, or nothing where Crossplane's package API is absent."""
+    if not chain.present:
+        return ""
+    read = f" [$probe-idle](read {age(now - chain.read_at)} ago)[/]" if chain.read_at else ""
+    lines = [f"[b]Crossplane[/b]{read}"]
+    if chain.providers:
+        lines.append(providers_table(chain))
+    elif "providers" not in chain.unobservable:
+        lines.append("[$probe-idle]no Providers[/]")
+    for revision in chain.orphan_revisions:
+        lines.append(f"[$probe-idle]revision {escape(revision.name)} (r{revision.revision}, "
+                     f"{escape(revision.desired_state or DASH)}): no Provider claims it[/]")
+    if chain.mrds_unattributed:
+        lines.append(f"[$probe-idle]{fmt(chain.mrds_unattributed)} MRDs not listed by any revision (yet)[/]")
+    lines += [mrap_line(m) for m in chain.mraps[:MRAPS_SHOWN]]
+    if len(chain.mraps) > MRAPS_SHOWN:
+        lines.append(f"[$probe-idle]{len(chain.mraps) - MRAPS_SHOWN} more MRAPs[/]")
+    for part, reason in chain.unobservable.items():
+        lines.append(f"[$probe-idle]{escape(part)}: {escape(reason)}[/]")
+    return "\n".join(lines)
+
+
 class InventoryPanel(ProbePanel):
     """Counts from the shared CRD watch (the inventory probe)."""
 
@@ -61,6 +169,9 @@ class InventoryPanel(ProbePanel):
         yield Static("", id="inventory-counts")
         yield Static("", id="inventory-owners")
         yield Static("", id="inventory-mrds")
+        crossplane = Static("", id="inventory-crossplane")
+        crossplane.display = False  # shown once a sample has a Crossplane chain
+        yield crossplane
 
     def status_markup(self) -> str:
         """As every panel, and an outage when the shared CRD watch stays disconnected.
@@ -92,3 +203,7 @@ class InventoryPanel(ProbePanel):
         self.query_one("#inventory-counts", Static).update(counts + watch)
         self.query_one("#inventory-owners", Static).update(owners_table(sample))
         self.query_one("#inventory-mrds", Static).update(mrd_line(sample))
+        block = crossplane_block(sample.crossplane, self.now())
+        crossplane = self.query_one("#inventory-crossplane", Static)
+        crossplane.display = bool(block)  # no empty row where Crossplane is absent
+        crossplane.update(block)

@@ -1,0 +1,433 @@
+"""The Crossplane v2 install chain: Provider -> ProviderRevision -> MRDs -> CRDs, and the MRAPs.
+
+What the inventory shows for each Provider: its package, its revisions (active
+or not, health, runtime), its ManagedResourceDefinitions (Active / Inactive),
+the CRDs those made (from the shared CRD watch), and which
+ManagedResourceActivationPolicies activated what.  This module holds the sample
+records, the rules and the join with the CRD watch; :mod:`probes.crossplane_read`
+parses the objects and sends the few list requests.
+
+How Crossplane v2.0.0 links the chain (``internal/controller/pkg``):
+
+- A Provider's revisions carry the label ``pkg.crossplane.io/package=<provider>``
+  and a controller ownerReference to it (``manager/reconciler.go``).
+- A revision establishes the package's objects (CRDs become MRDs) and lists them
+  in ``status.objectRefs`` once all are established (``revision/reconciler.go``);
+  MRDs get the revision as controller and the Provider as a plain owner.
+- The MRD controller creates a CRD of the same name only while the MRD is
+  Active, owned by the MRD and controlled by the MRD's controller (the
+  revision): the CRD watch sees ``ProviderRevision/<revision>`` as its owner,
+  which :func:`owner_aliases` turns into ``Provider/<provider>``.
+- A revision's runtime condition ``RuntimeHealthy`` stays False while the
+  provider Deployment is not Available, which is forever where no kubelet runs
+  pods (crdscope's lab): the MRDs and CRDs install regardless.  That is reported
+  as the runtime state ``no-kubelet`` (the cluster has no Node) or
+  ``deployment-unavailable``, as information, not as a fault.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from collections.abc import Iterable, Mapping
+from typing import Literal, Protocol
+
+PROVIDERS_CRD = "providers.pkg.crossplane.io"
+REVISIONS_CRD = "providerrevisions.pkg.crossplane.io"
+MRDS_CRD = "managedresourcedefinitions.apiextensions.crossplane.io"
+MRAPS_CRD = "managedresourceactivationpolicies.apiextensions.crossplane.io"
+PACKAGE_LABEL = "pkg.crossplane.io/package"
+#: Names kept per list in a sample, the counts beside them complete: each sample is recorded (every
+#: 2 s), and a provider's 1,000 MRD names would be most of a recording (10 providers with 10 names a
+#: list are ~20 KB a sample).
+NAMES_KEPT = 10
+#: RuntimeHealthy messages that say the provider Deployment is not Available
+#: (``internal/controller/pkg/runtime/runtime_provider.go``).
+_DEPLOYMENT_UNAVAILABLE = ('deployment has no condition of type "Available"', "deployment is unavailable")
+
+#: What a revision's provider runtime is doing:
+#: healthy, no-kubelet (Deployment not Available and the cluster has no Node to run it),
+#: deployment-unavailable (not Available, Nodes exist or cannot be listed), waiting (for the
+#: revision's own health or signature verification), unhealthy (any other failure), unknown
+#: (no condition yet), inactive (an inactive revision runs no provider).
+RuntimeState = Literal["healthy", "no-kubelet", "deployment-unavailable", "waiting", "unhealthy", "unknown",
+                       "inactive"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RevisionInfo:
+    """One ProviderRevision."""
+
+    name: str
+    revision: int = 0
+    #: ``spec.desiredState``: Active or Inactive.
+    desired_state: str = ""
+    image: str = ""
+    #: Condition statuses ("True", "False", "Unknown"; "" when absent) and the message when not True.
+    healthy: str = ""
+    healthy_message: str = ""
+    runtime: RuntimeState = "unknown"
+    runtime_message: str = ""
+    #: Objects the revision established (``status.objectRefs``; empty until all were established).
+    mrd_refs: int = 0
+    crd_refs: int = 0
+    #: The package declares ``safe-start``: its MRDs start Inactive until an MRAP activates them.
+    safe_start: bool = False
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ProviderChain:
+    """One Provider and everything it installed."""
+
+    name: str
+    #: Its key in the inventory's ``by_owner`` and ``installing``: ``Provider/<name>``.
+    owner: str
+    package: str = ""
+    resolved_package: str = ""
+    current_revision: str = ""
+    #: Installed and Healthy condition statuses ("" when absent); the Healthy message when not True.
+    installed: str = ""
+    healthy: str = ""
+    healthy_message: str = ""
+    #: Newest first.
+    revisions: tuple[RevisionInfo, ...] = ()
+    #: MRDs its revisions list (that exist), by ``spec.state``, and how many are Established.
+    mrds: int = 0
+    mrds_active: int = 0
+    mrds_inactive: int = 0
+    mrds_established: int = 0
+    #: Sorted, at most :data:`NAMES_KEPT` each.
+    active_mrd_names: tuple[str, ...] = ()
+    inactive_mrd_names: tuple[str, ...] = ()
+    #: Its CRDs as the CRD watch sees them (not Terminating), and of those Established.
+    crds: int = 0
+    crds_established: int = 0
+    #: CRDs its active revision will have: listed CRDs plus its Active MRDs (None: not listed yet).
+    expected_crds: int | None = None
+    #: Install pace and ETA of its CRDs (the inventory's ``installing[owner]``; 0/None when done).
+    per_minute: float = 0.0
+    eta_seconds: float | None = None
+    eta_note: str = ""
+    #: The active revision's runtime, and what that means here.
+    runtime: RuntimeState = "unknown"
+    runtime_note: str = ""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MRAPInfo:
+    """One ManagedResourceActivationPolicy."""
+
+    name: str
+    #: ``spec.activate``: MRD name patterns (Go ``filepath.Match`` globs).
+    patterns: tuple[str, ...] = ()
+    #: ``status.activated``: the MRDs it activated (count; sorted names, at most :data:`NAMES_KEPT`).
+    activated: int = 0
+    activated_names: tuple[str, ...] = ()
+    #: MRDs whose names match a pattern now, and of those still Inactive (activation pending or failing).
+    matching: int = 0
+    matching_inactive: int = 0
+    healthy: str = ""
+    message: str = ""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CrossplaneChain:
+    """The Crossplane install chain as last read (every part is absent where its API is)."""
+
+    #: The Provider or ProviderRevision API exists on this cluster.
+    present: bool = False
+    #: When the Crossplane objects were read (they are re-read on their own cadence).
+    read_at: float | None = None
+    providers: tuple[ProviderChain, ...] = ()
+    #: ProviderRevisions no Provider claims (no package label, no Provider owner).
+    orphan_revisions: tuple[RevisionInfo, ...] = ()
+    mraps: tuple[MRAPInfo, ...] = ()
+    #: MRDs no revision lists (yet: a revision lists its objects once all are established).
+    mrds_unattributed: int = 0
+    #: The cluster has a Node (False: no kubelet runs the providers' pods; None: not read or not allowed).
+    has_nodes: bool | None = None
+    #: Part ("providers", "providerrevisions", "mrds", "mraps", "nodes") -> why it could not be read.
+    unobservable: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- parsed objects
+
+
+@dataclasses.dataclass(frozen=True)
+class ProviderObject:
+    name: str
+    package: str
+    resolved_package: str
+    current_revision: str
+    installed: str
+    healthy: str
+    healthy_message: str
+
+
+@dataclasses.dataclass(frozen=True)
+class RevisionObject:
+    info: RevisionInfo
+    #: The Provider it belongs to ("" for none), and what it lists.
+    provider: str
+    mrd_names: tuple[str, ...]
+    crd_names: tuple[str, ...]
+    runtime_condition: tuple[str, str] | None
+
+
+@dataclasses.dataclass(frozen=True)
+class MRDRow:
+    name: str
+    #: ``spec.state`` ("Active", "Inactive"; "" when the Table has no STATE column).
+    state: str
+    established: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class MRAPObject:
+    name: str
+    patterns: tuple[str, ...]
+    activated: tuple[str, ...]
+    healthy: str
+    message: str
+
+
+@dataclasses.dataclass(frozen=True)
+class CrossplaneObjects:
+    """What one read found (a part left as None was not read: its API is absent or it failed)."""
+
+    providers: tuple[ProviderObject, ...] | None = None
+    revisions: tuple[RevisionObject, ...] | None = None
+    mrds: tuple[MRDRow, ...] | None = None
+    mrds_version: str = ""
+    mraps: tuple[MRAPObject, ...] | None = None
+    has_nodes: bool | None = None
+    unobservable: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    read_at: float | None = None
+    present: bool = False
+
+
+# --------------------------------------------------------------------------- rules
+
+
+@functools.lru_cache(maxsize=512)
+def _go_glob(pattern: str) -> re.Pattern[str] | None:
+    """Go's ``path/filepath.Match`` syntax as a regular expression; None for a malformed pattern.
+
+    ``*`` any run of non-``/`` characters, ``?`` one, ``[^a-z]`` classes (``^`` negates; ``-`` and
+    ``]`` must be escaped inside), ``\\`` escapes.  Python's fnmatch differs (``[!...]``, no escapes).
+    """
+    out: list[str] = []
+    index, end = 0, len(pattern)
+
+    def class_char(at: int) -> tuple[str | None, int]:
+        if at >= end or pattern[at] in "-]":
+            return None, at
+        if pattern[at] == "\\":
+            at += 1
+            if at >= end:
+                return None, at
+        return pattern[at], at + 1
+
+    while index < end:
+        char = pattern[index]
+        if char == "*":
+            out.append("[^/]*")
+            index += 1
+        elif char == "?":
+            out.append("[^/]")
+            index += 1
+        elif char == "\\":
+            if index + 1 >= end:
+                return None
+            out.append(re.escape(pattern[index + 1]))
+            index += 2
+        elif char == "[":
+            index += 1
+            negate = index < end and pattern[index] == "^"
+            index += negate
+            ranges: list[tuple[str, str]] = []
+            while index >= end or pattern[index] != "]" or not ranges:
+                low, index = class_char(index)
+                if low is None:
+                    return None
+                high: str | None = low
+                if index < end and pattern[index] == "-":
+                    high, index = class_char(index + 1)
+                if high is None:
+                    return None
+                ranges.append((low, high))
+            index += 1
+            valid = "".join(re.escape(a) if a == b else f"{re.escape(a)}-{re.escape(b)}" for a, b in ranges if a <= b)
+            if valid:
+                out.append(f"[{'^' if negate else ''}{valid}]")
+            else:  # only empty ranges (z-a): Go matches nothing, or anything when negated
+                out.append("(?s:.)" if negate else "(?!)")
+        else:
+            out.append(re.escape(char))
+            index += 1
+    return re.compile("".join(out), re.DOTALL)
+
+
+def go_match(pattern: str, name: str) -> bool:
+    """Whether an MRAP pattern activates MRD ``name``, as Crossplane decides (malformed: no match)."""
+    compiled = _go_glob(pattern)
+    return compiled is not None and compiled.fullmatch(name) is not None
+
+
+def runtime_state(desired_state: str, condition: tuple[str, str] | None,
+                  has_nodes: bool | None) -> tuple[RuntimeState, str]:
+    """A revision's runtime from its ``RuntimeHealthy`` condition, and a note for people."""
+    if desired_state == "Inactive":
+        return "inactive", "an inactive revision runs no provider"
+    if condition is None:
+        return "unknown", "no RuntimeHealthy condition yet"
+    status, message = condition
+    if status == "True":
+        return "healthy", ""
+    if any(marker in message for marker in _DEPLOYMENT_UNAVAILABLE):
+        if has_nodes is False:
+            return "no-kubelet", ("no pods: the cluster has no Node, so no kubelet runs the provider's Deployment "
+                                  "(its MRDs and CRDs install regardless)")
+        return "deployment-unavailable", message
+    if status == "False" and ("not healthy yet" in message or "Waiting for" in message):
+        return "waiting", message
+    return ("unknown" if status != "False" else "unhealthy"), message
+
+
+def deployment_unavailable(revisions: Iterable[RevisionObject]) -> bool:
+    """Some active revision's runtime says its Deployment is not Available (worth asking for Nodes)."""
+    return any(runtime_state(r.info.desired_state, r.runtime_condition, None)[0] == "deployment-unavailable"
+               for r in revisions)
+
+
+def _active(revisions: Iterable[RevisionObject]) -> RevisionObject | None:
+    """The revision that counts: the newest Active one, else the newest."""
+    ordered = sorted(revisions, key=lambda r: (r.info.desired_state == "Active", r.info.revision), reverse=True)
+    return ordered[0] if ordered else None
+
+
+def _revision_owner(revision: RevisionObject) -> str:
+    return f"Provider/{revision.provider}" if revision.provider else f"ProviderRevision/{revision.info.name}"
+
+
+def owner_aliases(objects: CrossplaneObjects) -> dict[str, str]:
+    """CRD owners as the CRD watch names them -> the Provider they belong to.
+
+    ``ProviderRevision/<r>`` -> ``Provider/<p>`` for revisions a Provider claims, and
+    ``ManagedResourceDefinition/<m>`` (a CRD whose MRD has no controller) through the revision
+    that lists the MRD.  Owners not resolved stay as they are.
+    """
+    aliases: dict[str, str] = {}
+    for revision in objects.revisions or ():
+        owner = _revision_owner(revision)
+        if revision.provider:
+            aliases[f"ProviderRevision/{revision.info.name}"] = owner
+        for name in revision.mrd_names:
+            aliases[f"ManagedResourceDefinition/{name}"] = owner
+    return aliases
+
+
+def expected_crds(objects: CrossplaneObjects) -> dict[str, int]:
+    """CRDs each owner's active revision will have: listed CRDs plus its Active MRDs."""
+    states = {row.name: row.state for row in objects.mrds or ()}
+    by_owner: dict[str, list[RevisionObject]] = {}
+    for revision in objects.revisions or ():
+        by_owner.setdefault(_revision_owner(revision), []).append(revision)
+    expected: dict[str, int] = {}
+    for owner, revisions in by_owner.items():
+        active = _active(revisions)
+        if active is None:
+            continue
+        count = len(active.crd_names) + sum(1 for n in active.mrd_names if states.get(n) == "Active")
+        if count:
+            expected[owner] = count
+    return expected
+
+
+class InstallLike(Protocol):
+    """What the chain takes from the inventory's :class:`~probes.inventory.OwnerInstall`."""
+
+    @property
+    def per_minute(self) -> float: ...
+    @property
+    def eta_seconds(self) -> float | None: ...
+    @property
+    def eta_note(self) -> str: ...
+
+
+def _names(names: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted(names)[:NAMES_KEPT])
+
+
+def build_chain(objects: CrossplaneObjects, crds: Mapping[str, tuple[int, int]],
+                installs: Mapping[str, InstallLike]) -> CrossplaneChain:
+    """Join what was read with the CRD counts by (resolved) owner and their install progress.
+
+    ``crds``: owner -> (CRDs not Terminating, of those Established), owners already resolved.
+    """
+    if not objects.present:
+        return CrossplaneChain(unobservable=dict(objects.unobservable))
+    rows = {row.name: row for row in objects.mrds or ()}
+    expected = expected_crds(objects)
+    by_provider: dict[str, list[RevisionObject]] = {}
+    orphans: list[RevisionInfo] = []
+    attributed: set[str] = set()
+    for revision in objects.revisions or ():
+        attributed.update(revision.mrd_names)
+        info = _classified(revision, objects.has_nodes)
+        if revision.provider:
+            by_provider.setdefault(revision.provider, []).append(dataclasses.replace(revision, info=info))
+        else:
+            orphans.append(info)
+    providers = {p.name: p for p in objects.providers or ()}
+    chains = []
+    for name in sorted(set(providers) | set(by_provider)):
+        chains.append(_provider_chain(name, providers.get(name), by_provider.get(name, []), rows, crds, installs,
+                                      expected))
+    return CrossplaneChain(
+        present=True, read_at=objects.read_at, providers=tuple(chains),
+        orphan_revisions=tuple(sorted(orphans, key=lambda r: r.name)),
+        mraps=tuple(_mrap_info(m, rows) for m in sorted(objects.mraps or (), key=lambda m: m.name)),
+        mrds_unattributed=sum(1 for name in rows if name not in attributed) if objects.revisions is not None else 0,
+        has_nodes=objects.has_nodes, unobservable=dict(objects.unobservable))
+
+
+def _classified(revision: RevisionObject, has_nodes: bool | None) -> RevisionInfo:
+    state, message = runtime_state(revision.info.desired_state, revision.runtime_condition, has_nodes)
+    return dataclasses.replace(revision.info, runtime=state, runtime_message=message)
+
+
+def _provider_chain(name: str, provider: ProviderObject | None, revisions: list[RevisionObject],
+                    rows: Mapping[str, MRDRow], crds: Mapping[str, tuple[int, int]],
+                    installs: Mapping[str, InstallLike], expected: Mapping[str, int]) -> ProviderChain:
+    owner = f"Provider/{name}"
+    listed = {n for r in revisions for n in r.mrd_names if n in rows}
+    active = sorted(n for n in listed if rows[n].state == "Active")
+    inactive = sorted(n for n in listed if rows[n].state == "Inactive")
+    current = _active(revisions)
+    runtime: RuntimeState = current.info.runtime if current else "unknown"
+    note = current.info.runtime_message if current else "no revision yet"
+    live, established = crds.get(owner, (0, 0))
+    install = installs.get(owner)
+    ordered = sorted(revisions, key=lambda r: r.info.revision, reverse=True)
+    return ProviderChain(
+        name=name, owner=owner, package=provider.package if provider else "",
+        resolved_package=provider.resolved_package if provider else "",
+        current_revision=provider.current_revision if provider else "",
+        installed=provider.installed if provider else "", healthy=provider.healthy if provider else "",
+        healthy_message=provider.healthy_message if provider else "",
+        revisions=tuple(r.info for r in ordered), mrds=len(listed), mrds_active=len(active),
+        mrds_inactive=len(inactive), mrds_established=sum(1 for n in listed if rows[n].established),
+        active_mrd_names=_names(active), inactive_mrd_names=_names(inactive), crds=live, crds_established=established,
+        expected_crds=expected.get(owner), per_minute=install.per_minute if install else 0.0,
+        eta_seconds=install.eta_seconds if install else None, eta_note=install.eta_note if install else "",
+        runtime=runtime, runtime_note=note)
+
+
+def _mrap_info(mrap: MRAPObject, rows: Mapping[str, MRDRow]) -> MRAPInfo:
+    matching = [row for name, row in rows.items() if any(go_match(p, name) for p in mrap.patterns)]
+    return MRAPInfo(name=mrap.name, patterns=mrap.patterns, activated=len(mrap.activated),
+                    activated_names=_names(mrap.activated), matching=len(matching),
+                    matching_inactive=sum(1 for row in matching if row.state == "Inactive"),
+                    healthy=mrap.healthy, message=mrap.message)
