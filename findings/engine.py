@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from crdscope.probes.samples import Sample
 from crdscope.probes.settings import Thresholds
 
-from . import checks, crashloop, resources
+from . import checks, crashloop, crossplane, resources
 from .model import CHANGED, CLOSED, OPENED, Finding, FindingChange, Severity, most_severe_first
 from .observations import Observations
 
@@ -36,6 +36,10 @@ CHECKS: tuple[Check, ...] = (
     resources.memory,
     resources.unused_crds,
     resources.etcd_connections,
+    crossplane.unused_active_mrds,
+    crossplane.without_safe_start,
+    crossplane.active_outside_mraps,
+    crossplane.mrap_not_ready,
 )
 #: What the checks look at, for "nothing found" (``crdscope doctor``).
 #: What the checks look at, and the probe whose samples each needs (``doctor`` lists a check as
@@ -50,6 +54,7 @@ CHECKED_BY_PROBE = (
     ("CRDs without objects", "health"),
     ("etcd connections per CRD", "health"),
     ("API server crash-looping (restarts from start times, Leases, the lab, kube-state-metrics)", "health"),
+    ("Crossplane: unused active MRDs, safe-start, MRDs outside MRAPs, MRAPs not ready", "inventory"),
 )
 CHECKED = tuple(what for what, _ in CHECKED_BY_PROBE)
 

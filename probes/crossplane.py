@@ -42,6 +42,8 @@ PACKAGE_LABEL = "pkg.crossplane.io/package"
 #: 2 s), and a provider's 1,000 MRD names would be most of a recording (10 providers with 10 names a
 #: list are ~20 KB a sample).
 NAMES_KEPT = 10
+#: Kinds in use named per provider: the MRAP a finding proposes lists them.
+IN_USE_KEPT = 200
 #: RuntimeHealthy messages that say the provider Deployment is not Available
 #: (``internal/controller/pkg/runtime/runtime_provider.go``).
 _DEPLOYMENT_UNAVAILABLE = ('deployment has no condition of type "Available"', "deployment is unavailable")
@@ -112,6 +114,10 @@ class ProviderChain:
     #: The active revision's runtime, and what that means here.
     runtime: RuntimeState = "unknown"
     runtime_note: str = ""
+    #: Its Active MRDs whose kinds have stored objects (sorted, at most :data:`IN_USE_KEPT`), and how many
+    #: Active MRDs have none (None: object counts not observable): what an MRAP of the kinds in use keeps.
+    active_in_use: tuple[str, ...] = ()
+    active_unused: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -361,10 +367,11 @@ def _names(names: Iterable[str]) -> tuple[str, ...]:
 
 
 def build_chain(objects: CrossplaneObjects, crds: Mapping[str, tuple[int, int]],
-                installs: Mapping[str, InstallLike]) -> CrossplaneChain:
+                installs: Mapping[str, InstallLike], in_use: frozenset[str] | None = None) -> CrossplaneChain:
     """Join what was read with the CRD counts by (resolved) owner and their install progress.
 
-    ``crds``: owner -> (CRDs not Terminating, of those Established), owners already resolved.
+    ``crds``: owner -> (CRDs not Terminating, of those Established), owners already resolved;
+    ``in_use``: CRDs with stored objects (None: unknown).
     """
     if not objects.present:
         return CrossplaneChain(unobservable=dict(objects.unobservable))
@@ -383,8 +390,8 @@ def build_chain(objects: CrossplaneObjects, crds: Mapping[str, tuple[int, int]],
     providers = {p.name: p for p in objects.providers or ()}
     chains = []
     for name in sorted(set(providers) | set(by_provider)):
-        chains.append(_provider_chain(name, providers.get(name), by_provider.get(name, []), rows, crds, installs,
-                                      expected))
+        chains.append(_with_use(_provider_chain(name, providers.get(name), by_provider.get(name, []), rows, crds,
+                                                installs, expected), by_provider.get(name, []), rows, in_use))
     return CrossplaneChain(
         present=True, read_at=objects.read_at, providers=tuple(chains),
         orphan_revisions=tuple(sorted(orphans, key=lambda r: r.name)),
@@ -423,6 +430,15 @@ def _provider_chain(name: str, provider: ProviderObject | None, revisions: list[
         expected_crds=expected.get(owner), per_minute=install.per_minute if install else 0.0,
         eta_seconds=install.eta_seconds if install else None, eta_note=install.eta_note if install else "",
         runtime=runtime, runtime_note=note)
+
+
+def _with_use(chain: ProviderChain, revisions: list[RevisionObject], rows: Mapping[str, MRDRow],
+              in_use: frozenset[str] | None) -> ProviderChain:
+    if in_use is None:
+        return chain
+    active = {n for r in revisions for n in r.mrd_names if n in rows and rows[n].state == "Active"}
+    used = sorted(active & in_use)
+    return dataclasses.replace(chain, active_in_use=tuple(used[:IN_USE_KEPT]), active_unused=len(active) - len(used))
 
 
 def _mrap_info(mrap: MRAPObject, rows: Mapping[str, MRDRow]) -> MRAPInfo:

@@ -181,10 +181,12 @@ class HealthProbe:
                  etcd_counter: Callable[[], Callable[[], int | None] | None] = lambda: None,
                  crd_names: Callable[[], Collection[str] | None] = lambda: None,
                  platform_restarts: Callable[[], Callable[[], PlatformRestarts | None] | None] = lambda: None,
-                 known_limit: Callable[[], int | None] = lambda: None, since_start: bool = True) -> None:
+                 known_limit: Callable[[], int | None] = lambda: None, since_start: bool = True,
+                 publish_in_use: Callable[[frozenset[str] | None], None] = lambda _names: None) -> None:
         self.cluster = cluster
         self._platform_restarts = platform_restarts
         self._known_limit = known_limit
+        self._publish_in_use = publish_in_use
         self._crd_names = crd_names
         self.metrics = metrics
         self.cadence = cadence
@@ -276,6 +278,7 @@ class HealthProbe:
         objects, size = _storage(scrape, unobservable)
         top = dict(sorted(objects.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_RESOURCES])
         unused = _unused_crds(objects, self._crd_names(), unobservable)
+        self._publish_in_use(frozenset(n for n, count in objects.items() if count > 0) if unused is not None else None)
         rss_fit = self._fits(replica)["rss"].current()
         return HealthSample(
             timestamp=now,
@@ -560,7 +563,8 @@ def make_probe(monitor: Monitor) -> HealthProbe:
                        etcd_counter=lambda: monitor.shared.lab_etcd_connections,
                        crd_names=lambda: monitor.crds.crds.keys() if monitor.crds.status.synced else None,
                        platform_restarts=lambda: monitor.shared.lab_restarts,
-                       known_limit=lambda: monitor.shared.guard.known_limit_bytes)
+                       known_limit=lambda: monitor.shared.guard.known_limit_bytes,
+                       publish_in_use=lambda names: setattr(monitor.shared, "crds_in_use", names))
 
 
 #: ``probe health`` scrapes again, up to this many times per replica, until it has read each one.

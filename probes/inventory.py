@@ -200,7 +200,8 @@ def mrd_counts(objects: CrossplaneObjects) -> MRDCounts:
                      active=states.count("Active"), inactive=states.count("Inactive"))
 
 
-def with_crossplane(records: list[CRDRecord], now: float, objects: CrossplaneObjects) -> InventorySample:
+def with_crossplane(records: list[CRDRecord], now: float, objects: CrossplaneObjects,
+                    in_use: frozenset[str] | None = None) -> InventorySample:
     """The inventory of ``records`` with Crossplane's chain joined in: CRDs counted under their
     Provider, ETAs against what the revisions list, and the chain itself."""
     aliases = owner_aliases(objects)
@@ -213,7 +214,7 @@ def with_crossplane(records: list[CRDRecord], now: float, objects: CrossplaneObj
         live, established = counts.get(owner, (0, 0))
         counts[owner] = (live + 1, established + (record.established is not None))
     return dataclasses.replace(sample, mrds=mrd_counts(objects),
-                               crossplane=build_chain(objects, counts, sample.installing))
+                               crossplane=build_chain(objects, counts, sample.installing, in_use))
 
 
 # --------------------------------------------------------------------------- one-shot and probe
@@ -256,7 +257,7 @@ class InventoryProbe:
         if self._reading is not None and not self._reading.done():
             await asyncio.wait({self._reading}, timeout=max(0.5, self.cadence))
         records = list(watch.crds.values())
-        sample = with_crossplane(records, time.time(), self.chain.objects)
+        sample = with_crossplane(records, time.time(), self.chain.objects, self.monitor.shared.crds_in_use)
         return dataclasses.replace(sample, watch_connected=watch.status.connected)
 
     async def _read_chain(self, watch: CRDWatch, now: float) -> None:

@@ -135,6 +135,8 @@ class Thresholds:
     unused_crds_fraction_info: float = 0.5
     #: This many API server restarts within ``crashloop_window_seconds`` are one critical
     #: "crash-looping" finding (a kubelet's CrashLoopBackOff needs fewer; three rule out a one-off) ...
+    #: Active MRDs of one provider with no objects that open the Crossplane unused-kinds finding.
+    crossplane_unused_mrds_info: int = 5
     crashloop_restarts: int = 3
     crashloop_window_seconds: float = 600.0
     #: ... which stays open through later restarts and closes once the server has served this long

@@ -36,5 +36,8 @@ class SharedState:
     #: When the shared CRD watch last saw a change (time.time()); None: none since the monitor began.
     #: Probes idle on slower cadences and the legacy walk waits while CRDs change (an install).
     last_crd_change: float | None = None
+    #: CRDs that have stored objects, as the health probe last counted them (None: not countable);
+    #: the inventory tells Crossplane's active MRDs in use from those nobody uses.
+    crds_in_use: frozenset[str] | None = None
     #: Holds heavy optional reads back while the server is near its memory limit (:mod:`probes.guard`).
     guard: Guard = field(default_factory=Guard)

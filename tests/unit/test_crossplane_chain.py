@@ -10,6 +10,8 @@ import json
 import time
 import types
 
+from crdscope.probes.shared import SharedState
+
 import httpx
 import pytest
 
@@ -411,7 +413,7 @@ async def test_a_slow_chain_read_never_holds_the_crd_counts():
     watch = CRDWatch(cluster)
     watch.crds.update(records(crds))
     watch.synced.set()
-    monitor = types.SimpleNamespace(cluster=cluster, crds=watch,
+    monitor = types.SimpleNamespace(cluster=cluster, crds=watch, shared=SharedState(),
                                     settings=Settings().override("cadences", inventory=0.2))
     probe = InventoryProbe(monitor)
     async with cluster:

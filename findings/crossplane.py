@@ -1,0 +1,156 @@
+"""Findings that speak Crossplane v2: activation policies, safe-start and what unused kinds cost.
+
+Each reads the inventory's typed :class:`~probes.crossplane.CrossplaneChain` (and the health
+sample for memory), one finding per provider or policy (ids ``kind:name``):
+
+- ``crossplane-unused-active-mrds``: a provider's Active MRDs whose kinds have no objects; an MRAP
+  of the kinds in use would have kept their CRDs out (Crossplane's docs: about 3 MiB each). An
+  Active MRD never goes back to Inactive, so the remedy is a reinstall with safe-start and that MRAP.
+- ``crossplane-provider-without-safe-start``: its package does not declare ``safe-start``: every MRD
+  was activated at install, whatever the MRAPs say (provider-kubernetes#400 and others).
+- ``crossplane-mrds-active-outside-mraps``: a safe-start provider has Active MRDs no current MRAP
+  pattern matches: an MRAP changed, and changing it deactivates nothing (crossplane#6984).
+- ``crossplane-mrap-not-ready``: an MRAP has matching MRDs still Inactive or CRDs not yet
+  Established: clients using those kinds get "no matches for kind" (crossplane#7822).
+"""
+
+from __future__ import annotations
+
+from crdscope.costmodel.attribution import startup_need
+from crdscope.probes.crossplane import CrossplaneChain, ProviderChain, go_match
+from crdscope.probes.health import HealthSample
+from crdscope.probes.inventory import InventorySample
+from crdscope.probes.version import VersionSample
+
+from .model import Finding, Severity
+from .observations import Observations, fmt_count
+
+UNUSED_ACTIVE = "crossplane-unused-active-mrds"
+NO_SAFE_START = "crossplane-provider-without-safe-start"
+ACTIVE_OUTSIDE = "crossplane-mrds-active-outside-mraps"
+MRAP_NOT_READY = "crossplane-mrap-not-ready"
+MIB = float(1 << 20)
+#: Kinds named in an MRAP a remedy proposes; past this the remedy gives the count.
+MRAP_KINDS_SHOWN = 12
+
+
+def _chain(obs: Observations) -> CrossplaneChain | None:
+    inventory = obs.good("inventory")
+    if not isinstance(inventory, InventorySample) or not inventory.crossplane.present:
+        return None
+    return inventory.crossplane
+
+
+def _mib_per_crd(obs: Observations) -> tuple[float, str]:
+    """MiB one CRD costs this API server: its own measured fit, else the cost model's typical CRD."""
+    health = obs.good("health")
+    if isinstance(health, HealthSample) and health.mib_per_crd:
+        return health.mib_per_crd, "health.mib_per_crd (this API server's measured fit)"
+    version = obs.good("version")
+    minor = (f"{version.major}.{version.minor.rstrip('+')}" if isinstance(version, VersionSample)
+             and version.major and version.minor else "1.37")
+    need = startup_need(1, minor)
+    return need.per_crd_bytes / MIB, f"the cost model's typical CRD on Kubernetes {need.minor}"
+
+
+def _mrap_yaml(provider: ProviderChain) -> str:
+    kinds = list(provider.active_in_use[:MRAP_KINDS_SHOWN])
+    more = len(provider.active_in_use) - len(kinds)
+    listed = ", ".join(f'"{kind}"' for kind in kinds) + (f", ... ({more} more kinds in use)" if more else "")
+    return (f"apiVersion: apiextensions.crossplane.io/v1alpha1, kind: ManagedResourceActivationPolicy, "
+            f"metadata: {{name: {provider.name}-in-use}}, spec: {{activate: [{listed}]}}")
+
+
+def unused_active_mrds(obs: Observations) -> list[Finding]:
+    """Per provider: Active MRDs (so CRDs) whose kinds have no objects, and what they cost."""
+    chain = _chain(obs)
+    if chain is None:
+        return []
+    found = []
+    per_crd, priced_by = _mib_per_crd(obs)
+    for provider in chain.providers:
+        unused = provider.active_unused
+        if unused is None or unused < max(1, obs.thresholds.crossplane_unused_mrds_info):
+            continue
+        in_use = len(provider.active_in_use)
+        mib = unused * per_crd
+        found.append(Finding(
+            f"{UNUSED_ACTIVE}:{provider.name}", Severity.INFO,
+            f"{provider.name}: {fmt_count(unused)} of {fmt_count(provider.mrds_active)} active MRDs have no objects; "
+            f"an MRAP activating only the {fmt_count(in_use)} kinds in use would free about {mib:,.0f} MiB",
+            (f"inventory.crossplane.providers[{provider.name}].mrds_active = {provider.mrds_active}, "
+             f"active_unused = {unused} (apiserver_storage_objects: no objects of those kinds)",
+             f"{per_crd:.2f} MiB per CRD from {priced_by} × {fmt_count(unused)} = {mib:,.0f} MiB"),
+            "every Active MRD makes a CRD the API server serves, stores and documents, used or not",
+            f"an Active MRD never goes back to Inactive: reinstall {provider.name} with safe-start (or a "
+            f"safe-start release) and this MRAP: {_mrap_yaml(provider)}; check first with "
+            "`crdscope estimate --activate PATTERN`"))
+    return found
+
+
+def without_safe_start(obs: Observations) -> list[Finding]:
+    """Providers whose package does not declare safe-start: everything is activated at install."""
+    chain = _chain(obs)
+    if chain is None:
+        return []
+    found = []
+    for provider in chain.providers:
+        current = next((r for r in provider.revisions if r.desired_state == "Active"), None)
+        if current is None or current.safe_start or not provider.mrds_active:
+            continue
+        found.append(Finding(
+            f"{NO_SAFE_START}:{provider.name}", Severity.INFO,
+            f"{provider.name} has no safe-start: all its {fmt_count(provider.mrds)} MRDs were activated at install",
+            (f"inventory.crossplane.providers[{provider.name}].revisions[{current.name}].safe_start = false",
+             f"mrds_active = {provider.mrds_active} of mrds = {provider.mrds}"),
+            "a package without the safe-start capability has its MRDs created Active, whatever the MRAPs say",
+            "use a release of the provider that declares safe-start (or a provider family member per service), "
+            "then activate only the kinds you use with an MRAP"))
+    return found
+
+
+def active_outside_mraps(obs: Observations) -> list[Finding]:
+    """Safe-start providers with Active MRDs that no current MRAP pattern matches."""
+    chain = _chain(obs)
+    if chain is None:
+        return []
+    patterns = [p for mrap in chain.mraps for p in mrap.patterns]
+    found = []
+    for provider in chain.providers:
+        current = next((r for r in provider.revisions if r.desired_state == "Active"), None)
+        if current is None or not current.safe_start:
+            continue
+        outside = [n for n in provider.active_mrd_names if not any(go_match(p, n) for p in patterns)]
+        if not outside:
+            continue
+        found.append(Finding(
+            f"{ACTIVE_OUTSIDE}:{provider.name}", Severity.INFO,
+            f"{provider.name}: active MRDs no MRAP asks for ({', '.join(outside[:3])}"
+            f"{', ...' if len(outside) > 3 else ''})",
+            (f"inventory.crossplane.providers[{provider.name}].active_mrd_names (first "
+             f"{len(provider.active_mrd_names)} of {provider.mrds_active}) against the patterns of "
+             f"{len(chain.mraps)} MRAPs: {', '.join(patterns) or 'none'}",),
+            "an MRAP activated them and was changed or deleted since: Crossplane never deactivates an MRD",
+            "keep the MRAP that activated them, or reinstall the provider to drop their CRDs"))
+    return found
+
+
+def mrap_not_ready(obs: Observations) -> list[Finding]:
+    """MRAPs whose matching MRDs are not all Active (or their CRDs not Established) yet."""
+    chain = _chain(obs)
+    if chain is None:
+        return []
+    found = []
+    for mrap in chain.mraps:
+        if not mrap.matching_inactive:
+            continue
+        found.append(Finding(
+            f"{MRAP_NOT_READY}:{mrap.name}", Severity.WARNING,
+            f"MRAP {mrap.name}: {fmt_count(mrap.matching_inactive)} of {fmt_count(mrap.matching)} matching MRDs "
+            "are not active yet",
+            (f"inventory.crossplane.mraps[{mrap.name}].matching_inactive = {mrap.matching_inactive}, "
+             f"patterns {', '.join(mrap.patterns)}, healthy = {mrap.healthy or '?'} {mrap.message}".rstrip(),),
+            "until the MRDs are Active and their CRDs Established, clients get \"no matches for kind\"",
+            "wait for the activation (the inventory shows its pace); if it does not move, read the MRAP's "
+            "conditions and Crossplane's log"))
+    return found
