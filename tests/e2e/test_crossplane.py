@@ -137,6 +137,23 @@ def test_safe_start_family_installs_through_crossplane(crossplane_lab, shared_cr
     assert predicted["discovery"]["group_versions_added"] == len(gvs_after - gvs_before)
     active = {n for n, m in mrds().items() if m["spec"].get("state") == "Active"}
     assert active == matching
+    # The monitor's view of the chain agrees with kubectl's.
+    done = crdscope("probe", "inventory", "--json", "--kubeconfig", crossplane_lab.kubeconfig,
+                    "--context", crossplane_lab.admin_context)
+    assert done.returncode == 0, done.stderr
+    chain = json.loads(done.stdout)["crossplane"]
+    providers = {p["metadata"]["name"]: p for p in crossplane_lab.kubectl_json("get", "providers")["items"]}
+    assert {p["name"] for p in chain["providers"]} == set(providers)
+    sqs = next(p for p in chain["providers"] if p["name"] == member["name"])
+    assert sqs["package"] == member["reference"]
+    assert sqs["runtime"] == "no-kubelet"
+    revisions = crossplane_lab.kubectl_json("get", "providerrevisions")["items"]
+    assert {r["name"] for p in chain["providers"] for r in p["revisions"]} == {r["metadata"]["name"] for r in revisions}
+    assert sum(p["mrds"] for p in chain["providers"]) == len(mrds())
+    assert sum(p["mrds_active"] for p in chain["providers"]) == len(matching)
+    assert sum(p["crds_established"] for p in chain["providers"]) == len(matching)
+    [mrap] = chain["mraps"]
+    assert mrap["name"] == "sqs-queues" and mrap["patterns"] == [pattern] and mrap["activated"] == len(matching)
 
 
 def _served_group_versions(handle: LabHandle) -> set[str]:
