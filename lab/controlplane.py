@@ -39,7 +39,6 @@ from .components import LabOptions, Pki, apiserver_component, etcd_component, wr
 # httpx, lab.kubeconfig (yaml) and lab.pki (cryptography) are imported where used: a
 # quick `crdscope lab status` needs none of them (issue 18: start-up under 150 ms).
 from .processes import (  # re-exported: tests and benchmarks import them from here
-    HEALTH_PATHS,
     Component,
     free_port,
     pid_alive,
@@ -343,20 +342,7 @@ class Lab:
         self.save(state)
 
     def _wait_etcd(self, etcd: Component) -> bool:
-        import httpx
-
-        deadline = time.monotonic() + 30
-        url = f"http://127.0.0.1:{etcd.port}/health"
-        while time.monotonic() < deadline:
-            if not pid_alive(etcd.pid):
-                return False
-            try:
-                if httpx.get(url, timeout=1).status_code == 200:
-                    return True
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        return False
+        return wait_http(etcd, 30)
 
     def _wait_ready(self, state: LabState, apiserver: Component | None = None) -> str:
         import httpx
@@ -525,7 +511,7 @@ class Lab:
         self.save(state)
         if not wait:
             return True
-        if component.role in HEALTH_PATHS:
+        if component.role in ("crossplane", "registry"):
             if wait_http(component, CROSSPLANE_RESTART_SECONDS):
                 return True
             raise LabError(f"{component.name} did not restart; last lines of {component.log}:",

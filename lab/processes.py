@@ -198,8 +198,8 @@ def _own_hostname(hostname: str) -> Callable[[], None]:
     return preexec
 
 
-#: Plain-HTTP health paths of the lab's helper processes (by role): 200 means serving.
-HEALTH_PATHS = {"crossplane": "/healthz", "registry": "/v2/"}
+#: Plain-HTTP health paths of the lab's processes (by role; kube-apiserver's is TLS): 200 means serving.
+HEALTH_PATHS = {"etcd": "/health", "crossplane": "/healthz", "registry": "/v2/"}
 
 
 def wait_http(component: Component, timeout: float) -> bool:
@@ -217,7 +217,7 @@ def wait_http(component: Component, timeout: float) -> bool:
                 return True
         except httpx.HTTPError:
             pass
-        time.sleep(0.2)
+        time.sleep(0.1)
     return False
 
 

@@ -57,8 +57,7 @@ log = logging.getLogger("crdscope.health")
 MIB = float(1 << 20)
 TOP_RESOURCES = 10
 UNUSED_EXAMPLES = 5
-#: CRDs in use named in a sample: a cluster uses a few hundred kinds at most; past this the list is cut.
-IN_USE_KEPT = 1000
+IN_USE_KEPT = 1000  # CRDs in use named in a sample: a cluster uses a few hundred kinds at most
 #: Identity Leases are renewed every 10 s; a new holder (a restart) stays visible: every 30 s is enough.
 LEASE_INTERVAL_SECONDS = 30.0
 #: While the Leases count a replica no scrape has named, a run scrapes again up to this many times,
