@@ -23,10 +23,9 @@ from crdscope.costmodel.attribution import startup_need
 from crdscope.probes.health import HealthSample
 from crdscope.probes.restarts import RestartEvent
 from crdscope.probes.settings import Thresholds
-from crdscope.probes.version import VersionSample
 
 from .model import Finding, Severity, format_duration
-from .observations import Observations, fmt_count
+from .observations import Observations, fmt_count, kubernetes_minor
 
 CRASH_LOOP = "apiserver-crash-looping"
 MIB = float(1 << 20)
@@ -170,9 +169,7 @@ def _need(last_good: HealthSample | None, obs: Observations) -> tuple[str, float
     crds = last_good.crds if last_good else None
     if not crds:
         return "", None
-    version = obs.good("version")
-    minor = (f"{version.major}.{version.minor.rstrip('+')}" if isinstance(version, VersionSample)
-             and version.major and version.minor else "1.37")
+    minor = kubernetes_minor(obs)
     need = startup_need(crds, minor)
     line = (f"health.crds = {fmt_count(crds)}: the cost model (Kubernetes {need.minor}, typical CRDs of a real "
             f"provider) puts the server at ~{need.total_bytes / MIB:,.0f} MiB with them "

@@ -17,13 +17,12 @@ sample for memory), one finding per provider or policy (ids ``kind:name``):
 from __future__ import annotations
 
 from crdscope.costmodel.attribution import startup_need
-from crdscope.probes.crossplane import CrossplaneChain, ProviderChain, go_match
+from crdscope.probes.crossplane import CrossplaneChain, ProviderChain, RevisionInfo, go_match
 from crdscope.probes.health import HealthSample
 from crdscope.probes.inventory import InventorySample
-from crdscope.probes.version import VersionSample
 
 from .model import Finding, Severity
-from .observations import Observations, fmt_count
+from .observations import Observations, fmt_count, kubernetes_minor
 
 UNUSED_ACTIVE = "crossplane-unused-active-mrds"
 NO_SAFE_START = "crossplane-provider-without-safe-start"
@@ -46,11 +45,14 @@ def _mib_per_crd(obs: Observations) -> tuple[float, str]:
     health = obs.good("health")
     if isinstance(health, HealthSample) and health.mib_per_crd:
         return health.mib_per_crd, "health.mib_per_crd (this API server's measured fit)"
-    version = obs.good("version")
-    minor = (f"{version.major}.{version.minor.rstrip('+')}" if isinstance(version, VersionSample)
-             and version.major and version.minor else "1.37")
+    minor = kubernetes_minor(obs)
     need = startup_need(1, minor)
     return need.per_crd_bytes / MIB, f"the cost model's typical CRD on Kubernetes {need.minor}"
+
+
+def _current(provider: ProviderChain) -> RevisionInfo | None:
+    """The provider's active revision (None: none yet)."""
+    return next((r for r in provider.revisions if r.desired_state == "Active"), None)
 
 
 def _mrap_yaml(provider: ProviderChain) -> str:
@@ -95,7 +97,7 @@ def without_safe_start(obs: Observations) -> list[Finding]:
         return []
     found = []
     for provider in chain.providers:
-        current = next((r for r in provider.revisions if r.desired_state == "Active"), None)
+        current = _current(provider)
         if current is None or current.safe_start or not provider.mrds_active:
             continue
         found.append(Finding(
@@ -117,7 +119,7 @@ def active_outside_mraps(obs: Observations) -> list[Finding]:
     patterns = [p for mrap in chain.mraps for p in mrap.patterns]
     found = []
     for provider in chain.providers:
-        current = next((r for r in provider.revisions if r.desired_state == "Active"), None)
+        current = _current(provider)
         if current is None or not current.safe_start:
             continue
         outside = [n for n in provider.active_mrd_names if not any(go_match(p, n) for p in patterns)]

@@ -53,6 +53,20 @@ def fmt_seconds(value: float | None) -> str:
     return f"{value:.2f} s" if value < 10 else f"{value:.1f} s"
 
 
+#: The minor the cost model assumes when the server's version is unknown (the newest calibrated).
+DEFAULT_MINOR = "1.37"
+
+
+def kubernetes_minor(obs: Observations) -> str:
+    """The server's ``major.minor`` from the latest good version sample, else :data:`DEFAULT_MINOR`."""
+    from crdscope.probes.version import VersionSample
+
+    version = obs.good("version")
+    if isinstance(version, VersionSample) and version.major and version.minor:
+        return f"{version.major}.{version.minor.rstrip('+')}"
+    return DEFAULT_MINOR
+
+
 def fmt_count(value: float | int | None) -> str:
     """``1,950``; a dash for None."""
     return "-" if value is None else f"{value:,.0f}"
