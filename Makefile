@@ -28,7 +28,7 @@ system-deps:
 # The project's folders (probes/, tui/, ...) install as the `crdscope` namespace; mypy and
 # import-linter read that namespace from a tree of links to them (kept inside the venv).
 NAMESPACE := $(VENV)/namespace
-PACKAGES  := probes loader lab session findings costmodel themes tui
+PACKAGES  := base cli probes loader lab session findings costmodel themes tui
 
 lint: venv
 	$(BIN)/ruff check .

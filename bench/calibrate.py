@@ -34,7 +34,7 @@ from crdscope.costmodel.measure import snapshot as measure_snapshot
 from crdscope.lab.controlplane import LabState, admin_tls
 from crdscope.lab.sockets import established_to_port
 from crdscope.loader.synthetic import VERSION_NAMES, synthetic_documents
-from crdscope.probes.paths import cache_dir
+from crdscope.base.paths import cache_dir
 
 from .common import BENCH_DIR, SHARED_CRDS, BenchError, isolate_environment, machine, run_timed, say
 from .discovery import crdscope_command

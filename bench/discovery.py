@@ -48,7 +48,7 @@ def crdscope_command() -> list[str]:
     """The ``crdscope`` a person runs: the console script beside this interpreter."""
     compile_sources()  # timed as installed: with bytecode
     script = Path(sys.executable).with_name("crdscope")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "crdscope.tui.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "crdscope.cli.main"]
 
 
 class Contenders:

@@ -55,9 +55,9 @@ import httpx
 
 from crdscope.lab.binaries import ensure_binaries
 from crdscope.lab.controlplane import Lab, LabState, admin_tls
-from crdscope.probes.errors import CrdscopeError
+from crdscope.base.errors import CrdscopeError
 from crdscope.probes.fit import LinearFit
-from crdscope.probes.settings import Cadences, load_settings
+from crdscope.base.settings import Cadences, load_settings
 
 from .common import (BenchError, Options, Result, append_row, isolate_environment, run_timed, say, size_label)
 from .discovery import crdscope_command

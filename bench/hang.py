@@ -43,11 +43,11 @@ from crdscope.findings.model import CLOSED, OPENED, FindingChange
 from crdscope.lab.binaries import ensure_binaries
 from crdscope.lab.controlplane import Lab, LabState
 from crdscope.probes.cluster import Cluster
-from crdscope.probes.errors import CrdscopeError
+from crdscope.base.errors import CrdscopeError
 from crdscope.probes.monitor import Monitor
 from crdscope.probes.responsiveness import ResponsivenessSample
-from crdscope.probes.samples import Sample, percentile
-from crdscope.probes.settings import Settings
+from crdscope.base.samples import Sample, percentile
+from crdscope.base.settings import Settings
 
 from .common import BenchError, Options, Result, append_row, isolate_environment, say, size_label
 from .labs import apply_and_wait, memory_for, wait_for_memory, wait_until_idle

@@ -16,7 +16,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from crdscope.probes.metrics import MetricsParser
-from crdscope.probes.paths import cache_dir
+from crdscope.base.paths import cache_dir
 
 from .common import Options, Result, alternate, ratios, stats, timed
 from .labs import shared_lab

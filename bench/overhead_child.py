@@ -1,6 +1,6 @@
 """``python -m bench.overhead_child COUNTS.jsonl crdscope-args...``: crdscope's CLI, its own counts reported.
 
-Runs the real ``crdscope`` command line (``tui.cli``) in this process.  Every cluster crdscope
+Runs the real ``crdscope`` command line (``cli.main``) in this process.  Every cluster crdscope
 builds counts its own requests and the bytes of their answers by path at its transport
 (:class:`crdscope.probes.traffic.Traffic`, what the footprint probe reads); on SIGUSR1 this
 appends one line ``{"requests": n, "bytes": b, "paths": {...}, "path_bytes": {...}}`` of those
@@ -58,7 +58,7 @@ def main() -> None:
 
     signal.signal(signal.SIGUSR1, report)
     watch_clusters()
-    from crdscope.tui.cli import cli
+    from crdscope.cli.main import cli
 
     cli(args=arguments, prog_name="crdscope")
 

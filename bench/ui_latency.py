@@ -27,8 +27,8 @@ import time
 from dataclasses import dataclass, field
 from collections.abc import Iterator
 
-from crdscope.probes.samples import percentile
-from crdscope.probes.settings import Settings
+from crdscope.base.samples import percentile
+from crdscope.base.settings import Settings
 
 from .common import BenchError, Options, Result, size_label, stats
 from .discovery import SET

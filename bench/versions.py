@@ -43,7 +43,7 @@ from crdscope.lab.sockets import etcd_connection_counter
 from crdscope.probes.cluster import status_message
 from crdscope.lab.supervisor import read_events
 
-from crdscope.probes.paths import cache_dir
+from crdscope.base.paths import cache_dir
 
 from .common import SHARED_CRDS, BenchError, Options, Result, isolate_environment, say
 from .discovery import crdscope_command

@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from crdscope.probes.errors import ConfigError
+from crdscope.base.errors import ConfigError
 
 COEFFICIENTS_FILE = Path(__file__).with_name("coefficients.json")
 FORMAT = 1

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from crdscope.probes.cluster import Cluster, explain, raise_for_status
-from crdscope.probes.errors import ClusterError, ConfigError
+from crdscope.base.errors import ClusterError, ConfigError
 from crdscope.probes.kubeconfig import load_config
 from crdscope.probes.transport import TRANSPORT_ERRORS
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from crdscope.loader.sources import CRDDocument, SourceProblem, UniqueNames, open_source
-from crdscope.probes.paths import cache_dir
+from crdscope.base.paths import cache_dir
 
 from .features import CRDFeatures, features_of
 

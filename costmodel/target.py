@@ -13,7 +13,7 @@ import httpx
 
 from crdscope.probes.cluster import Cluster, explain, raise_for_status
 from crdscope.probes.discovery_docs import ACCEPT_AGGREGATED
-from crdscope.probes.errors import ClusterError
+from crdscope.base.errors import ClusterError
 from crdscope.probes.health_checks import count_crds
 from crdscope.probes.kubeconfig import load_config
 from crdscope.probes.metrics import parse_text

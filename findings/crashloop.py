@@ -22,7 +22,7 @@ import statistics
 from crdscope.costmodel.attribution import startup_need
 from crdscope.probes.health import HealthSample
 from crdscope.probes.restarts import RestartEvent
-from crdscope.probes.settings import Thresholds
+from crdscope.base.settings import Thresholds
 
 from .model import Finding, Severity, format_duration
 from .observations import Observations, fmt_count, kubernetes_minor

@@ -14,8 +14,8 @@ import dataclasses
 import logging
 from collections.abc import Callable, Iterable
 
-from crdscope.probes.samples import Sample
-from crdscope.probes.settings import Thresholds
+from crdscope.base.samples import Sample
+from crdscope.base.settings import Thresholds
 
 from . import checks, crashloop, crossplane, resources
 from .model import CHANGED, CLOSED, OPENED, Finding, FindingChange, Severity, most_severe_first

@@ -6,8 +6,8 @@ import dataclasses
 from collections import deque
 from typing import Any
 
-from crdscope.probes.samples import Sample
-from crdscope.probes.settings import Thresholds
+from crdscope.base.samples import Sample
+from crdscope.base.settings import Thresholds
 
 #: Health samples kept for growth figures (about 15 minutes at the default 10 s cadence).
 HEALTH_HISTORY = 90

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable
 
-from crdscope.probes.errors import CrdscopeError
-from crdscope.probes.paths import cache_dir
+from crdscope.base.errors import CrdscopeError
+from crdscope.base.paths import cache_dir
 
 GO_MOD = Path(__file__).with_name("go.mod")
 APISERVER_PKG = "k8s.io/kubernetes/cmd/kube-apiserver"

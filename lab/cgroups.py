@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from crdscope.probes.errors import ConfigError
-from crdscope.probes.quantity import parse_quantity
+from crdscope.base.errors import ConfigError
+from crdscope.base.quantity import parse_quantity
 
 from .binaries import LabError
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
-from crdscope.probes.paths import state_dir
+from crdscope.base.paths import state_dir
 
 from . import balancer, cgroups, rbac
 from .binaries import Binaries, LabError

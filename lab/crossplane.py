@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Callable
 
-from crdscope.probes.paths import cache_dir
+from crdscope.base.paths import cache_dir
 
 from .binaries import LabError, go_build, go_env
 from .processes import Component, free_port, pid_alive, spawn, tail, wait_http

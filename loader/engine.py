@@ -33,9 +33,9 @@ from collections.abc import AsyncGenerator, Callable
 
 from crdscope.probes.cluster import Cluster
 from crdscope.probes.crdwatch import CRDWatch
-from crdscope.probes.errors import ClusterError, ConfigError, CrdscopeError
+from crdscope.base.errors import ClusterError, ConfigError, CrdscopeError
 from crdscope.probes.ratelimit import TokenBucket
-from crdscope.probes.settings import LoaderSettings
+from crdscope.base.settings import LoaderSettings
 from crdscope.probes.traffic import LOADER, origin
 
 from .apply import Applier, ApplyFatalError, ApplyResult

@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 from crdscope.probes.crdwatch import MANAGED_BY_LABEL
-from crdscope.probes.errors import ConfigError, CrdscopeError
+from crdscope.base.errors import ConfigError, CrdscopeError
 
 from .documents import CRD_API_VERSION, CRD_KIND, CRDDocument, Item, Source, SourceProblem, UniqueNames
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal, get_args
 
-from crdscope.probes.samples import Sample
+from crdscope.base.samples import Sample
 
 #: Where a load run is: idle (not started), running, paused (sending held), stopping (in-flight
 #: applies finishing), then stopped (ended early: stop, a fatal error) or done (everything settled).

@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 from collections.abc import Iterator
 
-from crdscope.probes.errors import ConfigError
-from crdscope.probes.paths import state_dir
+from crdscope.base.errors import ConfigError
+from crdscope.base.paths import state_dir
 
 #: What became of a CRD or a source entry; ``established`` is recorded on top of created/updated.
 Outcome = Literal["created", "updated", "skipped", "failed"]

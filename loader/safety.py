@@ -43,7 +43,7 @@ import httpx
 
 from crdscope.probes.cluster import Cluster, explain, parse_retry_after, raise_for_status, status_message
 from crdscope.probes.crdwatch import CRD_PATH, CRDRecord, CRDWatch, MANAGED_BY_LABEL, MANAGED_BY_VALUE
-from crdscope.probes.errors import ClusterError, ConfigError
+from crdscope.base.errors import ClusterError, ConfigError
 from crdscope.probes.kubeconfig import ClusterConfig
 from crdscope.probes.transport import TRANSPORT_ERRORS
 

@@ -30,7 +30,7 @@ import yaml
 
 from crdscope.probes.cluster import Cluster, explain, raise_for_status
 from crdscope.probes.crdwatch import CRD_PATH
-from crdscope.probes.errors import ClusterError, ConfigError
+from crdscope.base.errors import ClusterError, ConfigError
 from crdscope.probes.kubeconfig import load_config
 from crdscope.probes.transport import TRANSPORT_ERRORS
 

@@ -23,7 +23,7 @@ import random
 from typing import Any
 from collections.abc import Iterator, Mapping
 
-from crdscope.probes.errors import ConfigError
+from crdscope.base.errors import ConfigError
 
 from .documents import CRD_API_VERSION, CRD_KIND, Item, Source, document_items
 

@@ -16,7 +16,7 @@ from collections.abc import Collection
 from typing import Any
 
 from .cluster import Cluster
-from .errors import ClusterError
+from crdscope.base.errors import ClusterError
 from .metrics import LabelKey, Scrape, buckets, delta_buckets, histogram_quantile, merge_buckets
 
 #: The quantile of the queue wait reported per priority level.

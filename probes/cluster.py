@@ -19,7 +19,7 @@ import httpx
 
 from . import USER_AGENT
 from .credentials import TokenSource
-from .errors import ClusterError, ConfigError
+from crdscope.base.errors import ClusterError, ConfigError
 from .kubeconfig import (  # noqa: F401 - re-exported: callers know the cluster module
     ClusterConfig, _first_line, kubeconfig_paths, list_contexts, load_config, load_in_cluster_config,
 )

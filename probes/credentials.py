@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .errors import ConfigError
+from crdscope.base.errors import ConfigError
 
 #: client-go re-reads a token file after this many seconds.
 TOKEN_FILE_REREAD_SECONDS = 60.0

@@ -43,10 +43,10 @@ from .discovery_docs import (
     Resource,
 )
 from .discovery_kubectl import KubectlCache, KubectlTiming
-from .errors import ClusterError, ConfigError
+from crdscope.base.errors import ClusterError, ConfigError
 from .ratelimit import ClientLimits, ClientModel, client_models, user_limits
-from .samples import Sample, percentile
-from .settings import Cadences
+from crdscope.base.samples import Sample, percentile
+from crdscope.base.settings import Cadences
 from .shared import SharedState
 from .traffic import origin
 from .transport import TRANSPORT_ERRORS

@@ -19,8 +19,8 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING
 
-from .samples import Sample
-from .settings import RequestBudgets
+from crdscope.base.samples import Sample
+from crdscope.base.settings import RequestBudgets
 from .traffic import LOADER, Tally, Traffic
 
 if TYPE_CHECKING:

@@ -41,7 +41,7 @@ import h2.events
 import h2.exceptions
 import httpx
 
-from .errors import CrdscopeError
+from crdscope.base.errors import CrdscopeError
 from .kubeconfig import ClusterConfig
 
 log = logging.getLogger("crdscope.h2ping")

@@ -47,7 +47,7 @@ from .prometheus import PrometheusFigures, PrometheusReading, PrometheusSource
 from .health_tracker import FITS, HealthTracker, Outage
 from .replicas import REPLICA_GAUGES, ReplicaFigures, from_instances
 from .restarts import IDENTITY_LEASE, KUBE_STATE_METRICS, PlatformRestarts, RestartEvent
-from .samples import Sample
+from crdscope.base.samples import Sample
 
 if TYPE_CHECKING:
     from .monitor import Monitor

@@ -41,7 +41,7 @@ from .cluster import Cluster
 from .crdwatch import CRDRecord, CRDWatch
 from .crossplane import CrossplaneChain, CrossplaneObjects, build_chain, expected_crds, owner_aliases
 from .crossplane_read import ChainReader, read_objects
-from .samples import Sample
+from crdscope.base.samples import Sample
 
 if TYPE_CHECKING:
     from .monitor import Monitor

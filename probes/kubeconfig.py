@@ -29,7 +29,7 @@ import httpx
 import yaml
 
 from .credentials import ExecCredential, StaticToken, TokenFile, TokenSource
-from .errors import ConfigError
+from crdscope.base.errors import ConfigError
 
 IN_CLUSTER_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 

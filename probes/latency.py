@@ -34,7 +34,7 @@ from .cluster import Cluster, explain, status_message
 from .crdwatch import CRD_PATH, MANAGED_BY_LABEL, MANAGED_BY_VALUE, THREAD_DECODE_BYTES, CRDRecord
 from .metrics import SHARED_SCRAPE_AGE, MetricsSource, Scrape, buckets, delta_buckets, histogram_quantile, merge_buckets
 from .replicas import KEEP_SLOTS, PROCESS_FAMILY, process_of, start_time_of
-from .samples import Sample, percentile
+from crdscope.base.samples import Sample, percentile
 from .transport import TRANSPORT_ERRORS
 
 if TYPE_CHECKING:

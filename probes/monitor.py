@@ -20,9 +20,9 @@ from .health import HealthSample
 from .heap import give_back_freed_memory
 from .metrics import MetricsSource
 from .registry import factory, monitor_probes
-from .samples import Sample
+from crdscope.base.samples import Sample
 from .scheduler import Probe, Scheduler, Sink
-from .settings import Settings
+from crdscope.base.settings import Settings
 from .shared import SharedState
 
 log = logging.getLogger("crdscope.monitor")

@@ -39,7 +39,7 @@ from .guard import Guard
 from .metrics import Scrape
 from .publication import LagStats, PublicationTracker
 from .ratelimit import Allowance
-from .samples import Sample
+from crdscope.base.samples import Sample
 from .transport import TRANSPORT_ERRORS
 
 if TYPE_CHECKING:

@@ -63,7 +63,7 @@ from typing import Any
 
 import httpx
 
-from .errors import ConfigError
+from crdscope.base.errors import ConfigError
 
 #: Jobs under which common setups scrape the API server's own /metrics.
 APISERVER_JOBS = "apiserver|kube-apiserver"

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .crdwatch import CRDRecord
-from .samples import percentile
+from crdscope.base.samples import percentile
 
 #: A publication stage, in pipeline order (also the keys of ``OpenAPISample.lag_seconds``).
 Stage = Literal["names_accepted", "established", "discovery", "openapi_v3"]

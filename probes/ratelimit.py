@@ -26,7 +26,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .errors import ConfigError
+from crdscope.base.errors import ConfigError
 
 
 @dataclass(frozen=True)

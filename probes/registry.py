@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import ConfigError
-from .samples import SAMPLE_TYPES, Sample
+from crdscope.base.errors import ConfigError
+from crdscope.base.samples import SAMPLE_TYPES, Sample
 
 if TYPE_CHECKING:
     from .monitor import Monitor

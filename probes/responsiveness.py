@@ -34,7 +34,7 @@ import httpx
 
 from .cluster import Cluster, effective_proxy
 from .h2ping import H2Pinger
-from .samples import Sample
+from crdscope.base.samples import Sample
 
 if TYPE_CHECKING:
     from .monitor import Monitor

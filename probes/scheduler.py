@@ -18,7 +18,7 @@ from typing import Protocol
 from collections.abc import Awaitable, Callable
 
 from .registry import sample_type
-from .samples import Sample
+from crdscope.base.samples import Sample
 from .traffic import REQUEST_ORIGIN
 
 log = logging.getLogger("crdscope.scheduler")

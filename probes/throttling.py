@@ -38,7 +38,7 @@ from .cluster import Cluster, RequestLog
 from .metrics import SHARED_SCRAPE_AGE, MetricsSource, Scrape
 from .ratelimit import ClientModel
 from .replicas import KEEP_SLOTS, PROCESS_FAMILY, process_of, start_time_of
-from .samples import Sample
+from crdscope.base.samples import Sample
 from .shared import SharedState
 
 if TYPE_CHECKING:

@@ -7,8 +7,8 @@ import time
 from typing import TYPE_CHECKING
 
 from .cluster import Cluster, explain, raise_for_status
-from .errors import ClusterError
-from .samples import Sample
+from crdscope.base.errors import ClusterError
+from crdscope.base.samples import Sample
 from .scheduler import FunctionProbe
 from .transport import TRANSPORT_ERRORS
 

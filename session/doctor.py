@@ -16,7 +16,7 @@ from typing import Any
 
 from crdscope.findings.engine import CHECKED_BY_PROBE, FindingsEngine
 from crdscope.findings.model import Finding, Severity, format_duration, most_severe_first
-from crdscope.probes.errors import ConfigError
+from crdscope.base.errors import ConfigError
 
 from .recorder import ClusterInfo
 
@@ -79,7 +79,7 @@ def run_doctor(kubeconfig: str | None, context: str | None, seconds: float,
     capped crdscope lab's cap is found without it.
     """
     from crdscope.probes.cluster import Cluster
-    from crdscope.probes.settings import load_settings, with_openapi_v2
+    from crdscope.base.settings import load_settings, with_openapi_v2
 
     settings = with_openapi_v2(load_settings(), openapi_v2)
     cluster = Cluster.connect(kubeconfig, context)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from crdscope.probes.errors import ConfigError
+from crdscope.base.errors import ConfigError
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}

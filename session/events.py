@@ -27,8 +27,8 @@ from crdscope.probes.health import HealthSample
 from crdscope.probes.latency import LatencySample
 from crdscope.probes.openapi import OpenAPISample
 from crdscope.probes.ratelimit import ClientModel
-from crdscope.probes.samples import Sample
-from crdscope.probes.settings import Thresholds
+from crdscope.base.samples import Sample
+from crdscope.base.settings import Thresholds
 from crdscope.findings.model import format_duration as format_seconds  # one formatter for events and findings
 from crdscope.probes.throttling import ThrottlingSample
 

@@ -38,8 +38,8 @@ from prometheus_client.registry import Collector
 
 from crdscope.findings.model import Finding, Severity
 from crdscope.probes import __version__
-from crdscope.probes.errors import ConfigError
-from crdscope.probes.samples import Sample
+from crdscope.base.errors import ConfigError
+from crdscope.base.samples import Sample
 
 from .recorder import ClusterInfo
 from .values import finite_number, is_record, names_of, read_field

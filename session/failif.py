@@ -25,9 +25,9 @@ import typing
 from typing import Any
 from collections.abc import Callable, Iterable
 
-from crdscope.probes.errors import ConfigError
+from crdscope.base.errors import ConfigError
 from crdscope.probes.registry import monitor_probes, sample_type
-from crdscope.probes.samples import Sample
+from crdscope.base.samples import Sample
 
 from .values import count, get_path
 

@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any, TextIO
 from collections.abc import Callable, Iterable
 
-from crdscope.probes.errors import CrdscopeError
-from crdscope.probes.logs import log_to_file
+from crdscope.base.errors import CrdscopeError
+from crdscope.base.logs import log_to_file
 from crdscope.findings.engine import FindingsEngine
 from crdscope.findings.model import FindingChange, format_duration
-from crdscope.probes.samples import Sample
+from crdscope.base.samples import Sample
 
 from .events import FAIL, Event, EventDetector
 from .durations import parse_duration
@@ -123,7 +123,7 @@ def run_headless(kubeconfig: str | None = None, context: str | None = None, dura
                  memory_limit: int | None = None, openapi_v2: bool = False) -> None:
     """Watch a cluster without a screen; raises :class:`CrdscopeError` (exit 1) when a threshold is crossed."""
     from crdscope.probes.cluster import Cluster
-    from crdscope.probes.settings import load_settings, with_openapi_v2
+    from crdscope.base.settings import load_settings, with_openapi_v2
 
     from .exporter import parse_listen
 
@@ -235,7 +235,7 @@ def replay_headless(recording: Any, *, speed: float = 0.0, as_json: bool = False
     them), or every sample and event as JSON lines; a closed pipe (``| head``) ends it quietly."""
     import json
 
-    from crdscope.probes.settings import load_settings
+    from crdscope.base.settings import load_settings
 
     from .recorder import event_record, finding_record, sample_record
     from .replay import ReplayFeed

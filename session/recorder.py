@@ -55,9 +55,9 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from crdscope.probes import __version__
-from crdscope.probes.errors import ConfigError
-from crdscope.probes.paths import data_dir
-from crdscope.probes.samples import Sample
+from crdscope.base.errors import ConfigError
+from crdscope.base.paths import data_dir
+from crdscope.base.samples import Sample
 from crdscope.findings.model import FindingChange
 
 from .events import Event

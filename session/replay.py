@@ -25,9 +25,9 @@ from typing import Any
 from collections.abc import Callable, Generator, Iterator
 
 from crdscope.probes import __version__
-from crdscope.probes.errors import ConfigError
+from crdscope.base.errors import ConfigError
 from crdscope.probes.registry import sample_type
-from crdscope.probes.samples import Sample
+from crdscope.base.samples import Sample
 from crdscope.probes.scheduler import Sink, deliver
 
 from .durations import parse_duration

@@ -21,7 +21,7 @@ from crdscope.probes.discovery import DiscoverySample
 from crdscope.probes.health import HealthSample
 from crdscope.probes.latency import LatencySample
 from crdscope.probes.openapi import OpenAPISample
-from crdscope.probes.samples import Sample
+from crdscope.base.samples import Sample
 from crdscope.probes.throttling import ThrottlingSample
 from crdscope.findings.engine import FindingsEngine
 from crdscope.findings.model import FindingChange

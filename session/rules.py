@@ -14,7 +14,7 @@ from typing import Any
 
 from crdscope.findings.checks import DEFAULT_CANARY_SLO_SECONDS
 from crdscope.findings.crashloop import NEAR_LIMIT_FRACTION
-from crdscope.probes.settings import Thresholds
+from crdscope.base.settings import Thresholds
 
 #: ``job`` label of the scrape of crdscope's exporter in the rules' selectors (overridable).
 DEFAULT_JOB = "crdscope"

@@ -82,7 +82,7 @@ def timed_action(app: Any, action: str) -> Iterator[KeyTimer]:
 
 def lab_app(handle: Any, *, load: int = 120, size: str = "tabs") -> Any:
     """The monitor as ``crdscope lab`` opens it, loading a modest synthetic set quickly."""
-    from crdscope.probes.settings import LoaderSettings, Settings
+    from crdscope.base.settings import LoaderSettings, Settings
     from crdscope.tui.launch import build_app
 
     settings = Settings(loader=LoaderSettings(source=f"synthetic:{load}", rate=60.0, concurrency=8))
@@ -166,7 +166,7 @@ def steady_cadences(**cadences: float) -> dict[str, float]:
     A probe with an ``*_idle`` cadence slows to it once no CRD changed for ``settle`` seconds
     (``probes.scheduler.Scheduler.pace``); tests that want a probe at one pace set both.
     """
-    from crdscope.probes.settings import Cadences
+    from crdscope.base.settings import Cadences
 
     known = {f.name for f in dataclasses.fields(Cadences)}
     steady = dict(cadences)

@@ -18,13 +18,13 @@ from textual.binding import Binding
 
 from crdscope.findings.engine import FindingsEngine
 from crdscope.findings.model import Finding
-from crdscope.probes.errors import ConfigError
+from crdscope.base.errors import ConfigError
 from crdscope.probes.footprint import FootprintSample
-from crdscope.probes.logs import log_path, write_traceback
-from crdscope.probes.paths import data_dir
-from crdscope.probes.samples import Sample
+from crdscope.base.logs import log_path, write_traceback
+from crdscope.base.paths import data_dir
+from crdscope.base.samples import Sample
 from crdscope.probes.scheduler import ProbeHealth
-from crdscope.probes.settings import Settings
+from crdscope.base.settings import Settings
 from crdscope.themes import DEFAULT_THEME, THEME_NAMES, THEMES, role_defaults
 
 from .commands import CrdscopeCommands

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from crdscope.probes.logs import NOT_WRITABLE, log_to_file
+from crdscope.base.logs import NOT_WRITABLE, log_to_file
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from crdscope.probes.settings import Settings
+    from crdscope.base.settings import Settings
     from crdscope.session.recorder import ClusterInfo, Recorder
 
     from .app import CrdscopeApp
@@ -66,7 +66,7 @@ def build_app(kubeconfig: str | None = None, context: str | None = None, *, reco
     """The monitor app on a cluster, ready to run (tests drive it with ``run_test``)."""
     from crdscope.probes.cluster import Cluster
     from crdscope.probes.monitor import Monitor
-    from crdscope.probes.settings import load_settings, with_openapi_v2
+    from crdscope.base.settings import load_settings, with_openapi_v2
     from crdscope.session.headless import follow_memory_limit, known_memory_limit, wire_lab
 
     from .app import CrdscopeApp, check_theme

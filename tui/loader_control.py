@@ -16,9 +16,9 @@ from crdscope.loader.engine import LoadEngine
 from crdscope.loader.progress import LoaderSample
 from crdscope.loader.safety import CleanPlan, check_target, execute_clean, plan_clean
 from crdscope.loader.sources import open_source
-from crdscope.probes.errors import CrdscopeError
+from crdscope.base.errors import CrdscopeError
 from crdscope.probes.monitor import Monitor
-from crdscope.probes.settings import LoaderSettings
+from crdscope.base.settings import LoaderSettings
 from crdscope.probes.traffic import LOADER, origin
 
 from .format import duration

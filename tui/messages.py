@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from crdscope.probes.samples import Sample
+from crdscope.base.samples import Sample
 
 
 class SampleArrived(Message):

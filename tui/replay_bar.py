@@ -25,7 +25,7 @@ from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, Static
 
-from crdscope.probes.errors import ConfigError
+from crdscope.base.errors import ConfigError
 
 from .app import CrdscopeApp
 
@@ -239,7 +239,7 @@ class ReplayApp(CrdscopeApp):
 def build_replay_app(recording: Any, *, speed: float = 1.0, theme: str | None = None,
                      layout: str | None = None, settings: Any = None) -> ReplayApp:
     """The replay app on a recording (tests drive it with ``run_test``)."""
-    from crdscope.probes.settings import load_settings
+    from crdscope.base.settings import load_settings
     from crdscope.session.replay import ReplayFeed
 
     from .app import check_theme
@@ -252,7 +252,7 @@ def build_replay_app(recording: Any, *, speed: float = 1.0, theme: str | None = 
 
 def run_replay_app(recording: Any, *, speed: float = 1.0, theme: str | None = None) -> None:
     """Open the monitor on a recording and run it until quit."""
-    from crdscope.probes.logs import NOT_WRITABLE, log_to_file
+    from crdscope.base.logs import NOT_WRITABLE, log_to_file
 
     where = log_to_file() or NOT_WRITABLE
     app = build_replay_app(recording, speed=speed, theme=theme)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TypeVar
 
-from crdscope.probes.samples import Sample
+from crdscope.base.samples import Sample
 from crdscope.probes.scheduler import ProbeHealth
 from crdscope.session.events import Event
 

@@ -51,7 +51,7 @@ async def running_monitor(lab, probes: list[str], *, kubeconfig: str | None = No
     from crdscope.lab.sockets import etcd_connection_counter
     from crdscope.probes.cluster import Cluster
     from crdscope.probes.monitor import Monitor
-    from crdscope.probes.settings import Settings
+    from crdscope.base.settings import Settings
 
     cluster = Cluster.connect(kubeconfig or lab.kubeconfig, context or (None if kubeconfig else ADMIN_CONTEXT))
     from tests.helpers import steady_cadences

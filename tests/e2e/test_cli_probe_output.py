@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.lab]
 
 
 def crdscope(lab, *args: str) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "crdscope.tui.cli", *args, "--kubeconfig", lab.kubeconfig,
+    argv = [sys.executable, "-m", "crdscope.cli.main", *args, "--kubeconfig", lab.kubeconfig,
             "--context", lab.admin_context]
     return subprocess.run(argv, capture_output=True, text=True, timeout=120)
 

@@ -31,7 +31,7 @@ MRD = "managedresourcedefinitions.apiextensions.crossplane.io"
 
 
 def crdscope(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "crdscope.tui.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "crdscope.cli.main", *args], capture_output=True, text=True,
                           timeout=timeout)
 
 

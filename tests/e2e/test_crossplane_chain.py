@@ -36,7 +36,7 @@ NO_AVAILABLE = ('post establish runtime hook failed for package: provider packag
 
 
 def crdscope(lab, *args: str, context: str | None = None) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "crdscope.tui.cli", *args, "--kubeconfig", lab.kubeconfig,
+    argv = [sys.executable, "-m", "crdscope.cli.main", *args, "--kubeconfig", lab.kubeconfig,
             "--context", context or lab.admin_context]
     return subprocess.run(argv, capture_output=True, text=True, timeout=120)
 

@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from crdscope.probes.discovery import DiscoveryProbe, once
-from crdscope.probes.settings import Cadences
+from crdscope.base.settings import Cadences
 from tests.conftest import SHARED_CRDS
 from tests.crdsets import extract, tiny_crd
 from tests.helpers import async_wait_for, wait_for
@@ -202,7 +202,7 @@ async def test_kubectl_cache_and_timing_next_to_the_probe(lab, gcp_crds):
 @pytest.mark.parametrize("extra", [[], ["--legacy", "--qps", "2", "--burst", "5"]])
 def test_cli_prints_the_sample(lab, gcp_crds, extra):
     before = kubectl_view(lab)
-    done = subprocess.run([sys.executable, "-m", "crdscope.tui.cli", "probe", "discovery", "--json",
+    done = subprocess.run([sys.executable, "-m", "crdscope.cli.main", "probe", "discovery", "--json",
                            "--kubeconfig", lab.kubeconfig, *extra], capture_output=True, text=True, timeout=300,
                           check=False)
     assert before == kubectl_view(lab)
@@ -220,7 +220,7 @@ def test_cli_prints_the_sample(lab, gcp_crds, extra):
 
 
 def test_cli_rejects_a_model_without_the_walk(lab):
-    done = subprocess.run([sys.executable, "-m", "crdscope.tui.cli", "probe", "discovery", "--qps", "5", "--burst", "10",
+    done = subprocess.run([sys.executable, "-m", "crdscope.cli.main", "probe", "discovery", "--qps", "5", "--burst", "10",
                            "--kubeconfig", lab.kubeconfig], capture_output=True, text=True, timeout=120,
                           check=False)
     assert done.returncode == 2

@@ -28,7 +28,7 @@ from tests.helpers import wait_for
 
 
 def crdscope(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "crdscope.tui.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "crdscope.cli.main", *args], capture_output=True, text=True,
                           timeout=timeout)
 
 

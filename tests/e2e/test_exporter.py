@@ -26,7 +26,7 @@ def exporter(lab, tmp_path):
     """``crdscope watch --headless --serve-metrics 127.0.0.1:PORT`` against the session lab."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "crdscope.tui.cli", "watch", "--headless", "--kubeconfig", lab.kubeconfig,
+        [sys.executable, "-m", "crdscope.cli.main", "watch", "--headless", "--kubeconfig", lab.kubeconfig,
          "--context", lab.admin_context, "--duration", "10m", "--serve-metrics", f"127.0.0.1:{port}"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:

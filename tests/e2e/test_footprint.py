@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from crdscope.probes.footprint import WALK_MARKER, budget_of
-from crdscope.probes.settings import RequestBudgets
+from crdscope.base.settings import RequestBudgets
 from crdscope.probes.openapi import CONTENT_FETCHES_PER_ROUND
 from tests.conftest import LabHandle
 from tests.crdsets import extract

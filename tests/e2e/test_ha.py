@@ -23,7 +23,7 @@ from tests.helpers import wait_for
 
 pytestmark = pytest.mark.lab
 
-CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
+CRDSCOPE = [sys.executable, "-m", "crdscope.cli.main"]
 #: Requests per second no priority level of an idle lab reaches: measured 3.6/s at most with rates
 #: kept per replica, 217/s when one replica's counters were subtracted from the other's (and more as
 #: the counters grow).  A replica that just restarted serves its own bootstrap requests: 50.4/s was
@@ -136,7 +136,7 @@ async def test_kill_and_start_one_replica_is_one_restart_of_it_and_the_cluster_k
 
 
 async def test_the_monitor_shows_two_api_servers_and_a_line_per_replica(ha_lab):
-    from crdscope.probes.settings import Settings
+    from crdscope.base.settings import Settings
     from crdscope.tui.header import ClusterHeader
     from crdscope.tui.launch import build_app
     from crdscope.probes.throttling import ThrottlingSample

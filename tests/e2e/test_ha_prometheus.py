@@ -29,7 +29,7 @@ from tests.helpers import async_wait_for, wait_for
 
 pytestmark = pytest.mark.lab
 
-CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
+CRDSCOPE = [sys.executable, "-m", "crdscope.cli.main"]
 KEEP = ("process_.*|go_goroutines|go_memstats_heap_inuse_bytes|apiserver_flowcontrol_.*"
         "|apiserver_request_duration_seconds_bucket")
 LIST_PATH = "/api/v1/namespaces"

@@ -16,7 +16,7 @@ import pytest
 from crdscope.findings.checks import NOT_ANSWERING
 from crdscope.findings.engine import FindingsEngine
 from crdscope.findings.model import CLOSED, OPENED
-from crdscope.probes.settings import Thresholds
+from crdscope.base.settings import Thresholds
 from tests.e2e.monitoring import running_monitor
 from tests.helpers import async_wait_for
 

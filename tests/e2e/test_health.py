@@ -20,7 +20,7 @@ from tests.helpers import wait_for
 
 pytestmark = pytest.mark.lab
 
-CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
+CRDSCOPE = [sys.executable, "-m", "crdscope.cli.main"]
 OURS = {"app.kubernetes.io/managed-by": "crdscope"}
 
 

@@ -23,7 +23,7 @@ from tests.helpers import async_wait_for, wait_for
 
 pytestmark = pytest.mark.lab
 
-CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
+CRDSCOPE = [sys.executable, "-m", "crdscope.cli.main"]
 HOLD_FINALIZER = "crdscope.test/hold"
 
 

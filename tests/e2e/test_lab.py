@@ -12,9 +12,9 @@ import pytest
 
 from crdscope.lab.controlplane import pid_alive
 from crdscope.probes.cluster import Cluster
-from crdscope.probes.errors import ClusterError, ConfigError
+from crdscope.base.errors import ClusterError, ConfigError
 
-CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
+CRDSCOPE = [sys.executable, "-m", "crdscope.cli.main"]
 
 
 def crdscope(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -131,7 +131,7 @@ def test_lab_up_and_down_leave_nothing_behind(lab_binaries, tmp_path: Path):
 def test_missing_binaries_and_go_is_a_clear_error(tmp_path: Path):
     env = {"PATH": str(tmp_path), "KUBEBUILDER_ASSETS": "", "XDG_CACHE_HOME": str(tmp_path / "cache"),
            "CRDSCOPE_LAB_HOME": str(tmp_path / "home")}
-    done = subprocess.run([sys.executable, "-m", "crdscope.tui.cli", "lab", "up"], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "crdscope.cli.main", "lab", "up"], capture_output=True, text=True,
                           env={**os.environ, **env}, timeout=60)
     assert done.returncode != 0
     line = done.stderr.strip()

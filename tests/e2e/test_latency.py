@@ -17,7 +17,7 @@ from tests.e2e.monitoring import (apply_and_establish, delete_and_wait, kubectl,
 
 pytestmark = pytest.mark.lab
 
-CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
+CRDSCOPE = [sys.executable, "-m", "crdscope.cli.main"]
 OURS = {"app.kubernetes.io/managed-by": "crdscope"}
 
 

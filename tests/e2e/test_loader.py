@@ -27,7 +27,7 @@ from crdscope.probes.crdwatch import RUN_ANNOTATION, CRDWatch
 from tests.crdsets import crd_names, delete_crds, extract, tiny_crd, write_tiny_crds
 from tests.helpers import async_wait_for, wait_for
 
-CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
+CRDSCOPE = [sys.executable, "-m", "crdscope.cli.main"]
 LABEL = "app.kubernetes.io/managed-by=crdscope"
 
 

@@ -23,13 +23,13 @@ from crdscope.probes.openapi import (
     index_hashes,
 )
 from crdscope.probes.publication import STAGES
-from crdscope.probes.settings import Settings
+from crdscope.base.settings import Settings
 from tests.crdsets import crd_names, delete_crds, extract, write_tiny_crds
 from tests.helpers import async_wait_for, steady_cadences
 
 pytestmark = pytest.mark.lab
 
-CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
+CRDSCOPE = [sys.executable, "-m", "crdscope.cli.main"]
 
 
 def delete_and_wait(lab, names: list[str]) -> None:

@@ -36,7 +36,7 @@ from tests.helpers import wait_for
 
 pytestmark = pytest.mark.lab
 
-CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
+CRDSCOPE = [sys.executable, "-m", "crdscope.cli.main"]
 
 
 @pytest.fixture(scope="module")

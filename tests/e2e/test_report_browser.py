@@ -37,7 +37,7 @@ EXPECTED_CHARTS = {
 
 
 def crdscope(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "crdscope.tui.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "crdscope.cli.main", *args], capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -103,7 +103,7 @@ def browser(tmp_path: Path):
 def record_a_session_with_a_load(lab, path: Path) -> None:
     """A headless session recorded while synthetic CRDs are loaded, then cleaned."""
     cluster = ["--kubeconfig", lab.kubeconfig, "--context", lab.admin_context]
-    watcher = subprocess.Popen([sys.executable, "-m", "crdscope.tui.cli", "watch", "--headless", *cluster,
+    watcher = subprocess.Popen([sys.executable, "-m", "crdscope.cli.main", "watch", "--headless", *cluster,
                                 "--duration", "75s", "--record", str(path)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.lab
 
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
-CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
+CRDSCOPE = [sys.executable, "-m", "crdscope.cli.main"]
 
 
 def free_port() -> int:

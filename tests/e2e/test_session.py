@@ -23,7 +23,7 @@ from tests.helpers import async_wait_for, secrets_of, steady_cadences, wait_for
 
 pytestmark = pytest.mark.lab
 
-CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
+CRDSCOPE = [sys.executable, "-m", "crdscope.cli.main"]
 ROOT = Path(__file__).resolve().parents[2]
 LOADED = 40
 #: Fast cadences: the restart and the load show up within seconds.
@@ -39,7 +39,7 @@ def crdscope(*args: str, timeout: float = 120, **kwargs) -> subprocess.Completed
 async def test_record_a_load_and_a_restart_then_replay_and_report(fresh_lab, tmp_path):
     from crdscope.loader.engine import LoadEngine
     from crdscope.probes.monitor import Monitor
-    from crdscope.probes.settings import Settings
+    from crdscope.base.settings import Settings
     from crdscope.session.events import EventDetector
     from crdscope.session.recorder import Recorder, describe_cluster
     from crdscope.session.replay import ReplayFeed, read_recording

@@ -21,7 +21,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from crdscope.probes.monitor import Monitor
-from crdscope.probes.settings import Settings
+from crdscope.base.settings import Settings
 from crdscope.probes.throttling import ThrottlingSample, once
 from tests.apf_squeeze import LIST_CRDS, squeeze_manifests
 from tests.helpers import async_wait_for, steady_cadences
@@ -182,7 +182,7 @@ async def test_forbidden_metrics_are_unobservable_not_an_error(lab):
 
 
 def test_cli_prints_priority_levels_like_the_server(lab):
-    done = subprocess.run([sys.executable, "-m", "crdscope.tui.cli", "probe", "throttling", "--json",
+    done = subprocess.run([sys.executable, "-m", "crdscope.cli.main", "probe", "throttling", "--json",
                            "--kubeconfig", lab.kubeconfig], capture_output=True, text=True, timeout=120,
                           env=dict(os.environ))
     assert done.returncode == 0, done.stderr

@@ -27,7 +27,7 @@ from tests.helpers import async_wait_for
 
 pytestmark = pytest.mark.lab
 
-CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
+CRDSCOPE = [sys.executable, "-m", "crdscope.cli.main"]
 OLD = "1.26"
 #: The memory cap of the kill test: above what an idle 1.26 API server needs (about 300 MiB here)
 #: and below what a few hundred CRDs need (about 6.5 MiB each on 1.26).

@@ -39,7 +39,7 @@ def test_the_wheel_holds_only_the_crdscope_namespace(wheel: Path):
     top = {name.split("/")[0] for name in names}
     assert top == {"crdscope", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".dist-info"}
     # The packages and their data files are inside the namespace.
-    for expected in ("crdscope/probes/scheduler.py", "crdscope/tui/cli.py", "crdscope/lab/go.mod",
+    for expected in ("crdscope/probes/scheduler.py", "crdscope/cli/main.py", "crdscope/lab/go.mod",
                      "crdscope/tui/monitor.tcss"):
         assert expected in names
 

@@ -16,7 +16,7 @@ import httpx
 
 from tests.conftest import ROOT
 
-CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
+CRDSCOPE = [sys.executable, "-m", "crdscope.cli.main"]
 OWNED = "app.kubernetes.io/managed-by=crdscope"
 
 
@@ -133,7 +133,7 @@ class Watched:
 
     def __init__(self, cluster) -> None:
         from crdscope.probes.monitor import Monitor
-        from crdscope.probes.settings import Settings
+        from crdscope.base.settings import Settings
         from crdscope.session.events import EventDetector
 
         from tests.helpers import steady_cadences

@@ -38,7 +38,7 @@ async def watched_findings(lab):
     """A monitor running only the throttling probe (every second) into a findings engine."""
     from crdscope.findings.engine import FindingsEngine
     from crdscope.probes.monitor import Monitor
-    from crdscope.probes.settings import Settings
+    from crdscope.base.settings import Settings
 
     engine = FindingsEngine()
     samples: list = []

@@ -23,7 +23,7 @@ import pytest
 
 from crdscope.probes.cluster import DEFAULT_TIMEOUT
 from crdscope.probes.health_checks import CHECK_TIMEOUT
-from crdscope.probes.settings import LoaderSettings, Settings
+from crdscope.base.settings import LoaderSettings, Settings
 from tests.faults.helpers import count_requests
 from tests.helpers import async_wait_for, start_loader_as_configured, timed_action
 from tests.tui.conftest import status_text

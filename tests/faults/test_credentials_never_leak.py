@@ -26,7 +26,7 @@ import yaml
 
 from crdscope.lab.controlplane import free_port
 from crdscope.lab.pki import CertificateAuthority
-from crdscope.probes.settings import LoaderSettings, Settings
+from crdscope.base.settings import LoaderSettings, Settings
 from tests.faults.helpers import crdscope, spawn
 from tests.helpers import async_wait_for, secrets_of, start_loader_as_configured, wait_for
 from crdscope.tui.launch import build_app

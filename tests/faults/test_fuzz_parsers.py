@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from crdscope.loader.sources import CRDDocument, SourceProblem, document_items, yaml_items
 from crdscope.probes.cluster import Cluster, ClusterConfig
 from crdscope.probes.discovery import DiscoveryProbe, DiscoverySample
-from crdscope.probes.errors import CrdscopeError
+from crdscope.base.errors import CrdscopeError
 from crdscope.probes.metrics import MetricsParser, MetricsSource, parse_text
 from crdscope.probes.registry import monitor_probes, sample_type
 from crdscope.session.recorder import ClusterInfo, header_record

@@ -20,7 +20,7 @@ import json
 
 import pytest
 
-from crdscope.probes.settings import LoaderSettings, Settings
+from crdscope.base.settings import LoaderSettings, Settings
 from tests.faults.helpers import crdscope
 from tests.helpers import async_wait_for, start_loader_as_configured
 from tests.tui.conftest import widget_text

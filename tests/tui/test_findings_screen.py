@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from crdscope.findings.engine import FindingsEngine
-from crdscope.probes.settings import Settings
+from crdscope.base.settings import Settings
 from crdscope.tui.screens.findings import FindingsScreen
 from tests.tui.conftest import FIXTURES, widget_text
 from tests.tui.test_snapshots import make_app, settle

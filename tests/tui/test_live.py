@@ -34,7 +34,7 @@ LOAD = 120
 async def probe_json(handle, name: str) -> dict:
     """``crdscope probe NAME --json`` against the lab, as a user would run it."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "crdscope.tui.cli", "probe", name, "--json", "--kubeconfig", handle.kubeconfig,
+        sys.executable, "-m", "crdscope.cli.main", "probe", name, "--json", "--kubeconfig", handle.kubeconfig,
         "--context", handle.admin_context, cwd=ROOT, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE)
     out, err = await process.communicate()

@@ -15,7 +15,7 @@ import pytest
 from textual.app import App
 from textual.widgets import Button, Input, Select, Static
 
-from crdscope.probes.settings import LoaderSettings, Settings
+from crdscope.base.settings import LoaderSettings, Settings
 from crdscope.themes import DEFAULT_THEME, THEMES, role_defaults
 from crdscope.tui.launch import build_app
 from crdscope.tui.screens.dialogs import ChoiceScreen, ConfirmScreen

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from crdscope.probes.errors import ConfigError
+from crdscope.base.errors import ConfigError
 from tests.conftest import ROOT
 from crdscope.themes import ROLES, THEME_NAMES, THEMES
 from crdscope.tui.app import check_theme

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from crdscope.probes.paths import state_dir
-from crdscope.tui.cli import LAZY_COMMANDS, Group, cli
+from crdscope.base.paths import state_dir
+from crdscope.cli.main import LAZY_COMMANDS, Group, cli
 
 #: Nothing listens there: a test that got as far as connecting would fail with "connection refused".
 UNREACHABLE = "https://127.0.0.1:1"
@@ -21,7 +21,7 @@ UNREACHABLE = "https://127.0.0.1:1"
 def broken_group() -> click.Group:
     @click.group(cls=Group, lazy_commands={
         "gone": "crdscope.tui.no_such_module:command",      # the module does not import
-        "renamed": "crdscope.tui.cli:no_such_command",      # the module has no such attribute
+        "renamed": "crdscope.cli.main:no_such_command",      # the module has no such attribute
     })
     def group() -> None:
         """A group with two broken commands."""

@@ -31,7 +31,7 @@ def loaded_after(code: str) -> set[str]:
 
 
 def test_help_loads_no_network_or_ui_stack():
-    code = ("import sys\nfrom crdscope.tui.cli import cli\n"
+    code = ("import sys\nfrom crdscope.cli.main import cli\n"
             "try:\n    cli(['--help'], prog_name='crdscope')\nexcept SystemExit:\n    pass")
     assert loaded_after(code) == set()
 
@@ -49,14 +49,14 @@ def test_plain_kubeconfig_and_client_without_kubernetes_or_cryptography(tmp_path
             "client-key-data": base64.b64encode(pair.key_pem).decode()}}],
         "contexts": [{"name": "alice", "context": {"cluster": "c", "user": "alice"}}],
         "current-context": "alice"}))
-    code = ("import crdscope.tui.cli\nfrom crdscope.probes.cluster import Cluster\n"
+    code = ("import crdscope.cli.main\nfrom crdscope.probes.cluster import Cluster\n"
             f"cluster = Cluster.connect({str(config)!r})\nassert cluster.config.cert_file")
     loaded = loaded_after(code)
     assert not loaded & {"kubernetes", "cryptography", "rich"}, loaded
 
 
 def test_lab_status_path_loads_no_http_client_yaml_or_cryptography():
-    code = "from crdscope.tui.cmd_lab import lab\nfrom crdscope.lab.controlplane import Lab, tail\nLab().state()"
+    code = "from crdscope.cli.lab import lab\nfrom crdscope.lab.controlplane import Lab, tail\nLab().state()"
     loaded = loaded_after(code)
     assert not loaded & {"httpx", "yaml", "cryptography", "kubernetes", "rich"}, loaded
 

@@ -19,7 +19,7 @@ from crdscope.costmodel.features import features_of_spec, totals
 from crdscope.costmodel.fitting import fit_terms, least_squares
 from crdscope.costmodel.model import estimate
 from crdscope.costmodel.report import to_json, to_markdown, to_table
-from crdscope.probes.errors import ConfigError
+from crdscope.base.errors import ConfigError
 
 #: /apis (aggregated, compact) of a kube-apiserver v1.37.2 lab: the whole entry of a group holding one CRD.
 REAL_GROUP_ENTRY = (

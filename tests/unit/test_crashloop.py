@@ -8,7 +8,7 @@ from crdscope.findings.engine import FindingsEngine
 from crdscope.findings.model import CLOSED, OPENED
 from crdscope.probes.health import HealthSample, Outage
 from crdscope.probes.restarts import LAB_SUPERVISOR, START_TIME, RestartEvent
-from crdscope.probes.settings import Thresholds
+from crdscope.base.settings import Thresholds
 from crdscope.probes.version import VersionSample
 
 MIB = 1 << 20

@@ -25,7 +25,7 @@ from crdscope.probes.crossplane_read import (
     revision_provider,
 )
 from crdscope.probes.inventory import InventoryProbe, InventorySample, once, with_crossplane
-from crdscope.probes.settings import Settings
+from crdscope.base.settings import Settings
 from crdscope.session.exporter import flatten
 from tests.helpers import async_wait_for
 
@@ -461,7 +461,7 @@ async def test_the_node_list_asks_for_one_item_and_follows_nothing():
 
 
 async def test_probe_inventory_for_people_shows_the_chain_as_tables():
-    from crdscope.tui.cli_output import render_sample
+    from crdscope.cli.output import render_sample
 
     crds, lists = family()
     async with mock_cluster(FakeAPI(crds, lists)) as cluster:

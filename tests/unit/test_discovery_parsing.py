@@ -18,10 +18,10 @@ from crdscope.probes.cluster import Cluster, ClusterConfig
 from crdscope.probes.discovery import DiscoveryProbe, DiscoverySample, make_probe, once
 from crdscope.probes.discovery_docs import ACCEPT_AGGREGATED, content_format, decode_in_pieces
 from crdscope.probes.discovery_kubectl import cache_dir_for, inspect_cache
-from crdscope.probes.errors import ConfigError
+from crdscope.base.errors import ConfigError
 from crdscope.probes.registry import sample_type
 from crdscope.probes.shared import SharedState
-from crdscope.probes.settings import Cadences, Settings
+from crdscope.base.settings import Cadences, Settings
 from tests.helpers import LoopTurns
 from tests.unit.discovery_documents import APIS, CORE, EXPECTED_RESOURCES, group, resource
 

@@ -12,8 +12,8 @@ from crdscope.probes.health import HealthSample
 from crdscope.probes.latency import LatencySample
 from crdscope.probes.openapi import OpenAPISample
 from crdscope.probes.ratelimit import ClientModel
-from crdscope.probes.samples import Sample
-from crdscope.probes.settings import Thresholds
+from crdscope.base.samples import Sample
+from crdscope.base.settings import Thresholds
 from crdscope.probes.throttling import Responses429, ThrottlingSample
 from crdscope.session.events import Event, EventDetector
 

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from crdscope.probes import __version__
 from crdscope.probes.apf import PriorityLevel
-from crdscope.probes.errors import ConfigError
+from crdscope.base.errors import ConfigError
 from crdscope.probes.health import HealthSample
 from crdscope.probes.latency import Canary, LatencySample
 from crdscope.probes.openapi import OpenAPISample

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from crdscope.probes.errors import ConfigError
+from crdscope.base.errors import ConfigError
 from crdscope.probes.health import HealthSample
 from crdscope.session.exporter import parse_listen
 from crdscope.session.failif import parse_threshold, parse_thresholds
 from crdscope.session.headless import parse_duration
-from crdscope.tui.cli import cli
+from crdscope.cli.main import cli
 
 
 @pytest.mark.parametrize("text, op, limit", [

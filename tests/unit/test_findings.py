@@ -8,7 +8,7 @@ from crdscope.probes.apf import FlowSchemaActivity, PriorityLevel
 from crdscope.probes.health import HealthSample
 from crdscope.probes.latency import Canary, LatencySample
 from crdscope.probes.responsiveness import ResponsivenessSample
-from crdscope.probes.settings import Thresholds
+from crdscope.base.settings import Thresholds
 from crdscope.probes.throttling import ThrottlingSample
 
 

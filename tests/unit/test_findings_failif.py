@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from crdscope.probes.errors import ConfigError
+from crdscope.base.errors import ConfigError
 from crdscope.probes.health import HealthSample
 from crdscope.probes.responsiveness import ResponsivenessSample
 from crdscope.session.events import EventDetector

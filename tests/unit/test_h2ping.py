@@ -381,7 +381,7 @@ async def test_the_probe_falls_back_to_heartbeats_where_pings_are_unsupported(tm
 async def test_the_monitor_closes_the_ping_connection_and_task_when_it_stops(tmp_path):
     from crdscope.probes.cluster import Cluster
     from crdscope.probes.monitor import Monitor
-    from crdscope.probes.settings import Settings
+    from crdscope.base.settings import Settings
 
     async with serving(tmp_path) as server:
         cluster = Cluster(server.config())

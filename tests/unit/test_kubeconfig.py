@@ -20,7 +20,7 @@ import yaml
 
 from crdscope.lab.pki import CertificateAuthority
 from crdscope.probes.cluster import Cluster, KubeAuth, load_config, load_in_cluster_config
-from crdscope.probes.errors import ConfigError
+from crdscope.base.errors import ConfigError
 
 SERVER = "https://k8s.example.test:6443"
 
@@ -300,7 +300,7 @@ def test_user_agent_and_timeouts(tmp_path: Path):
 def test_cli_reports_kubeconfig_errors_in_one_line(tmp_path: Path):
     from click.testing import CliRunner
 
-    from crdscope.tui.cli import cli
+    from crdscope.cli.main import cli
 
     path = write_config(tmp_path / "config", {"a": {"token": "x"}}, current="a")
     result = CliRunner().invoke(cli, ["probe", "version", "--kubeconfig", str(path), "--context", "zzz"])

@@ -19,7 +19,7 @@ from crdscope.loader.sources import (ArchiveSource, CRDDocument, DirectorySource
                             YamlFileSource, open_source)
 from crdscope.loader.synthetic import SyntheticSource, synthetic_documents
 from crdscope.probes.crdwatch import MANAGED_BY_LABEL, RUN_ANNOTATION
-from crdscope.probes.errors import ConfigError
+from crdscope.base.errors import ConfigError
 from tests.crdsets import crd_names, tiny_crd
 
 CONFIGMAP = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "not-a-crd"}, "data": {"a": "b"}}

@@ -23,8 +23,8 @@ from crdscope.loader.package import (
     FAMILY_LABEL, SAFE_START, PackagePlan, family_package_name, package_metadata, plan_packages, provider_groups,
 )
 from crdscope.probes.crdwatch import MANAGED_BY_LABEL
-from crdscope.probes.errors import ConfigError
-from crdscope.tui.cli import cli
+from crdscope.base.errors import ConfigError
+from crdscope.cli.main import cli
 from tests.crdsets import tiny_crd
 
 _GROUP_LINE = re.compile(rb"^  group: (\S+)\s*$", re.M)

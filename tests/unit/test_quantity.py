@@ -6,8 +6,8 @@ import pytest
 
 from crdscope.lab.binaries import LabError
 from crdscope.lab.cgroups import parse_size
-from crdscope.probes.errors import ConfigError
-from crdscope.probes.quantity import parse_quantity
+from crdscope.base.errors import ConfigError
+from crdscope.base.quantity import parse_quantity
 
 
 @pytest.mark.parametrize(("text", "expected"), [

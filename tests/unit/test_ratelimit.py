@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from crdscope.probes.errors import ConfigError
+from crdscope.base.errors import ConfigError
 from crdscope.probes.ratelimit import (
     CLIENT_GO_DEFAULT,
     KUBECTL_FROM_1_24,

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from crdscope.probes.errors import ConfigError
+from crdscope.base.errors import ConfigError
 from crdscope.probes.health import HealthSample, Outage
-from crdscope.probes.samples import Sample
+from crdscope.base.samples import Sample
 from crdscope.session.events import Event
 from crdscope.session.recorder import FORMAT_VERSION, ClusterInfo, Recorder, part_path, prune
 from crdscope.session.replay import RecordingReader, read_recording
-from crdscope.tui.cli import cli
+from crdscope.cli.main import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ClusterInfo(server="https://127.0.0.1:6443", context="crdscope-lab", kubernetes_version="v1.37.2")

@@ -7,8 +7,8 @@ import importlib
 import pytest
 
 from crdscope.probes import registry
-from crdscope.probes.errors import ConfigError
-from crdscope.probes.samples import Sample
+from crdscope.base.errors import ConfigError
+from crdscope.base.samples import Sample
 
 
 @pytest.mark.parametrize("kind", registry.PROBES, ids=lambda k: k.name)

@@ -113,14 +113,14 @@ async def test_speed_must_be_a_number(recording):
     assert feed.speed == 4.0
     feed.speed = 0
     assert math.isinf(feed.speed)
-    from crdscope.probes.errors import ConfigError
+    from crdscope.base.errors import ConfigError
 
     with pytest.raises(ConfigError):
         feed.speed = float("nan")
 
 
 def test_seek_targets():
-    from crdscope.probes.errors import ConfigError
+    from crdscope.base.errors import ConfigError
     from crdscope.session.replay import seek_target
 
     start = time.mktime((2026, 3, 1, 23, 50, 0, 0, 0, -1))  # 23:50:00 local, runs past midnight

@@ -19,7 +19,7 @@ from crdscope.probes.throttling import Responses429, ThrottlingSample
 from crdscope.session.recorder import ClusterInfo, Recorder
 from crdscope.session.report import summarise
 from crdscope.session.report_render import render_html, render_markdown
-from crdscope.tui.cli import cli
+from crdscope.cli.main import cli
 
 T0 = 1_800_000_000.0
 MIB = 1 << 20

@@ -10,7 +10,7 @@ from crdscope.probes.health import HealthSample, HealthTracker
 from crdscope.probes.leases import LeaseReading, LeaseWatcher, parse_leases
 from crdscope.probes.restarts import (IDENTITY_LEASE, KUBE_STATE_METRICS, LAB_SUPERVISOR, START_TIME,
                                       PlatformRestarts, RestartEvent, RestartLedger)
-from crdscope.probes.samples import to_jsonable
+from crdscope.base.samples import to_jsonable
 
 
 def test_the_ledger_reports_the_source_that_saw_the_most_and_never_adds_them():

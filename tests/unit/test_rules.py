@@ -14,10 +14,10 @@ import sys
 
 import pytest
 
-from crdscope.probes.settings import Thresholds
+from crdscope.base.settings import Thresholds
 
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
-CRDSCOPE = [sys.executable, "-m", "crdscope.tui.cli"]
+CRDSCOPE = [sys.executable, "-m", "crdscope.cli.main"]
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import json
 import math
 
 from crdscope.probes.registry import sample_type
-from crdscope.probes.samples import SAMPLE_TYPES, Sample, percentile
+from crdscope.base.samples import SAMPLE_TYPES, Sample, percentile
 
 
 @dataclasses.dataclass(frozen=True)

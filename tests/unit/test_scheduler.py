@@ -7,7 +7,7 @@ import dataclasses
 import logging
 import time
 
-from crdscope.probes.samples import Sample
+from crdscope.base.samples import Sample
 from crdscope.probes.scheduler import FunctionProbe, Scheduler
 from tests.helpers import async_wait_for
 

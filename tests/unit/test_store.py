@@ -6,7 +6,7 @@ import dataclasses
 
 from crdscope.probes.health import HealthSample
 from crdscope.probes.latency import LatencySample
-from crdscope.probes.samples import Sample
+from crdscope.base.samples import Sample
 from crdscope.tui.store import SampleStore
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from crdscope.probes.apf import APF_FAMILIES
 from crdscope.probes.cluster import RequestLog
-from crdscope.probes.errors import ClusterError
+from crdscope.base.errors import ClusterError
 from crdscope.probes.metrics import MetricsSource, parse_text
 from crdscope.probes.ratelimit import ClientModel, TokenBucket
 from crdscope.probes.shared import SharedState

@@ -11,7 +11,7 @@ from crdscope.probes.cluster import GoawayRetryTransport
 from crdscope.probes.footprint import budget_of, summarize
 from crdscope.probes.guard import Guard
 from crdscope.probes.ratelimit import Allowance
-from crdscope.probes.settings import RequestBudgets
+from crdscope.base.settings import RequestBudgets
 from crdscope.probes.traffic import LOADER, Traffic, origin, path_class
 
 

@@ -242,7 +242,7 @@ def model_attribution(sample: HealthSample, version: VersionSample | None, memor
     if not sample.crds or version is None or not version.major:
         return ""
     from crdscope.costmodel.attribution import attribute
-    from crdscope.probes.errors import ConfigError
+    from crdscope.base.errors import ConfigError
 
     try:
         found = attribute(sample.crds, sample.rss_bytes, f"{version.major}.{version.minor.rstrip('+')}",

@@ -138,7 +138,7 @@ class LoaderSetupScreen(ModalScreen[LoadChoice | None]):
         self.run_worker(self._count_in_thread(spec), group="count", exclusive=True)
 
     async def _count_in_thread(self, spec: str) -> None:
-        from crdscope.probes.errors import CrdscopeError
+        from crdscope.base.errors import CrdscopeError
 
         try:
             count = await asyncio.to_thread(count_source, spec)

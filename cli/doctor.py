@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .cli import cluster_options, memory_limit_bytes, memory_limit_option
+from .main import cluster_options, memory_limit_bytes, memory_limit_option
 
 
 @click.command()

@@ -12,7 +12,7 @@ import click
               help="job label of the scrape of the API server's /metrics ('' for none)")
 def rules(job: str, apiserver_job: str) -> None:
     """Print Prometheus alerting rules over crdscope's exporter and the API server's metrics."""
-    from crdscope.probes.settings import load_settings
+    from crdscope.base.settings import load_settings
     from crdscope.session.rules import render_rules
 
     click.echo(render_rules(load_settings().thresholds, job or None, apiserver_job or None), nl=False)

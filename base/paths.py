@@ -1,7 +1,6 @@
 """XDG base directories for crdscope: the one place that knows where files live.
 
-It sits in ``probes`` because every other package (lab, loader, session, tui)
-already depends on probes, never the other way round.
+It sits in ``base``, the foundations every other package imports (and which import none of them).
 """
 
 from __future__ import annotations

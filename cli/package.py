@@ -60,7 +60,7 @@ def package(source: str | None, name: str, family: bool, safe_start: bool, push:
 
 def _summary(run: PackageRun) -> str:
     """The packages for people: one row each, then where they went."""
-    from .cli_output import table
+    from .output import table
 
     total = sum(len(p.plan.crds) for p in run.packages)
     safe = " (safe-start)" if any(p.safe_start for p in run.packages) else ""

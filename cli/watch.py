@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .cli import cluster_options, memory_limit_bytes, memory_limit_option
+from .main import cluster_options, memory_limit_bytes, memory_limit_option
 
 
 @click.command()
@@ -42,7 +42,7 @@ def watch(kubeconfig: str | None, context: str | None, headless: bool, duration:
                      fail_if=fail_if, serve_metrics=serve_metrics, prometheus_url=prometheus_url,
                      memory_limit=limit, openapi_v2=openapi_v2)
         return
-    from .launch import open_monitor
+    from crdscope.tui.launch import open_monitor
 
     open_monitor(kubeconfig=kubeconfig, context=context, record=None if no_record else (record or True),
                  prometheus_url=prometheus_url, theme=theme, source=source, memory_limit=limit,

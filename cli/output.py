@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from .format import DASH, age, duration, missing, number, rate, size
+from crdscope.tui.format import DASH, age, duration, missing, number, rate, size
 
 #: Rows a table shows before it says how many it left out.
 TABLE_ROWS = 10

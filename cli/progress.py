@@ -34,7 +34,7 @@ class LoadProgress:
 
     def show(self, sample: Any) -> None:
         """Redraw from one LoaderSample."""
-        from .format import age
+        from crdscope.tui.format import age
 
         done = sample.established + sample.skipped + sample.failed
         total = sample.requested if sample.source_read and sample.requested else None

@@ -25,7 +25,7 @@ def replay(file: str, headless: bool, as_json: bool, speed: float | None, theme:
 
         replay_headless(recording, speed=0.0 if speed is None else speed, as_json=as_json)
         return
-    from .replay_bar import run_replay_app
+    from crdscope.tui.replay_bar import run_replay_app
 
     run_replay_app(recording, speed=1.0 if speed is None else speed, theme=theme)
 
@@ -37,7 +37,7 @@ def replay(file: str, headless: bool, as_json: bool, speed: float | None, theme:
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, help="write here instead of stdout")
 def report(file: str, form: str, output: str | None) -> None:
     """Summarise a recorded session: CRDs, discovery, APF, OpenAPI, memory, restarts, outages."""
-    from crdscope.probes.errors import ConfigError
+    from crdscope.base.errors import ConfigError
     from crdscope.session.report import summarise
     from crdscope.session.report_render import render
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from crdscope.tui.cli import cluster_options, memory_limit_bytes, memory_limit_option
+from crdscope.cli.main import cluster_options, memory_limit_bytes, memory_limit_option
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -57,7 +57,7 @@ def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str
     from crdscope.costmodel.report import to_json, to_markdown, to_table
     from crdscope.costmodel.source import read_source
     from crdscope.costmodel.target import read_target
-    from crdscope.probes.errors import ConfigError
+    from crdscope.base.errors import ConfigError
 
     if kubernetes_minor and context:
         raise ConfigError("give either --kubernetes (an empty cluster) or --context (a real one), not both")
@@ -119,7 +119,7 @@ def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str
 
 async def _prometheus_limit(url: str) -> float | None:
     """The memory limit Prometheus shows for the API server container (None, said on stderr, if none)."""
-    from crdscope.probes.errors import ConfigError
+    from crdscope.base.errors import ConfigError
     from crdscope.probes.prometheus import PrometheusSource
 
     source = PrometheusSource(url)
@@ -144,10 +144,10 @@ def _load_into(state: LabState, source: str, arguments: tuple[str, ...]) -> floa
     import sys
     import time
 
-    from crdscope.probes.errors import CrdscopeError
+    from crdscope.base.errors import CrdscopeError
 
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "crdscope.tui.cli", "load", source, *arguments, "--kubeconfig",
+    done = subprocess.run([sys.executable, "-m", "crdscope.cli.main", "load", source, *arguments, "--kubeconfig",
                            state.kubeconfig, "--context", "crdscope-lab", "--json", "--new-run"],
                           capture_output=True, text=True, timeout=7200)
     seconds = time.perf_counter() - started

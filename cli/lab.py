@@ -1,6 +1,6 @@
 """``crdscope lab``: a local etcd + kube-apiserver of a chosen Kubernetes version, in the background.
 
-Registered lazily from ``tui/cli.py``; every heavy import happens inside a command.
+Registered lazily from ``cli/main.py``; every heavy import happens inside a command.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import click
 
-from crdscope.tui.cli import Group
+from crdscope.cli.main import Group
 
 
 #: ``lab up --apiservers`` and ``--replica``: what issue 17 asks for (2-3 replicas behind one address).
@@ -80,7 +80,7 @@ def lab_build(kubernetes: str | None, build_all: bool, with_crossplane: bool) ->
         if cached:
             click.echo(f"kube-apiserver {versions.kubernetes} already built in {cached.apiserver.parent}")
             continue
-        from .cli_progress import progress_lines
+        from .progress import progress_lines
 
         with progress_lines(f"building kube-apiserver {versions.kubernetes}") as say:
             build(minor, progress=say)
@@ -168,7 +168,7 @@ def _crossplane_ready(activations: tuple[str, ...]) -> tuple[Any, list[str]]:
     from crdscope.lab import crossplane
 
     patterns = crossplane.activations_of(activations)  # a one-line error before a build of minutes
-    from .cli_progress import progress_lines
+    from .progress import progress_lines
 
     with progress_lines("building Crossplane") as say:
         return crossplane.crossplane_binaries(progress=say), patterns

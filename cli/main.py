@@ -25,8 +25,8 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 def broken_command(name: str, spec: str, exc: BaseException) -> click.Command:
     """A stand-in for a lazy command whose module does not load: running it (or asking for its
     help) fails with one line and exit code 70; the traceback goes to the log file."""
-    from crdscope.probes.errors import CrdscopeError
-    from crdscope.probes.logs import write_traceback
+    from crdscope.base.errors import CrdscopeError
+    from crdscope.base.logs import write_traceback
 
     where = write_traceback(exc)
     reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
@@ -68,7 +68,7 @@ class Group(click.Group):
         return super().get_command(ctx, name)
 
     def invoke(self, ctx: click.Context) -> Any:
-        from crdscope.probes.errors import CrdscopeError
+        from crdscope.base.errors import CrdscopeError
 
         try:
             return super().invoke(ctx)
@@ -83,7 +83,7 @@ class Group(click.Group):
             click.echo("crdscope: interrupted", err=True)
             ctx.exit(130)
         except Exception as exc:  # noqa: BLE001 - the last line of defence
-            from crdscope.probes.logs import write_traceback
+            from crdscope.base.logs import write_traceback
 
             where = write_traceback(exc)
             message = " ".join(str(exc).split())[:200] or type(exc).__name__
@@ -130,23 +130,23 @@ def emit(data: dict[str, Any], as_json: bool, name: str = "") -> None:
     if as_json:
         click.echo(json.dumps(data, sort_keys=False))
         return
-    from .cli_output import render_sample
+    from .output import render_sample
 
     click.echo(render_sample(name, data))
 
 
 #: Commands that live next to their feature's code.
 LAZY_COMMANDS = {
-    "watch": "crdscope.tui.cmd_watch:watch",
-    "load": "crdscope.tui.cmd_load:load",
-    "clean": "crdscope.tui.cmd_load:clean",
-    "replay": "crdscope.tui.cmd_session:replay",
-    "report": "crdscope.tui.cmd_session:report",
-    "estimate": "crdscope.tui.cmd_estimate:estimate",
-    "lab": "crdscope.tui.cmd_lab:lab",
-    "doctor": "crdscope.tui.cmd_doctor:doctor",
-    "rules": "crdscope.tui.cmd_rules:rules",
-    "package": "crdscope.tui.cmd_package:package",
+    "watch": "crdscope.cli.watch:watch",
+    "load": "crdscope.cli.load:load",
+    "clean": "crdscope.cli.load:clean",
+    "replay": "crdscope.cli.session:replay",
+    "report": "crdscope.cli.session:report",
+    "estimate": "crdscope.cli.estimate:estimate",
+    "lab": "crdscope.cli.lab:lab",
+    "doctor": "crdscope.cli.doctor:doctor",
+    "rules": "crdscope.cli.rules:rules",
+    "package": "crdscope.cli.package:package",
 }
 
 
@@ -232,7 +232,7 @@ def check_probe_options(name: str, function: Callable[..., Any], options: dict[s
         return  # nothing to check: the plain command skips importing `inspect`
     import inspect
 
-    from crdscope.probes.errors import ConfigError
+    from crdscope.base.errors import ConfigError
 
     keywords = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     parameters = list(inspect.signature(function).parameters.values())[1:]  # the first is the cluster

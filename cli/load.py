@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .cli import cluster_options, run_async
-from .cli_progress import LoadProgress, on_terminal
+from .main import cluster_options, run_async
+from .progress import LoadProgress, on_terminal
 
 if TYPE_CHECKING:
     from crdscope.loader.engine import LoadEngine
@@ -63,7 +63,7 @@ def load(source: str | None, rate: float | None, concurrency: int | None, limit:
     from crdscope.loader.sources import open_source
     from crdscope.probes.cluster import Cluster
     from crdscope.probes.kubeconfig import load_config
-    from crdscope.probes.settings import load_settings
+    from crdscope.base.settings import load_settings
 
     settings = load_settings().loader
     if source is None and from_context is None:
@@ -129,8 +129,8 @@ def load(source: str | None, rate: float | None, concurrency: int | None, limit:
 
 def _print_summary(sample: LoaderSample) -> None:
     """The end of a load for people: counts aligned, then the names that did not make it."""
-    from .cli_output import pairs, table
-    from .format import duration, number
+    from .output import pairs, table
+    from crdscope.tui.format import duration, number
 
     resumed = f" ({number(sample.resumed)} finished by earlier attempts)" if sample.resumed else ""
     click.echo(f"run {sample.run_id}: {sample.state} in {duration(sample.elapsed_seconds)}{resumed}")
@@ -213,7 +213,7 @@ def clean(run_id: str | None, yes: bool, kubeconfig: str | None, context: str | 
 
 def _clean_listing(plan: CleanPlan, detail_limit: int = 30) -> str:
     """What clean would delete, as a table: every CRD when few, else those with objects and a count."""
-    from .cli_output import table
+    from .output import table
 
     shown = [item for item in plan.items if len(plan.items) <= detail_limit or item.objects != 0]
     rows = [[item.name, "unknown" if item.objects is None else str(item.objects), item.run_id or "-",
