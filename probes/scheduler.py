@@ -18,6 +18,7 @@ from typing import Protocol
 from collections.abc import Awaitable, Callable
 
 from .registry import sample_type
+from crdscope.base.store import ProbeHealth
 from crdscope.base.samples import Sample
 from .traffic import REQUEST_ORIGIN
 
@@ -59,41 +60,6 @@ class Probe(Protocol):
 
     async def run(self) -> Sample:
         """Observe once and return a sample; expected failures return a sample with ``error``."""
-
-
-@dataclass
-class ProbeHealth:
-    """How one probe is doing, for the header and the events log."""
-
-    name: str
-    runs: int = 0
-    failures: int = 0
-    consecutive_failures: int = 0
-    last_run: float | None = None
-    last_ok: float | None = None
-    last_error: str | None = None
-    last_seconds: float = 0.0
-
-    @property
-    def down(self) -> bool:
-        return self.consecutive_failures > 0
-
-    def record(self, error: str | None, when: float) -> None:
-        """Count one run that ended at ``when``: failed with ``error``, or succeeded (None).
-
-        The one place runs are counted: the scheduler counts what it runs, and the TUI's store
-        counts the samples a feed without a scheduler (replay) delivers.
-        """
-        self.runs += 1
-        self.last_run = when
-        if error:
-            self.failures += 1
-            self.consecutive_failures += 1
-            self.last_error = error
-        else:
-            self.consecutive_failures = 0
-            self.last_ok = when
-            self.last_error = None
 
 
 @dataclass

@@ -23,7 +23,7 @@ from crdscope.probes.footprint import FootprintSample
 from crdscope.base.logs import log_path, write_traceback
 from crdscope.base.paths import data_dir
 from crdscope.base.samples import Sample
-from crdscope.probes.scheduler import ProbeHealth
+from crdscope.base.store import ProbeHealth
 from crdscope.base.settings import Settings
 from crdscope.themes import DEFAULT_THEME, THEME_NAMES, THEMES, role_defaults
 
@@ -33,7 +33,7 @@ from .frozen_heap import SETTLE_EVERY_SECONDS, FrozenHeap
 from .messages import SampleArrived
 from .screens.help import HelpScreen
 from .screens.monitor import MonitorScreen
-from .store import SampleStore
+from .store import MonitorStore
 
 log = logging.getLogger("crdscope.tui")
 
@@ -69,7 +69,7 @@ class CrdscopeApp(App[None]):
         super().__init__()
         self.feed = feed
         self.settings = settings or Settings()
-        self.store = SampleStore()
+        self.store = MonitorStore()
         #: The loader's controller (tui.loader_control.LoaderControl), None in a replay.
         self.loader = loader
         #: A lab.controlplane.Lab when watching a lab: its faults go in the palette.

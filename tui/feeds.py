@@ -22,7 +22,8 @@ from typing import Protocol, runtime_checkable
 
 from crdscope.probes.crdwatch import MANAGED_BY_VALUE
 from crdscope.probes.monitor import Monitor
-from crdscope.probes.scheduler import ProbeHealth, Sink
+from crdscope.base.store import ProbeHealth
+from crdscope.probes.scheduler import Sink
 
 
 @runtime_checkable

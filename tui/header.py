@@ -13,7 +13,7 @@ from crdscope.probes.discovery import DiscoverySample
 from crdscope.probes.footprint import FootprintSample
 from crdscope.probes.health import HealthSample
 from crdscope.probes.inventory import InventorySample
-from crdscope.probes.scheduler import ProbeHealth
+from crdscope.base.store import ProbeHealth
 from crdscope.probes.throttling import ThrottlingSample
 from crdscope.probes.version import VersionSample
 

@@ -19,7 +19,7 @@ from crdscope.costmodel.model import Target
 from crdscope.probes.health import HealthSample
 from crdscope.probes.version import VersionSample
 
-from ..store import SampleStore
+from ..store import MonitorStore
 
 
 class EstimateScreen(ModalScreen[None]):
@@ -27,7 +27,7 @@ class EstimateScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape", "dismiss_none", "Close")]
 
-    def __init__(self, store: SampleStore) -> None:
+    def __init__(self, store: MonitorStore) -> None:
         super().__init__(classes="dialog-screen")
         self.store = store
 

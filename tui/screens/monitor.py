@@ -20,7 +20,7 @@ from ..panels.inventory import InventoryPanel
 from ..panels.loader import LoaderPanel
 from ..panels.openapi import OpenAPIPanel
 from ..panels.throttling import ThrottlingPanel
-from ..store import SampleStore
+from ..store import MonitorStore
 
 #: Tab order (and the 1-7 keys): what someone watching an install looks at first.
 PANELS: tuple[type[ProbePanel], ...] = (
@@ -43,7 +43,7 @@ def layout_for(size: Size) -> str:
 class PanelTabs(Container):
     """The panels as tabs (small terminals)."""
 
-    def __init__(self, store: SampleStore, *, initial: str = "") -> None:
+    def __init__(self, store: MonitorStore, *, initial: str = "") -> None:
         super().__init__(id="tab-layout")
         self.store = store
         self.initial = initial
@@ -60,7 +60,7 @@ class MonitorScreen(Screen[None]):
 
     BINDINGS = [Binding(str(n), f"show_panel({n - 1})", show=False) for n in range(1, len(PANELS) + 1)]
 
-    def __init__(self, store: SampleStore, *, layout: str | None = None) -> None:
+    def __init__(self, store: MonitorStore, *, layout: str | None = None) -> None:
         super().__init__(id="monitor")
         self.store = store
         #: Forced layout ("grid"/"tabs") for tests; None follows the terminal size.
