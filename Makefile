@@ -47,6 +47,7 @@ bench: venv lab-binaries system-deps
 	$(BIN)/python -m bench
 	$(BIN)/python -m bench versions
 	$(BIN)/python -m bench footprint --kubernetes 1.37,1.26
+	$(BIN)/python -m bench crossplane --kubernetes 1.37,1.26
 
 soak: venv lab-binaries system-deps
 	$(BIN)/python -m pytest -m "soak or slow" tests

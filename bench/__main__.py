@@ -5,6 +5,7 @@ NAME is any of: discovery, loader, overhead, ui_latency, metrics_parse, cli, doc
 ``python -m bench versions [--help]`` loads the AWS set into each built Kubernetes version (bench/versions.py).
 ``python -m bench footprint [--help]`` measures what watching an install costs the API server (bench/footprint.py).
 ``python -m bench hang [--help]`` measures how soon a frozen API server is "not answering" (bench/hang.py).
+``python -m bench crossplane [--help]`` installs the AWS set through real Crossplane v2 (bench/crossplane.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,14 @@ BENCHMARKS = ["loader", "discovery", "overhead", "ui_latency", "metrics_parse", 
 #: Benchmarks that measure one shared loaded lab per size (bench.labs.shared_lab): they run
 #: size by size, so that each lab is loaded once.
 SIZE_BY_SIZE = ("discovery", "overhead", "ui_latency", "doctor")
+#: Runs that are not in the default set, each with its own options (``python -m bench NAME --help``):
+#: name -> (module, whether SIGINT tears its labs down too; a background shell ignores SIGINT).
+#: versions: a whole AWS load per Kubernetes version; footprint: fresh labs with the whole AWS set,
+#: several per watch mode (hours); hang: a lab frozen 20 times (about 15 minutes); crossplane: the AWS
+#: set through real Crossplane beside crdscope load and kubectl; calibrate fits the cost model.
+#: `make bench` runs versions, footprint and crossplane.
+SEPARATE = {"versions": ("versions", False), "footprint": ("footprint", True), "hang": ("hang", True),
+            "crossplane": ("crossplane", True), "calibrate": ("calibrate", False)}
 
 
 def steps(chosen: list[str], options: Options) -> list[tuple[str, Options]]:
@@ -62,35 +71,14 @@ def _interrupt(*_: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args_given = sys.argv[1:] if argv is None else argv
-    if args_given[:1] == ["versions"]:
-        # Not in the default set (a whole AWS load per Kubernetes version): its own options
-        # (--kubernetes, --memory-limit, ...; see bench/versions.py); `make bench` runs it.
-        from .versions import main as versions
-
+    own = SEPARATE.get(args_given[0]) if args_given else None
+    if own is not None:
+        module, interrupt_on_sigint = own
         signal.signal(signal.SIGTERM, _interrupt)
-        return versions(args_given[1:])
-    if args_given[:1] == ["footprint"]:
-        # Not in the default set (fresh labs with the whole AWS set, several per mode: hours): its
-        # own options (--kubernetes, --pairs, --modes, ...; see bench/footprint.py); `make bench` runs it.
-        from .footprint import main as footprint
-
-        signal.signal(signal.SIGTERM, _interrupt)
-        signal.signal(signal.SIGINT, _interrupt)
-        return footprint(args_given[1:])
-    if args_given[:1] == ["hang"]:
-        # Not in the default set (a lab frozen 20 times, about 15 minutes): its own options
-        # (--runs, --size, ...; see bench/hang.py).
-        from .hang import main as hang
-
-        signal.signal(signal.SIGTERM, _interrupt)
-        signal.signal(signal.SIGINT, _interrupt)
-        return hang(args_given[1:])
-    if args_given[:1] == ["calibrate"]:
-        # Not a benchmark: fits the cost model (its own options; see bench/calibrate.py).
-        from .calibrate import main as calibrate
-
-        signal.signal(signal.SIGTERM, _interrupt)
-        return calibrate(args_given[1:])
+        if interrupt_on_sigint:
+            signal.signal(signal.SIGINT, _interrupt)
+        separate_main = importlib.import_module(f"bench.{module}").main
+        return int(separate_main(args_given[1:]))
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("names", nargs="*", metavar="NAME", help=", ".join(BENCHMARKS))
     parser.add_argument("--quick", action="store_true", help="smoke sizes (what `make test` runs)")
