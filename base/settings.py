@@ -117,7 +117,11 @@ class Thresholds:
 
     discovery_seconds_warn: float = 5.0
     openapi_backlog_warn: int = 50
+    #: Memory per CRD (MiB, the least-squares fit of resident memory against the CRD count) that
+    #: makes a finding ...
     memory_mib_per_crd_warn: float = 3.0
+    #: ... judged only when the least-squares fit of memory against CRDs explains this much (R²).
+    memory_fit_r2_min: float = 0.8
     #: A request unanswered this long is the critical finding "API server not answering".
     unanswered_seconds_critical: float = 5.0
     #: An HTTP/2 PING (or a connection opened for one) unanswered this long is that finding too: the
@@ -127,16 +131,18 @@ class Thresholds:
     apf_rejected_per_second_critical: float = 1.0
     #: Resident memory growth per minute (MiB) with no CRD added that makes a finding.
     memory_growth_mib_per_minute_warn: float = 50.0
-    #: Resident memory over this fraction of a known limit is a warning (critical at 0.95).
+    #: Resident memory over this fraction of a known limit is a warning ...
     memory_limit_fraction_warn: float = 0.8
+    #: ... and over this fraction a critical finding.
+    memory_limit_fraction_critical: float = 0.95
     #: Oldest CRD waiting for OpenAPI publication, seconds, that makes a finding.
     openapi_oldest_seconds_warn: float = 60.0
     #: CRDs with no objects, as a fraction of all CRDs (at least 100 of them), that makes a finding.
     unused_crds_fraction_info: float = 0.5
-    #: This many API server restarts within ``crashloop_window_seconds`` are one critical
-    #: "crash-looping" finding (a kubelet's CrashLoopBackOff needs fewer; three rule out a one-off) ...
     #: Active MRDs of one provider with no objects that open the Crossplane unused-kinds finding.
     crossplane_unused_mrds_info: int = 5
+    #: This many API server restarts within ``crashloop_window_seconds`` are one critical
+    #: "crash-looping" finding (a kubelet's CrashLoopBackOff needs fewer; three rule out a one-off) ...
     crashloop_restarts: int = 3
     crashloop_window_seconds: float = 600.0
     #: ... which stays open through later restarts and closes once the server has served this long

@@ -8,10 +8,16 @@ knows better, as "not answering" does).  Evidence names each figure as
 
 from __future__ import annotations
 
-from typing import Any
+from crdscope.probes.apf import PriorityLevel
+from crdscope.probes.health import HealthSample
+from crdscope.probes.latency import Canary, LatencySample
+from crdscope.probes.openapi import OpenAPISample
+from crdscope.probes.responsiveness import ResponsivenessSample
+from crdscope.probes.throttling import ThrottlingSample
 
 from .model import Finding, Severity
 from .observations import Observations, fmt_count, fmt_seconds
+from .spec import AlertRule, CheckSpec, PromQL
 
 #: Canaries with no official SLO (GET /version is a non-resource request) are held to the
 #: single-object read SLO: a cheap read that takes longer than 1 s is slow by any measure.
@@ -27,17 +33,17 @@ CANARY_VERB_SCOPE = {
 APF_WAIT_WARN_SECONDS = 1.0
 
 
-def canary_slo_seconds(name: str, canary: Any) -> float:
+def canary_slo_seconds(name: str, canary: Canary) -> float:
     """The SLO a canary is held to: its own, else :data:`DEFAULT_CANARY_SLO_SECONDS`."""
-    slo = getattr(canary, "slo_seconds", None)
+    slo = canary.slo_seconds
     return float(slo) if slo is not None else DEFAULT_CANARY_SLO_SECONDS
 
 
-def canaries_over_slo(latency: Any) -> list[str]:
+def canaries_over_slo(latency: LatencySample) -> list[str]:
     """Names of the canaries whose rolling p99 is over the SLO they are held to."""
     over = []
-    for name, canary in (getattr(latency, "canaries", None) or {}).items():
-        p99 = getattr(canary, "p99_seconds", None)
+    for name, canary in (latency.canaries or {}).items():
+        p99 = canary.p99_seconds
         if p99 is not None and p99 > canary_slo_seconds(name, canary):
             over.append(name)
     return over
@@ -54,21 +60,21 @@ def not_answering(obs: Observations) -> list[Finding]:
     one, or health checks failing to reach the server."""
     limit = obs.thresholds.unanswered_seconds_critical
     ping_limit = obs.thresholds.ping_unanswered_seconds_critical
-    responsive = obs.latest.get("responsiveness")
+    responsive = obs.latest(ResponsivenessSample)
     evidence: list[str] = []
     since = 0.0
     if responsive is not None:
-        waited = float(getattr(responsive, "unanswered_seconds", 0.0) or 0.0)
+        waited = float(responsive.unanswered_seconds or 0.0)
         # Recordings made before the PING existed have no such field (None: no PING in use).
-        pinged = getattr(responsive, "ping_waiting_seconds", None)
+        pinged = responsive.ping_waiting_seconds
         ping_waited = float(pinged) if pinged is not None else 0.0
         by_ping = ping_waited > ping_limit
         if waited <= limit and not by_ping:
             return []
         since = responsive.timestamp - max(waited if waited > limit else 0.0, ping_waited if by_ping else 0.0)
-        oldest = getattr(responsive, "oldest_request", "")
-        failure = getattr(responsive, "last_failure", None)
-        ping_state = getattr(responsive, "ping_state", "")
+        oldest = responsive.oldest_request
+        failure = responsive.last_failure
+        ping_state = responsive.ping_state
         if by_ping:
             how = {"refused": "connections for it refused", "connecting": "its connection's TLS handshake waiting",
                    "starting": "its connection's TLS handshake waiting",
@@ -76,7 +82,7 @@ def not_answering(obs: Observations) -> list[Finding]:
             evidence.append(f"responsiveness.ping_waiting_seconds = {fmt_seconds(pinged)}: HTTP/2 PING unanswered "
                             f"for {fmt_seconds(pinged)}" + (f" ({how})" if how else "")
                             + f" (the server answers PINGs without a request; threshold {ping_limit:g} s)")
-            ping_failure = getattr(responsive, "ping_failure", None)
+            ping_failure = responsive.ping_failure
             if ping_failure:
                 evidence.append(f"responsiveness.ping_failure = {ping_failure}")
         if oldest:
@@ -93,7 +99,7 @@ def not_answering(obs: Observations) -> list[Finding]:
         # a moment before the requests caught in it, and the title must not change at that moment.
         pinging = pinged is not None
     else:  # a recording or a run without the responsiveness probe: the health probe's view
-        health = obs.latest.get("health")
+        health = obs.latest(HealthSample)
         if health is None or health.error is None:
             return []
         evidence.append(f"health.error = {health.error}")
@@ -111,12 +117,29 @@ def not_answering(obs: Observations) -> list[Finding]:
     return [Finding(NOT_ANSWERING, Severity.CRITICAL, title, tuple(evidence), cause, remedy, since=since)]
 
 
+def _not_answering_rules(q: PromQL) -> tuple[AlertRule, ...]:
+    t = q.thresholds
+    return (AlertRule(
+        "CrdscopeAPIServerNotAnswering", "critical",
+        f"{q.crdscope('crdscope_responsiveness_unanswered_seconds')} > {t.unanswered_seconds_critical:g} or "
+        f"{q.crdscope('crdscope_responsiveness_ping_waiting_seconds')} > {t.ping_unanswered_seconds_critical:g}",
+        "API server not answering",
+        "A request of crdscope has waited {{ $value | humanizeDuration }} for an answer (or connections "
+        "fail): the API server is stopped, stuck or unreachable."),)
+
+
+NOT_ANSWERING_CHECK = CheckSpec(
+    not_answering, "API server answering (HTTP/2 PINGs, requests in flight, health checks)",
+    probes=(ResponsivenessSample,), also_reads=(HealthSample,),
+    thresholds=("unanswered_seconds_critical", "ping_unanswered_seconds_critical"), rules=_not_answering_rules)
+
+
 # --------------------------------------------------------------------------- 2. latency against SLOs
 
 
 def latency_slo(obs: Observations) -> list[Finding]:
     """One finding per canary or server-side verb and scope whose p99 is over its SLO."""
-    latency = obs.good("latency")
+    latency = obs.good(LatencySample)
     if latency is None:
         return []
     found = []
@@ -135,8 +158,8 @@ def latency_slo(obs: Observations) -> list[Finding]:
             "leader change); a p99 over 5 minutes keeps a stall in view for 5 minutes after it",
             "compare with the server-side p99 (latency.p99_by_verb_scope) and etcd's latency; if the server is "
             "healthy again the finding closes when the stall leaves the 5-minute window"))
-    slos = getattr(latency, "slo_seconds", None) or {}
-    for key in getattr(latency, "slo_breaches", ()) or ():
+    slos = latency.slo_seconds or {}
+    for key in latency.slo_breaches or ():
         p99 = (latency.p99_by_verb_scope or {}).get(key)
         limit = slos.get(key)
         slo_text = "its" if limit is None else f"the {limit:g} s"
@@ -153,17 +176,39 @@ def latency_slo(obs: Observations) -> list[Finding]:
     return found
 
 
+def _latency_rules(q: PromQL) -> tuple[AlertRule, ...]:
+    version_canary = q.crdscope("crdscope_latency_canaries_p99_seconds", 'canary="version"')
+    return (
+        AlertRule("CrdscopeCanaryLatencyOverSLO", "warning",
+                  f"({q.crdscope('crdscope_latency_canaries_p99_seconds')} > on(job, instance, canary) "
+                  f"{q.crdscope('crdscope_latency_canaries_slo_seconds')}) or "
+                  f"{version_canary} > {DEFAULT_CANARY_SLO_SECONDS:g}",
+                  "canary {{ $labels.canary }} p99 over its SLO",
+                  "p99 {{ $value | humanizeDuration }} over 5 minutes of crdscope's canary requests."),
+        AlertRule("CrdscopeServerLatencyOverSLO", "warning",
+                  f"{q.crdscope('crdscope_latency_p99_by_verb_scope')} > on(job, instance, verb_scope) "
+                  f"{q.crdscope('crdscope_latency_slo_seconds')}",
+                  "{{ $labels.verb_scope }} requests: server-side p99 over the SLO",
+                  "p99 {{ $value | humanizeDuration }} (apiserver_request_sli_duration_seconds)."),
+    )
+
+
+LATENCY_SLO_CHECK = CheckSpec(
+    latency_slo, "request latency against the SLOs (canaries, server-side p99)",
+    probes=(LatencySample,), constants=("DEFAULT_CANARY_SLO_SECONDS",), rules=_latency_rules)
+
+
 # --------------------------------------------------------------------------- 5. APF
 
 
 def apf(obs: Observations) -> list[Finding]:
     """Priority levels rejecting (429) or queueing requests, with the flow schemas behind them."""
-    throttling = obs.good("throttling")
+    throttling = obs.good(ThrottlingSample)
     if throttling is None:
         return []
     found = []
     critical_rate = obs.thresholds.apf_rejected_per_second_critical
-    for level in getattr(throttling, "priority_levels", ()) or ():
+    for level in throttling.priority_levels or ():
         rate = level.rejected_per_s or 0.0
         rejected = level.rejected or 0
         schemas = [f for f in throttling.flow_schemas or () if f.priority_level == level.name]
@@ -198,9 +243,33 @@ def apf(obs: Observations) -> list[Finding]:
     return found
 
 
-def _seats(level: Any) -> str:
+def _seats(level: PriorityLevel) -> str:
     return (f"seats in use {level.executing_seats} of {fmt_count(level.limit_seats)}, "
             f"{level.inqueue} waiting in queues")
+
+
+def _apf_rules(q: PromQL) -> tuple[AlertRule, ...]:
+    rejected = q.crdscope("crdscope_throttling_priority_levels_rejected_per_second")
+    return (
+        AlertRule("CrdscopeAPFRejecting", "warning", f"{rejected} > 0",
+                  "APF rejecting requests at priority level {{ $labels.priority_level }}",
+                  "{{ $value | humanize }} requests/s rejected (429) at {{ $labels.priority_level }}."),
+        AlertRule("CrdscopeAPFRejectingHard", "critical",
+                  f"{rejected} >= {q.thresholds.apf_rejected_per_second_critical:g}",
+                  "APF rejecting many requests at priority level {{ $labels.priority_level }}",
+                  "{{ $value | humanize }} requests/s rejected (429) at {{ $labels.priority_level }}."),
+        AlertRule("APIServerAPFRejecting", "warning",
+                  f"sum by (instance, priority_level, flow_schema) "
+                  f"(rate({q.apiserver('apiserver_flowcontrol_rejected_requests_total')}[2m])) > 0",
+                  "APF rejecting requests at {{ $labels.priority_level }} (flow schema {{ $labels.flow_schema }})",
+                  "From the API server's own apiserver_flowcontrol_rejected_requests_total: "
+                  "{{ $value | humanize }}/s."),
+    )
+
+
+APF_CHECK = CheckSpec(
+    apf, "APF rejecting or queueing", probes=(ThrottlingSample,),
+    thresholds=("apf_rejected_per_second_critical",), constants=("APF_WAIT_WARN_SECONDS",), rules=_apf_rules)
 
 
 # --------------------------------------------------------------------------- 6. OpenAPI
@@ -208,7 +277,7 @@ def _seats(level: Any) -> str:
 
 def openapi_behind(obs: Observations) -> list[Finding]:
     """CRDs Established but not yet published in OpenAPI, past the thresholds."""
-    openapi = obs.good("openapi")
+    openapi = obs.good(OpenAPISample)
     if openapi is None:
         return []
     backlog = openapi.backlog or 0
@@ -231,3 +300,17 @@ def openapi_behind(obs: Observations) -> list[Finding]:
         "rebuild takes seconds and they queue while CRDs keep arriving",
         "install CRDs in fewer, larger batches or slower; kubectl explain and server-side apply of the new kinds "
         "wait for publication")]
+
+
+def _openapi_rules(q: PromQL) -> tuple[AlertRule, ...]:
+    t = q.thresholds
+    return (AlertRule(
+        "CrdscopeOpenAPIBehind", "warning",
+        f"{q.crdscope('crdscope_openapi_backlog')} >= {t.openapi_backlog_warn} or "
+        f"{q.crdscope('crdscope_openapi_backlog_oldest_seconds')} > {t.openapi_oldest_seconds_warn:g}",
+        "OpenAPI publication behind", "CRDs Established but not yet published in /openapi/v3."),)
+
+
+OPENAPI_BEHIND_CHECK = CheckSpec(
+    openapi_behind, "OpenAPI publication backlog", probes=(OpenAPISample,),
+    thresholds=("openapi_backlog_warn", "openapi_oldest_seconds_warn"), rules=_openapi_rules)

@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import statistics
 
+from crdscope.base.settings import Thresholds
 from crdscope.costmodel.attribution import startup_need
 from crdscope.probes.health import HealthSample
 from crdscope.probes.restarts import RestartEvent
-from crdscope.base.settings import Thresholds
+from crdscope.probes.version import VersionSample
 
 from .model import Finding, Severity, format_duration
 from .observations import Observations, fmt_count, kubernetes_minor
+from .spec import AlertRule, CheckSpec, PromQL
 
 CRASH_LOOP = "apiserver-crash-looping"
 MIB = float(1 << 20)
@@ -63,14 +65,13 @@ def loop_of(events: tuple[RestartEvent, ...], thresholds: Thresholds, now: float
 
 def crash_loop(obs: Observations) -> list[Finding]:
     """One critical finding while the API server crash-loops (restarts from every source)."""
-    health = obs.latest.get("health")
-    if not isinstance(health, HealthSample):
+    health = obs.latest(HealthSample)
+    if health is None:
         return []
     loop = loop_of(health.restart_events, obs.thresholds, obs.now, health.down)
     if not loop:
         return []
-    good = obs.good("health")
-    last_good = good if isinstance(good, HealthSample) else None
+    last_good = obs.good(HealthSample)
     start = loop[0].at
     span = max(obs.now - start, 1.0)
     evidence = [f"health.restarts = {fmt_count(health.restarts)} during the watch, counted by "
@@ -115,6 +116,32 @@ def crash_loop(obs: Observations) -> list[Finding]:
     return [Finding(CRASH_LOOP, Severity.CRITICAL, title, tuple(evidence), cause, remedy, since=start)]
 
 
+def _crash_loop_rules(q: PromQL) -> tuple[AlertRule, ...]:
+    looping = f"{q.grew(q.crdscope('crdscope_health_restarts_total'))} >= {q.thresholds.crashloop_restarts}"
+    near_limit = (f"max_over_time(({q.crdscope('crdscope_health_rss_bytes')} / "
+                  f"{q.crdscope('crdscope_health_memory_limit_bytes')})[{q.window}:30s]) >= {NEAR_LIMIT_FRACTION:g}")
+    return (
+        AlertRule("CrdscopeAPIServerCrashLooping", "critical", looping, "API server crash-looping",
+                  "{{ $value }} API server restarts within " f"{q.window}" " (crdscope_health_restarts_total, "
+                  "counted from process start times, identity Leases, the lab or kube-state-metrics).",
+                  keep_firing_for=q.quiet),
+        AlertRule("CrdscopeAPIServerOOMCrashLoop", "critical",
+                  f"({looping}) and on(job, instance) "
+                  f"({q.grew(q.crdscope('crdscope_health_oom_kills_total'))} > 0 or {near_limit})",
+                  "API server crash-looping, OOM-killed",
+                  "Restarting again and again with memory at its limit (or the platform counting OOM kills): "
+                  "raise the limit or install fewer CRDs; `crdscope doctor` names what the CRDs need.",
+                  keep_firing_for=q.quiet),
+    )
+
+
+CRASH_LOOP_CHECK = CheckSpec(
+    crash_loop, "API server crash-looping (restarts from start times, Leases, the lab, kube-state-metrics)",
+    probes=(HealthSample,), also_reads=(VersionSample,),
+    thresholds=("crashloop_restarts", "crashloop_window_seconds", "crashloop_quiet_seconds"),
+    constants=("NEAR_LIMIT_FRACTION",), rules=_crash_loop_rules)
+
+
 def _sources(health: HealthSample) -> str:
     return ", ".join(f"{source} {count}" for source, count in sorted(health.restarts_by_source.items())) or "-"
 
@@ -140,7 +167,7 @@ def _oom(health: HealthSample, loop: list[RestartEvent], limit: int | None,
         evidence.append(f"health.oom_killed_pods = {', '.join(health.oom_killed_pods)} (kube-state-metrics: "
                         "last terminated reason OOMKilled)")
     deaths = [e.rss_bytes_at_death for e in loop if e.rss_bytes_at_death]
-    peak = max((s.rss_bytes for s in obs.health_history
+    peak = max((s.rss_bytes for s in obs.health_history()
                 if s.rss_bytes and s.timestamp >= loop[0].at - obs.thresholds.crashloop_window_seconds), default=None)
     near = False
     if limit:

@@ -20,9 +20,11 @@ from crdscope.costmodel.attribution import startup_need
 from crdscope.probes.crossplane import CrossplaneChain, ProviderChain, RevisionInfo, go_match
 from crdscope.probes.health import HealthSample
 from crdscope.probes.inventory import InventorySample
+from crdscope.probes.version import VersionSample
 
 from .model import Finding, Severity
 from .observations import Observations, fmt_count, kubernetes_minor
+from .spec import CheckSpec
 
 UNUSED_ACTIVE = "crossplane-unused-active-mrds"
 NO_SAFE_START = "crossplane-provider-without-safe-start"
@@ -34,16 +36,16 @@ MRAP_KINDS_SHOWN = 12
 
 
 def _chain(obs: Observations) -> CrossplaneChain | None:
-    inventory = obs.good("inventory")
-    if not isinstance(inventory, InventorySample) or not inventory.crossplane.present:
+    inventory = obs.good(InventorySample)
+    if inventory is None or not inventory.crossplane.present:
         return None
     return inventory.crossplane
 
 
 def _mib_per_crd(obs: Observations) -> tuple[float, str]:
     """MiB one CRD costs this API server: its own measured fit, else the cost model's typical CRD."""
-    health = obs.good("health")
-    if isinstance(health, HealthSample) and health.mib_per_crd:
+    health = obs.good(HealthSample)
+    if health is not None and health.mib_per_crd:
         return health.mib_per_crd, "health.mib_per_crd (this API server's measured fit)"
     minor = kubernetes_minor(obs)
     need = startup_need(1, minor)
@@ -76,13 +78,18 @@ def unused_active_mrds(obs: Observations) -> list[Finding]:
             continue
         in_use = len(provider.active_in_use)
         mib = unused * per_crd
+        # Both lists are sorted prefixes and in_use is a subset of active: this names every unused
+        # kind among the first active ones.
+        named = [n for n in provider.active_mrd_names if n not in provider.active_in_use]
+        shown = "" if len(named) == unused else f"first {len(named)}: "
         found.append(Finding(
             f"{UNUSED_ACTIVE}:{provider.name}", Severity.INFO,
             f"{provider.name}: {fmt_count(unused)} of {fmt_count(provider.mrds_active)} active MRDs have no objects; "
             f"an MRAP activating only the {fmt_count(in_use)} kinds in use would free about {mib:,.0f} MiB",
             (f"inventory.crossplane.providers[{provider.name}].mrds_active = {provider.mrds_active}, "
              f"active_unused = {unused} (apiserver_storage_objects: no objects of those kinds)",
-             f"{per_crd:.2f} MiB per CRD from {priced_by} × {fmt_count(unused)} = {mib:,.0f} MiB"),
+             f"{per_crd:.2f} MiB per CRD from {priced_by} × {fmt_count(unused)} = {mib:,.0f} MiB",
+             f"active kinds without objects ({shown}{', '.join(named)})"),
             "every Active MRD makes a CRD the API server serves, stores and documents, used or not",
             f"an Active MRD never goes back to Inactive: reinstall {provider.name} with safe-start (or a "
             f"safe-start release) and this MRAP: {_mrap_yaml(provider)}; check first with "
@@ -156,3 +163,14 @@ def mrap_not_ready(obs: Observations) -> list[Finding]:
             "wait for the activation (the inventory shows its pace); if it does not move, read the MRAP's "
             "conditions and Crossplane's log"))
     return found
+
+
+UNUSED_ACTIVE_MRDS_CHECK = CheckSpec(
+    unused_active_mrds, "Crossplane: unused active MRDs", probes=(InventorySample,),
+    also_reads=(HealthSample, VersionSample), thresholds=("crossplane_unused_mrds_info",))
+WITHOUT_SAFE_START_CHECK = CheckSpec(
+    without_safe_start, "Crossplane: providers without safe-start", probes=(InventorySample,))
+ACTIVE_OUTSIDE_MRAPS_CHECK = CheckSpec(
+    active_outside_mraps, "Crossplane: MRDs active outside MRAPs", probes=(InventorySample,))
+MRAP_NOT_READY_CHECK = CheckSpec(
+    mrap_not_ready, "Crossplane: MRAPs not ready", probes=(InventorySample,))

@@ -1,7 +1,7 @@
 """The findings engine: samples in, findings opening and closing out, once each.
 
-Every sample updates :class:`Observations`; every check then says which
-findings hold now.  A finding id that appears opens (``since`` = the sample's
+Every sample goes into the sample store :class:`Observations` reads; every
+check then says which findings hold now.  A finding id that appears opens (``since`` = the sample's
 time, or what the check knows), one that disappears closes, one whose severity
 changed is reported as changed; nothing else is reported, however many samples
 confirm it.  The responsiveness probe's sample every second is what makes
@@ -16,62 +16,69 @@ from collections.abc import Callable, Iterable
 
 from crdscope.base.samples import Sample
 from crdscope.base.settings import Thresholds
+from crdscope.base.store import SampleStore
 
-from . import checks, crashloop, crossplane, resources
+from . import checks, crashloop, crossplane, kubectl, resources
 from .model import CHANGED, CLOSED, OPENED, Finding, FindingChange, Severity, most_severe_first
 from .observations import Observations
+from .spec import Check, CheckSpec
 
 log = logging.getLogger("crdscope.findings")
 
-Check = Callable[[Observations], list[Finding]]
-
-#: Every check, in the order the issue lists them (the kubectl check is added when known).
-CHECKS: tuple[Check, ...] = (
-    checks.not_answering,
-    crashloop.crash_loop,
-    checks.latency_slo,
-    resources.no_aggregated_discovery,
-    checks.apf,
-    checks.openapi_behind,
-    resources.memory,
-    resources.unused_crds,
-    resources.etcd_connections,
-    crossplane.unused_active_mrds,
-    crossplane.without_safe_start,
-    crossplane.active_outside_mraps,
-    crossplane.mrap_not_ready,
+#: Every check the engine runs by default, in the order the issue lists them; each declares the
+#: probes and thresholds it uses and the alerting rules it becomes (``doctor`` and ``crdscope
+#: rules`` read these declarations).
+CHECKS: tuple[CheckSpec, ...] = (
+    checks.NOT_ANSWERING_CHECK,
+    crashloop.CRASH_LOOP_CHECK,
+    checks.LATENCY_SLO_CHECK,
+    resources.NO_AGGREGATED_DISCOVERY_CHECK,
+    checks.APF_CHECK,
+    checks.OPENAPI_BEHIND_CHECK,
+    resources.MEMORY_CHECK,
+    resources.UNUSED_CRDS_CHECK,
+    resources.ETCD_CONNECTIONS_CHECK,
+    crossplane.UNUSED_ACTIVE_MRDS_CHECK,
+    crossplane.WITHOUT_SAFE_START_CHECK,
+    crossplane.ACTIVE_OUTSIDE_MRAPS_CHECK,
+    crossplane.MRAP_NOT_READY_CHECK,
 )
-#: What the checks look at, for "nothing found" (``crdscope doctor``).
-#: What the checks look at, and the probe whose samples each needs (``doctor`` lists a check as
-#: done only when that probe delivered a good sample).
-CHECKED_BY_PROBE = (
-    ("API server answering (HTTP/2 PINGs, requests in flight, health checks)", "responsiveness"),
-    ("request latency against the SLOs (canaries, server-side p99)", "latency"),
-    ("aggregated discovery offered", "discovery"),
-    ("APF rejecting or queueing", "throttling"),
-    ("OpenAPI publication backlog", "openapi"),
-    ("memory per CRD, growth, restarts", "health"),
-    ("CRDs without objects", "health"),
-    ("etcd connections per CRD", "health"),
-    ("API server crash-looping (restarts from start times, Leases, the lab, kube-state-metrics)", "health"),
-    ("Crossplane: unused active MRDs, safe-start, MRDs outside MRAPs, MRAPs not ready", "inventory"),
-)
-CHECKED = tuple(what for what, _ in CHECKED_BY_PROBE)
+#: Checks a front end adds when it knows more (the local kubectl).
+OPTIONAL_CHECKS: tuple[CheckSpec, ...] = (kubectl.KUBECTL_DISCOVERY_CHECK,)
+#: Every declared check.
+DECLARED: tuple[CheckSpec, ...] = CHECKS + OPTIONAL_CHECKS
 
 
 class FindingsEngine:
-    """Turns samples into :class:`FindingChange` transitions and keeps the open findings."""
+    """Turns samples into :class:`FindingChange` transitions and keeps the open findings.
+
+    The samples live in ``store``: a front end that already keeps its samples in a
+    :class:`SampleStore` hands it over and the checks read the same samples (without one the
+    engine keeps its own, :attr:`store`).  :meth:`observe` adds a sample to the store, unless it
+    is already the latest of its probe there (a front end sharing the store added it first),
+    then evaluates; a front end may equally add samples itself and call :meth:`evaluate`.
+    """
 
     def __init__(self, thresholds: Thresholds | None = None, checks_: Iterable[Check] = CHECKS, *,
-                 memory_limit_bytes: int | None = None) -> None:
-        self.observations = Observations(thresholds=thresholds or Thresholds(), memory_limit_bytes=memory_limit_bytes)
-        self.checks = list(checks_)
+                 memory_limit_bytes: int | None = None, store: SampleStore | None = None) -> None:
+        self.observations = Observations(thresholds=thresholds or Thresholds(),
+                                         store=store if store is not None else SampleStore(),
+                                         memory_limit_bytes=memory_limit_bytes)
+        #: The checks run at each evaluation: :class:`CheckSpec` declarations, or plain functions.
+        self.checks: list[Check] = list(checks_)
         self.open: dict[str, Finding] = {}
         self.sinks: list[Callable[[FindingChange], None]] = []
 
+    @property
+    def store(self) -> SampleStore:
+        """The store the checks read."""
+        return self.observations.store
+
     def observe(self, sample: Sample) -> list[FindingChange]:
-        """Take a sample in and return the transitions it caused (usually none)."""
-        self.observations.add(sample)
+        """Take a sample in (into the store, unless already there) and return the transitions it
+        caused (usually none)."""
+        if self.store.latest(sample.probe) is not sample:
+            self.observations.add(sample)
         return self.evaluate(sample.timestamp)
 
     __call__ = observe  # a monitor sink
@@ -84,7 +91,7 @@ class FindingsEngine:
             try:
                 found = check(self.observations)
             except Exception:  # a check tripping on an odd sample must not stop the others
-                log.exception("finding check %s failed", getattr(check, "__name__", check))
+                log.exception("finding check %s failed", check_name(check))
                 continue
             for finding in found:
                 holding.setdefault(finding.id, finding)
@@ -144,4 +151,10 @@ class FindingsReplay:
         return most_severe_first(list(self.open.values()))
 
 
-__all__ = ["CHECKS", "CHECKED", "CHECKED_BY_PROBE", "FindingsEngine", "FindingsReplay", "OPENED", "CLOSED", "CHANGED"]
+def check_name(check: Check) -> str:
+    """A check's function name, for logs."""
+    return check.name if isinstance(check, CheckSpec) else check.__qualname__
+
+
+__all__ = ["CHECKS", "DECLARED", "OPTIONAL_CHECKS", "CheckSpec", "FindingsEngine", "FindingsReplay", "OPENED",
+           "CLOSED", "CHANGED"]

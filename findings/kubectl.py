@@ -24,8 +24,11 @@ import re
 import shutil
 import subprocess
 
+from crdscope.probes.discovery import DiscoverySample
+
 from .model import Finding, Severity
 from .observations import Observations, fmt_seconds
+from .spec import CheckSpec
 
 VERSION_TIMEOUT_SECONDS = 10.0
 _MINOR = re.compile(r"(\d+)")
@@ -109,19 +112,19 @@ def read_local_kubectl(path: str | None = None) -> KubectlClient | None:
     return parse_client_version(done.stdout, binary) if done.returncode == 0 else None
 
 
-def estimate_cold_discovery(kubectl: KubectlClient, discovery: object) -> tuple[float | None, str]:
+def estimate_cold_discovery(kubectl: KubectlClient, discovery: DiscoverySample) -> tuple[float | None, str]:
     """Seconds the next cold discovery of ``kubectl`` takes on this cluster, and how it was worked out."""
-    served = getattr(discovery, "format", "")
-    gvs = getattr(discovery, "group_versions", 0)
+    served = discovery.format
+    gvs = discovery.group_versions
     if served in kubectl.aggregated_versions:
-        cold = getattr(discovery, "cold_seconds", None)
+        cold = discovery.cold_seconds
         if cold is not None:
             return cold, (f"aggregated discovery {served}: 2 requests (/api, /apis), a full GET measured at "
                           f"{fmt_seconds(cold)} (discovery.cold_seconds)")
-        seconds = getattr(discovery, "seconds", None)
+        seconds = discovery.seconds
         return seconds, (f"aggregated discovery {served}: 2 requests; discovery.seconds = {fmt_seconds(seconds)} "
                          "(a conditional GET: a cold client downloads the whole document, so more)")
-    for model in getattr(discovery, "client_models", ()) or ():
+    for model in discovery.client_models or ():
         if model.qps == kubectl.qps and model.burst == kubectl.burst:
             why = ("this server does not serve aggregated discovery" if served in ("", "legacy")
                    else f"this kubectl does not ask for aggregated {served}")
@@ -135,8 +138,8 @@ def estimate_cold_discovery(kubectl: KubectlClient, discovery: object) -> tuple[
 def kubectl_check(obs: Observations) -> list[Finding]:
     """How the local kubectl's next cold discovery fares on this cluster."""
     kubectl = obs.kubectl
-    discovery = obs.good("discovery")
-    if not isinstance(kubectl, KubectlClient) or discovery is None:
+    discovery = obs.good(DiscoverySample)
+    if kubectl is None or discovery is None:
         return []
     modelled, how = estimate_cold_discovery(kubectl, discovery)
     seconds, measured = _measured(obs.kubectl_measured, modelled)
@@ -162,9 +165,10 @@ def kubectl_check(obs: Observations) -> list[Finding]:
         "aggregated discovery; fewer CRDs mean fewer group-versions")]
 
 
-def _measured(measurement: object, modelled: float | None) -> tuple[float | None, tuple[str, ...]]:
+def _measured(measurement: KubectlMeasurement | None,
+              modelled: float | None) -> tuple[float | None, tuple[str, ...]]:
     """The figure the finding states (a real run beats the model) and the evidence lines for it."""
-    if not isinstance(measurement, KubectlMeasurement):
+    if measurement is None:
         return modelled, ()
     if measurement.seconds is not None:
         return measurement.seconds, (f"measured: kubectl api-resources with an empty --cache-dir took "
@@ -175,3 +179,9 @@ def _measured(measurement: object, modelled: float | None) -> tuple[float | None
             f"measured: kubectl api-resources with an empty --cache-dir had not finished after "
             f"{fmt_seconds(measurement.unfinished_after)} (stopped there)",)
     return modelled, (f"not measured: {measurement.error}",) if measurement.error else ()
+
+
+#: Not among the engine's default checks: a front end adds it once it knows the local kubectl.
+KUBECTL_DISCOVERY_CHECK = CheckSpec(
+    kubectl_check, "your kubectl's next cold discovery", probes=(DiscoverySample,),
+    thresholds=("discovery_seconds_warn",), constants=("SMALL_CLUSTER_GROUP_VERSIONS",))

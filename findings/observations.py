@@ -1,49 +1,62 @@
-"""What the checks read: the latest sample of each probe, a short history, the thresholds."""
+"""What the checks read: a view over the sample store (typed reads), the thresholds, and what the caller knows.
+
+The samples live in the one :class:`~crdscope.base.store.SampleStore` a front end shares with
+the findings engine (or one of the engine's own); checks read them by class, as in
+``obs.good(HealthSample)``, so a type checker sees every field a check reads.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING
 
 from crdscope.base.samples import Sample
 from crdscope.base.settings import Thresholds
+from crdscope.base.store import SampleStore, SampleT
+from crdscope.probes.health import HealthSample
+from crdscope.probes.version import VersionSample
 
-#: Health samples kept for growth figures (about 15 minutes at the default 10 s cadence).
+if TYPE_CHECKING:
+    from .kubectl import KubectlClient, KubectlMeasurement
+
+#: Good health samples the growth and crash-loop figures look back over (about 15 minutes at the
+#: default 10 s cadence).
 HEALTH_HISTORY = 90
 
 
 @dataclasses.dataclass
 class Observations:
-    """The samples the engine has seen, by probe: the latest one and the latest good one."""
+    """The samples the engine judges (a view over ``store``), the thresholds, and extra knowledge."""
 
     thresholds: Thresholds = dataclasses.field(default_factory=Thresholds)
-    #: probe name -> its latest sample (typed Any: each check knows which sample class it reads).
-    latest: dict[str, Any] = dataclasses.field(default_factory=dict)
-    last_good: dict[str, Any] = dataclasses.field(default_factory=dict)
-    health_history: deque[Any] = dataclasses.field(default_factory=lambda: deque(maxlen=HEALTH_HISTORY))
-    #: Extra knowledge set by the caller: the local kubectl (findings.kubectl.KubectlClient),
-    #: a memory limit in bytes, a cost model... (None: not known).
-    kubectl: Any = None
-    #: That kubectl's cold discovery timed for real (findings.kubectl.KubectlMeasurement; doctor sets it).
-    kubectl_measured: Any = None
+    #: Where the samples are kept: the front end's own store when it shares one, else a new one.
+    store: SampleStore = dataclasses.field(default_factory=SampleStore)
+    #: Extra knowledge set by the caller: the local kubectl (None: not known) ...
+    kubectl: KubectlClient | None = None
+    #: ... that kubectl's cold discovery timed for real (``doctor`` sets it) ...
+    kubectl_measured: KubectlMeasurement | None = None
+    #: ... and the API server's memory limit in bytes (None: not known).
     memory_limit_bytes: int | None = None
+    #: The time the checks judge at (the newest sample's, or what :meth:`FindingsEngine.evaluate` is given).
     now: float = 0.0
 
     def add(self, sample: Sample) -> None:
-        """Remember a sample as its probe's latest (and latest good)."""
-        probe = type(sample).probe
-        self.latest[probe] = sample
-        if sample.error is None:
-            self.last_good[probe] = sample
-            if probe == "health":
-                self.health_history.append(sample)
+        """Keep a sample in the store and move :attr:`now` up to its time."""
+        self.store.add(sample)
         self.now = max(self.now, sample.timestamp)
 
-    def good(self, probe: str) -> Any:
-        """The latest good sample of ``probe``: a failed one has default figures, not observations,
-        so a finding stands until a good sample says otherwise."""
-        return self.last_good.get(probe)
+    def latest(self, kind: type[SampleT]) -> SampleT | None:
+        """The newest sample of ``kind``'s probe, good or failed."""
+        return self.store.latest_of(kind)
+
+    def good(self, kind: type[SampleT]) -> SampleT | None:
+        """The latest good sample of ``kind``'s probe: a failed one has default figures, not
+        observations, so a finding stands until a good sample says otherwise."""
+        return self.store.good(kind)
+
+    def health_history(self) -> list[HealthSample]:
+        """The last :data:`HEALTH_HISTORY` good health samples, oldest first."""
+        return self.store.good_history_of(HealthSample)[-HEALTH_HISTORY:]
 
 
 def fmt_seconds(value: float | None) -> str:
@@ -59,10 +72,8 @@ DEFAULT_MINOR = "1.37"
 
 def kubernetes_minor(obs: Observations) -> str:
     """The server's ``major.minor`` from the latest good version sample, else :data:`DEFAULT_MINOR`."""
-    from crdscope.probes.version import VersionSample
-
-    version = obs.good("version")
-    if isinstance(version, VersionSample) and version.major and version.minor:
+    version = obs.good(VersionSample)
+    if version is not None and version.major and version.minor:
         return f"{version.major}.{version.minor.rstrip('+')}"
     return DEFAULT_MINOR
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from crdscope.probes.discovery import DiscoverySample
 from crdscope.probes.health import HealthSample
 
 from .crashloop import loop_of
 from .model import Finding, Severity
 from .observations import Observations, fmt_count
+from .spec import AlertRule, CheckSpec, PromQL
 
 MIB = float(1 << 20)
 #: Below this many CRDs unused ones are not worth a finding.
@@ -23,8 +25,8 @@ ETCD_CONNECTIONS_MIN = 50
 
 def no_aggregated_discovery(obs: Observations) -> list[Finding]:
     """The server answers discovery only the legacy way: every client walks 2+N group-versions."""
-    discovery = obs.good("discovery")
-    if discovery is None or getattr(discovery, "mode", "") != "legacy" or not discovery.fallback_reason:
+    discovery = obs.good(DiscoverySample)
+    if discovery is None or discovery.mode != "legacy" or not discovery.fallback_reason:
         return []
     gvs = discovery.group_versions
     return [Finding(
@@ -38,22 +40,27 @@ def no_aggregated_discovery(obs: Observations) -> list[Finding]:
         "and avoid short-lived kubectl pods")]
 
 
+NO_AGGREGATED_DISCOVERY_CHECK = CheckSpec(
+    no_aggregated_discovery, "aggregated discovery offered", probes=(DiscoverySample,))
+
+
 # --------------------------------------------------------------------------- 7. memory
 
 
 def memory(obs: Observations) -> list[Finding]:
     """High MiB per CRD, growth with no CRD added, headroom against a known limit, restarts."""
-    health = obs.good("health")
+    health = obs.good(HealthSample)
     if health is None:
         return []
     found: list[Finding] = []
     limit = obs.thresholds.memory_mib_per_crd_warn
-    if health.mib_per_crd is not None and health.mib_per_crd > limit and (health.r2 or 0.0) >= 0.8:
+    if (health.mib_per_crd is not None and health.mib_per_crd > limit
+            and (health.r2 or 0.0) >= obs.thresholds.memory_fit_r2_min):
         found.append(Finding(
             "memory-per-crd", Severity.WARNING,
             f"API server memory grows {health.mib_per_crd:.2f} MiB per CRD (over {limit:g})",
             (f"health.mib_per_crd = {health.mib_per_crd:.2f} (least squares of process_resident_memory_bytes "
-             f"against the CRD count, R² {health.r2:.2f}, {health.fit_points} points at "
+             f"against the CRD count, R² {health.r2 or 0.0:.2f}, {health.fit_points} points at "
              f"{health.fit_crd_counts} CRD counts)", f"health.crds = {fmt_count(health.crds)}"),
             "each CRD version costs the server schemas, validators, OpenAPI and a storage with its watch cache; "
             "big schemas (Crossplane providers) cost the most",
@@ -62,8 +69,7 @@ def memory(obs: Observations) -> list[Finding]:
     found += _growth(obs)
     # A limit given (--memory-limit, the lab's cap) wins over the one Prometheus shows.
     found += _headroom(obs, health)
-    latest = obs.latest.get("health")
-    now_health = latest if isinstance(latest, HealthSample) else health
+    now_health = obs.latest(HealthSample) or health
     restarts = now_health.restarts or 0
     looping = loop_of(now_health.restart_events, obs.thresholds, obs.now, now_health.down)
     if restarts and not looping:  # a crash loop is its own finding, which says more
@@ -79,6 +85,27 @@ def memory(obs: Observations) -> list[Finding]:
     return found
 
 
+def _memory_rules(q: PromQL) -> tuple[AlertRule, ...]:
+    t = q.thresholds
+    return (
+        AlertRule("CrdscopeMemoryPerCRD", "warning",
+                  f"{q.crdscope('crdscope_health_mib_per_crd')} > {t.memory_mib_per_crd_warn:g} and "
+                  f"{q.crdscope('crdscope_health_r2')} >= {t.memory_fit_r2_min:g}",
+                  "API server memory {{ $value | humanize }} MiB per CRD", "Least-squares fit of RSS against CRDs."),
+        AlertRule("CrdscopeAPIServerRestarted", "warning",
+                  f"increase({q.crdscope('crdscope_health_restarts_total')}[15m]) > 0",
+                  "API server restarted", "process_start_time_seconds moved forward."),
+    )
+
+
+MEMORY_CHECK = CheckSpec(
+    memory, "memory per CRD, growth, restarts", probes=(HealthSample,),
+    thresholds=("memory_mib_per_crd_warn", "memory_fit_r2_min", "memory_growth_mib_per_minute_warn",
+                "memory_limit_fraction_warn", "memory_limit_fraction_critical", "crashloop_restarts",
+                "crashloop_window_seconds", "crashloop_quiet_seconds"),
+    constants=("GROWTH_MIN_SECONDS",), rules=_memory_rules)
+
+
 def _headroom(obs: Observations, health: HealthSample) -> list[Finding]:
     """Resident memory against a known limit.
 
@@ -92,11 +119,10 @@ def _headroom(obs: Observations, health: HealthSample) -> list[Finding]:
     if not limit or not health.rss_bytes:
         return []
     window = obs.thresholds.crashloop_window_seconds
-    latest = obs.latest.get("health")
-    events = latest.restart_events if isinstance(latest, HealthSample) else health.restart_events
+    events = (obs.latest(HealthSample) or health).restart_events
     rss, held = health.rss_bytes, ""
     if events and obs.now - max(e.at for e in events) <= window:
-        peak = max((s.rss_bytes for s in obs.health_history if s.rss_bytes and s.timestamp >= obs.now - window),
+        peak = max((s.rss_bytes for s in obs.health_history() if s.rss_bytes and s.timestamp >= obs.now - window),
                    default=rss)
         if peak > rss:
             rss, held = peak, (f" (the highest of the last {window / 60:.0f} min: the API server restarted, "
@@ -104,7 +130,7 @@ def _headroom(obs: Observations, health: HealthSample) -> list[Finding]:
     fraction = rss / limit
     if fraction < obs.thresholds.memory_limit_fraction_warn:
         return []
-    severity = Severity.CRITICAL if fraction >= 0.95 else Severity.WARNING
+    severity = Severity.CRITICAL if fraction >= obs.thresholds.memory_limit_fraction_critical else Severity.WARNING
     where = "" if obs.memory_limit_bytes else f" ({health.sources.get('memory_limit_bytes', 'prometheus')})"
     return [Finding(
         "memory-headroom", severity,
@@ -116,23 +142,24 @@ def _headroom(obs: Observations, health: HealthSample) -> list[Finding]:
 
 def _growth(obs: Observations) -> list[Finding]:
     """Resident memory rising while the CRD count stayed put (a leak, or objects piling up)."""
-    history = [s for s in obs.health_history if s.rss_bytes is not None and s.crds is not None]
+    # (time, rss, crds, process start) of the samples that have both figures
+    history = [(s.timestamp, s.rss_bytes, s.crds, s.start_time) for s in obs.health_history()
+               if s.rss_bytes is not None and s.crds is not None]
     if len(history) < 2:
         return []
     newest = history[-1]
-    same = [s for s in history if s.crds == newest.crds and s.start_time == newest.start_time]
-    oldest = same[0]
-    span = newest.timestamp - oldest.timestamp
+    oldest = next(s for s in history if s[2:] == newest[2:])  # same CRD count, same process
+    span = newest[0] - oldest[0]
     if span < GROWTH_MIN_SECONDS:
         return []
-    per_minute = (newest.rss_bytes - oldest.rss_bytes) / MIB / (span / 60.0)
+    per_minute = (newest[1] - oldest[1]) / MIB / (span / 60.0)
     if per_minute <= obs.thresholds.memory_growth_mib_per_minute_warn:
         return []
     return [Finding(
         "memory-growth", Severity.WARNING,
         f"API server memory growing {per_minute:.0f} MiB/min with no CRD added",
-        (f"health.rss_bytes {oldest.rss_bytes / MIB:,.0f} -> {newest.rss_bytes / MIB:,.0f} MiB over "
-         f"{span / 60:.0f} min at {fmt_count(newest.crds)} CRDs (threshold "
+        (f"health.rss_bytes {oldest[1] / MIB:,.0f} -> {newest[1] / MIB:,.0f} MiB over "
+         f"{span / 60:.0f} min at {fmt_count(newest[2])} CRDs (threshold "
          f"{obs.thresholds.memory_growth_mib_per_minute_warn:g} MiB/min)",),
         "objects piling up (watch caches), big LIST answers being built, or a leak",
         "look at health.storage_objects_top and at clients listing large collections")]
@@ -143,16 +170,16 @@ def _growth(obs: Observations) -> list[Finding]:
 
 def unused_crds(obs: Observations) -> list[Finding]:
     """Most CRDs have no objects: they cost memory and discovery for nothing."""
-    health = obs.good("health")
+    health = obs.good(HealthSample)
     if health is None:
         return []
-    unused = getattr(health, "crds_without_objects", None)
+    unused = health.crds_without_objects
     crds = health.crds
     if unused is None or not crds or crds < UNUSED_MIN_CRDS:
         return []
     if unused / crds < obs.thresholds.unused_crds_fraction_info:
         return []
-    examples = ", ".join(list(getattr(health, "unused_crd_examples", ()) or ())[:3])
+    examples = ", ".join(list(health.unused_crd_examples or ())[:3])
     evidence = [f"health.crds_without_objects = {fmt_count(unused)} of health.crds = {fmt_count(crds)} "
                 "(apiserver_resource_objects / apiserver_storage_objects: no series or 0 for the resource)"]
     if examples:
@@ -171,12 +198,26 @@ def unused_crds(obs: Observations) -> list[Finding]:
         "otherwise install smaller provider families")]
 
 
+def _unused_crds_rules(q: PromQL) -> tuple[AlertRule, ...]:
+    crds = q.crdscope("crdscope_health_crds")
+    return (AlertRule(
+        "CrdscopeUnusedCRDs", "info",
+        f"{q.crdscope('crdscope_health_crds_without_objects')} / {crds} > "
+        f"{q.thresholds.unused_crds_fraction_info:g} and {crds} >= {UNUSED_MIN_CRDS}",
+        "most CRDs have no objects", "{{ $value | humanizePercentage }} of the CRDs have no objects."),)
+
+
+UNUSED_CRDS_CHECK = CheckSpec(
+    unused_crds, "CRDs without objects", probes=(HealthSample,), thresholds=("unused_crds_fraction_info",),
+    constants=("UNUSED_MIN_CRDS",), rules=_unused_crds_rules)
+
+
 # --------------------------------------------------------------------------- 9. etcd connections
 
 
 def etcd_connections(obs: Observations) -> list[Finding]:
     """The API server holds about one etcd connection per CRD (where /proc lets us count them)."""
-    health = obs.good("health")
+    health = obs.good(HealthSample)
     if health is None or health.etcd_connections is None or not health.crds:
         return []
     per_crd = health.etcd_connections / health.crds
@@ -190,3 +231,8 @@ def etcd_connections(obs: Observations) -> list[Finding]:
         "older API servers open an etcd client per CRD storage; each costs file descriptors and memory on "
         "both sides",
         "upgrade to a release that shares etcd clients between resources; watch etcd's connection limit")]
+
+
+ETCD_CONNECTIONS_CHECK = CheckSpec(
+    etcd_connections, "etcd connections per CRD", probes=(HealthSample,),
+    constants=("ETCD_CONNECTIONS_PER_CRD", "ETCD_CONNECTIONS_MIN"))

@@ -14,10 +14,11 @@ import json
 import time
 from typing import Any
 
-from crdscope.findings.engine import CHECKED_BY_PROBE, FindingsEngine
+from crdscope.findings.engine import CHECKS
 from crdscope.findings.model import Finding, Severity, format_duration, most_severe_first
 from crdscope.base.errors import ConfigError
 
+from .core import WatchCore, run_for
 from .recorder import ClusterInfo
 
 FORMATS = ("text", "md", "json")
@@ -49,14 +50,14 @@ class Diagnosis:
 
     @property
     def checked(self) -> list[str]:
-        """The checks whose probe delivered a good sample."""
-        return [what for what, probe in CHECKED_BY_PROBE if probe in self.probes_seen]
+        """The checks whose every declared probe delivered a good sample."""
+        return [check.what_it_checks for check in CHECKS if not check.missing(self.probes_seen)]
 
     @property
     def not_checked(self) -> list[str]:
-        """The others, each with why (its probe never delivered a good sample in the time given)."""
-        return [f"{what} (no good {probe} sample in {format_duration(self.seconds)}: try a longer --duration)"
-                for what, probe in CHECKED_BY_PROBE if probe not in self.probes_seen]
+        """The others, each with why (a probe it needs never delivered a good sample in the time given)."""
+        return [f"{check.what_it_checks} (no good {' or '.join(missing)} sample in {format_duration(self.seconds)}: "
+                "try a longer --duration)" for check in CHECKS if (missing := check.missing(self.probes_seen))]
 
     @property
     def exit_code(self) -> int:
@@ -90,7 +91,7 @@ async def _diagnose(cluster: Any, settings: Any, seconds: float, memory_limit: i
     from crdscope.probes.cluster import first_contact
     from crdscope.probes.monitor import Monitor
 
-    from .headless import add_local_kubectl, known_memory_limit, wire_lab
+    from .headless import known_memory_limit, wire_lab
     from .recorder import describe_cluster
 
     measuring: asyncio.Task[Any] | None = None
@@ -100,47 +101,45 @@ async def _diagnose(cluster: Any, settings: Any, seconds: float, memory_limit: i
             info = await asyncio.wait_for(describe_cluster(cluster), DESCRIBE_TIMEOUT_SECONDS)
         except TimeoutError:
             info = ClusterInfo(server=cluster.server, context=cluster.context)
-        engine = FindingsEngine(settings.thresholds,
-                                memory_limit_bytes=known_memory_limit(cluster.server, memory_limit))
-        await add_local_kubectl(engine)
-        local = engine.observations.kubectl
-        # The local kubectl's cold discovery, for real, beside the probes (bounded by the duration).
-        measuring = asyncio.create_task(measure_kubectl(cluster, local.path, seconds)) if local else None
-        samples = 0
-        seen: set[str] = set()
-
-        def sink(sample: Any) -> None:
-            nonlocal samples
-            samples += 1
-            if sample.error is None:
-                seen.add(sample.probe)
-            engine.observe(sample)
-
         monitor = Monitor(cluster, settings)
         wire_lab(monitor)
-        monitor.set_memory_limit(engine.observations.memory_limit_bytes)
-        monitor.add_sink(sink)
-        started = time.monotonic()
-        running = asyncio.create_task(monitor.run(), name="monitor")
-        done, _ = await asyncio.wait([running], timeout=seconds)
-        running.cancel()
-        with contextlib.suppress(BaseException):
-            await running
-        if running in done and running.exception() is not None:
-            raise running.exception()  # type: ignore[misc]  # checked just above: not None
-        if measuring is not None:
-            engine.observations.kubectl_measured = await measuring
-            engine.evaluate(time.time())
+        core = WatchCore(monitor, thresholds=settings.thresholds, cluster=info.context,
+                         memory_limit=known_memory_limit(cluster.server, memory_limit))
+        monitor.set_memory_limit(core.memory_limit)
+        local = await core.learn_local_kubectl()
+        # The local kubectl's cold discovery, for real, beside the probes (bounded by the duration).
+        measuring = asyncio.create_task(measure_kubectl(cluster, local.path, seconds)) if local else None
+        diagnosis = await examine(core, info, seconds, measuring)
         own = cluster.traffic.total()
-        return Diagnosis(cluster=info, seconds=time.monotonic() - started, findings=engine.current(),
-                         samples=samples, kubectl=local.describe() if local else "not found on PATH",
-                         probes_seen=frozenset(seen), own_requests=own.requests, own_bytes=own.bytes)
+        return dataclasses.replace(diagnosis, own_requests=own.requests, own_bytes=own.bytes)
     finally:
         if measuring is not None and not measuring.done():
             measuring.cancel()  # its kubectl is killed on the way out
             with contextlib.suppress(BaseException):
                 await measuring
         await cluster.aclose()
+
+
+async def examine(core: WatchCore, info: ClusterInfo, seconds: float,
+                  measuring: asyncio.Task[Any] | None = None) -> Diagnosis:
+    """Run ``core``'s source for ``seconds`` (or until a recording ends) and diagnose what it saw.
+
+    ``measuring`` is the local kubectl's real cold discovery, timed beside the probes: its
+    figure replaces the model's before the last evaluation.
+    """
+    started = time.monotonic()
+    _, failure = await run_for(core, seconds)
+    if failure is not None:
+        raise failure
+    if measuring is not None:
+        core.findings.observations.kubectl_measured = await measuring
+        core.evaluate(time.time())
+    store = core.store
+    seen = frozenset(name for name in store.health() if store.last_good(name) is not None)
+    local = core.kubectl
+    return Diagnosis(cluster=info, seconds=time.monotonic() - started, findings=core.open_findings(),
+                     samples=core.samples, kubectl=local.describe() if local else "not found on PATH",
+                     probes_seen=seen)
 
 
 async def measure_kubectl(cluster: Any, kubectl: str, seconds: float) -> Any:

@@ -33,9 +33,9 @@ def _inventory(*, safe_start: bool, active: int, in_use: frozenset[str] | None, 
 
 def _obs(inventory: InventorySample, health: HealthSample | None = None, **thresholds) -> Observations:
     obs = Observations()
-    obs.last_good["inventory"] = obs.latest["inventory"] = inventory
+    obs.add(inventory)
     if health is not None:
-        obs.last_good["health"] = obs.latest["health"] = health
+        obs.add(health)
     if thresholds:
         obs.thresholds = dataclasses.replace(obs.thresholds, **thresholds)
     return obs
@@ -49,6 +49,8 @@ def test_unused_active_kinds_priced_by_the_servers_own_fit_with_the_mrap_of_kind
     assert finding.id == f"{UNUSED_ACTIVE}:provider-aws-sqs"
     assert "6 of 8 active MRDs have no objects" in finding.title and "about 21 MiB" in finding.title
     assert f'"{KINDS[0]}", "{KINDS[3]}"' in finding.remedy and "safe-start" in finding.remedy
+    unused = ", ".join(k for i, k in enumerate(KINDS) if i not in (0, 3))
+    assert finding.evidence[2] == f"active kinds without objects ({unused})"
     # Unknown object counts: no verdict; below the threshold: none either.
     assert unused_active_mrds(_obs(_inventory(safe_start=False, active=8, in_use=None))) == []
     assert unused_active_mrds(_obs(inventory, crossplane_unused_mrds_info=7)) == []

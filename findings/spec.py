@@ -1,0 +1,118 @@
+"""What each check declares: the samples it reads, the limits it judges by, the alerting rules it becomes.
+
+One :class:`CheckSpec` per check, written beside the check, replaces the tables that used to be
+kept in step by position (the checks, what ``crdscope doctor`` lists as checked, the rules of
+``crdscope rules``).  ``doctor`` counts a check as done when every probe it declares delivered
+a good sample; ``crdscope rules`` renders every declared :class:`AlertRule`; a test holds the
+declared threshold names to :class:`~crdscope.base.settings.Thresholds` and the declared sample
+classes to the probe registry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Callable, Collection
+
+from crdscope.base.samples import Sample
+from crdscope.base.settings import Thresholds
+
+from .model import Finding
+from .observations import Observations
+
+Check = Callable[[Observations], list[Finding]]
+
+
+@dataclasses.dataclass(frozen=True)
+class AlertRule:
+    """One Prometheus alerting rule: the verdict of a check, read from the exporter's series."""
+
+    alert: str
+    severity: str
+    expr: str
+    summary: str
+    description: str
+    #: Prometheus 2.42+: hold the alert through a quiet spell, as the finding does (None: not held).
+    keep_firing_for: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class PromQL:
+    """What a rule's expression is written with: the thresholds and the scrape jobs' selectors."""
+
+    thresholds: Thresholds = dataclasses.field(default_factory=Thresholds)
+    #: ``job`` label of the scrape of crdscope's exporter (None: no job selector).
+    job: str | None = "crdscope"
+    #: ``job`` label of the scrape of the API server's own /metrics (None: no job selector).
+    apiserver_job: str | None = "apiserver"
+
+    def crdscope(self, name: str, extra: str = "") -> str:
+        """A series of crdscope's exporter, ``name{job="crdscope",extra}``."""
+        return _selector(name, f'job="{self.job}"' if self.job else "", extra)
+
+    def apiserver(self, name: str, extra: str = "") -> str:
+        """A series of the API server's own /metrics, ``name{job="apiserver",extra}``."""
+        return _selector(name, f'job="{self.apiserver_job}"' if self.apiserver_job else "", extra)
+
+    @property
+    def window(self) -> str:
+        """The crash-loop window as a PromQL duration (``600s``)."""
+        return f"{self.thresholds.crashloop_window_seconds:g}s"
+
+    @property
+    def quiet(self) -> str:
+        """The crash-loop quiet spell as a PromQL duration (``300s``)."""
+        return f"{self.thresholds.crashloop_quiet_seconds:g}s"
+
+    def grew(self, series: str) -> str:
+        """A counter's rise within :attr:`window`, exactly: ``increase()`` extrapolates to the
+        window's edges and would read 3 restarts as 2.9 or 3.4."""
+        return f"(max_over_time({series}[{self.window}]) - min_over_time({series}[{self.window}]))"
+
+
+def _selector(name: str, *labels: str) -> str:
+    joined = ",".join(label for label in labels if label)
+    return f"{name}{{{joined}}}" if joined else name
+
+
+def no_rules(_promql: PromQL) -> tuple[AlertRule, ...]:
+    """For a check no series can express (the catch-all ``CrdscopeFinding`` rule still covers it)."""
+    return ()
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckSpec:
+    """One check and what it uses.  Calling the spec runs the check, so it is itself a check."""
+
+    function: Check
+    #: What ``crdscope doctor`` lists under "Checked" when this check could judge.
+    what_it_checks: str
+    #: Sample classes whose good samples the check needs to judge at all.
+    probes: tuple[type[Sample], ...]
+    #: Names of the :class:`Thresholds` fields it judges by.
+    thresholds: tuple[str, ...] = ()
+    #: Names of the constants of its own module it judges by (limits not worth a setting).
+    constants: tuple[str, ...] = ()
+    #: Sample classes it reads when present (a fallback view, a refinement), not needed to judge.
+    also_reads: tuple[type[Sample], ...] = ()
+    #: The alerting rules it becomes in Prometheus, written with the given thresholds and jobs.
+    rules: Callable[[PromQL], tuple[AlertRule, ...]] = no_rules
+
+    def __call__(self, obs: Observations) -> list[Finding]:
+        """Run the check."""
+        return self.function(obs)
+
+    @property
+    def name(self) -> str:
+        """The check function's name (``not_answering``)."""
+        return self.function.__name__
+
+    def missing(self, probes_seen: Collection[str]) -> list[str]:
+        """The declared probes that delivered no good sample (empty: the check could judge)."""
+        return [kind.probe for kind in self.probes if kind.probe not in probes_seen]
+
+    def limits(self, thresholds: Thresholds) -> dict[str, object]:
+        """Every declared threshold and constant with its value (thresholds as given)."""
+        module = vars(sys.modules[self.function.__module__])
+        return {**{name: getattr(thresholds, name) for name in self.thresholds},
+                **{name: module[name] for name in self.constants}}
