@@ -15,10 +15,10 @@ import logging
 import time
 from dataclasses import dataclass, field
 from typing import Protocol
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 
 from .registry import sample_type
-from crdscope.base.store import ProbeHealth
+from crdscope.base.store import ProbeHealth, SampleStore
 from crdscope.base.samples import Sample
 from .traffic import REQUEST_ORIGIN
 
@@ -92,6 +92,29 @@ def error_sample(probe: str, error: str) -> Sample:
         return Sample(error=error)
 
 
+class LatestSamples(Mapping[str, Sample]):
+    """Probe name -> its latest sample, read from the scheduler's current store (no copy kept).
+
+    A probe that reads another probe's sample (the throttling probe reads discovery's client
+    models) is handed this view once; it follows the store a session core shares later.
+    """
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self._scheduler = scheduler
+
+    def __getitem__(self, probe: str) -> Sample:
+        found = self._scheduler.store.latest(probe)
+        if found is None:
+            raise KeyError(probe)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._scheduler.store.health())
+
+    def __len__(self) -> int:
+        return len(self._scheduler.store.health())
+
+
 class Scheduler:
     """Runs each probe on its own cadence; pause/resume; hands samples to sinks."""
 
@@ -101,7 +124,11 @@ class Scheduler:
         #: True while nothing changes: a probe with an ``idle_cadence`` (and not ``busy``) uses it.
         self._quiet = quiet
         self.sinks: list[Sink] = list(sinks or [])
-        self.latest: dict[str, Sample] = {}
+        #: Where the samples are kept: the scheduler's own store until a session core shares its
+        #: store (:meth:`share_store`); then the core adds each sample as it takes it.
+        self.store = SampleStore()
+        self._keeps_store = True
+        self.latest: Mapping[str, Sample] = LatestSamples(self)
         self._running = asyncio.Event()
         self._running.set()
         for probe in probes or []:
@@ -119,6 +146,12 @@ class Scheduler:
 
     def add_sink(self, sink: Sink) -> None:
         self.sinks.append(sink)
+
+    def share_store(self, store: SampleStore) -> None:
+        """Read the samples from ``store``, which its owner (a session core, one of the sinks) fills:
+        one holder of the latest samples, not one here and one there."""
+        self.store = store
+        self._keeps_store = False
 
     @property
     def probes(self) -> list[Probe]:
@@ -207,7 +240,8 @@ class Scheduler:
             log.warning("probe %s down: %s", probe.name, sample.error)
         elif not sample.error and was_failing:
             log.info("probe %s recovered after %d failed runs", probe.name, was_failing)
-        self.latest[probe.name] = sample
+        if self._keeps_store:
+            self.store.add(sample)
         await self._deliver(sample)
         return sample
 

@@ -42,6 +42,8 @@ from crdscope.base.samples import Sample
 from .shared import SharedState
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from .monitor import Monitor
 
 #: Seconds between the two scrapes of :func:`once`: long enough for a rate, short for a CLI.
@@ -192,7 +194,7 @@ class ThrottlingProbe:
     name = "throttling"
 
     def __init__(self, cluster: Cluster, metrics: MetricsSource, *, cadence: float = 5.0,
-                 shared: SharedState | None = None, latest: dict[str, Sample] | None = None) -> None:
+                 shared: SharedState | None = None, latest: Mapping[str, Sample] | None = None) -> None:
         self.cluster = cluster
         self.metrics = metrics
         self.cadence = cadence

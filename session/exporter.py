@@ -1,7 +1,8 @@
 """``--serve-metrics [HOST]:PORT``: the probes' latest figures in Prometheus text format.
 
-A custom ``prometheus_client`` collector reads the latest sample of each probe
-at scrape time (nothing is copied per sample), so a fleet of clusters is watched
+A custom ``prometheus_client`` collector reads the latest sample of each probe from the
+session core's store (``session.core.WatchCore.store``) at scrape time (nothing is copied
+per sample), so a fleet of clusters is watched
 by one existing Prometheus rather than by many terminals.
 
 Naming: every numeric field of a sample becomes the gauge ``crdscope_<probe>_<field>``
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, start_http_server
@@ -40,8 +41,12 @@ from crdscope.findings.model import Finding, Severity
 from crdscope.probes import __version__
 from crdscope.base.errors import ConfigError
 from crdscope.base.samples import Sample
+from crdscope.base.store import SampleStore
 
 from .recorder import ClusterInfo
+
+if TYPE_CHECKING:
+    from .core import WatchCore
 from .values import finite_number, is_record, names_of, read_field
 
 PREFIX = "crdscope"
@@ -169,27 +174,41 @@ def _singular(field: str) -> str:
 
 
 class SampleCollector(Collector):
-    """Keeps the latest sample of each probe (a monitor sink) and exposes it at scrape time.
+    """Exposes the latest sample of each probe in ``store`` at scrape time.
 
-    ``findings`` (set by the caller: a zero-argument callable returning the open findings)
-    adds ``crdscope_findings{severity}`` and ``crdscope_finding_open{finding,kind,severity}``.
+    ``store`` is the session core's (``WatchCore.store``); without one the collector keeps its own
+    and is a sink (``collector(sample)``), for a caller with no core.  ``findings`` (a
+    zero-argument callable returning the open findings, e.g. ``core.open_findings``) adds
+    ``crdscope_findings{severity}`` and ``crdscope_finding_open{finding,kind,severity}``.
     """
 
     def __init__(self, cluster: ClusterInfo | None = None,
-                 findings: Callable[[], list[Finding]] | None = None) -> None:
+                 findings: Callable[[], list[Finding]] | None = None, store: SampleStore | None = None) -> None:
         self.cluster = cluster
         self.findings = findings
-        self.latest: dict[str, Sample] = {}
+        self.store = store if store is not None else SampleStore()
         self._lock = threading.Lock()
 
-    def __call__(self, sample: Sample) -> None:
-        """The monitor sink: remember this sample as its probe's latest."""
+    def watch(self, core: WatchCore) -> None:
+        """Serve ``core``'s samples and open findings (its store is read at each scrape)."""
         with self._lock:
-            self.latest[type(sample).probe] = sample
+            self.store = core.store
+            self.findings = core.open_findings
+
+    def __call__(self, sample: Sample) -> None:
+        """A sink for a collector without a core: keep the sample in the collector's store."""
+        with self._lock:
+            self.store.add(sample)
+
+    def latest(self) -> dict[str, Sample]:
+        """Probe name -> its latest sample, read from the store now (scrapes run in a thread)."""
+        with self._lock:
+            names = list(self.store.health())
+            found = {name: self.store.latest(name) for name in names}
+        return {name: sample for name, sample in found.items() if sample is not None}
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        with self._lock:
-            latest = dict(self.latest)
+        latest = self.latest()
         families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
         label_names: dict[str, tuple[str, ...]] = {}
         up = GaugeMetricFamily(metric_name("probe_up"), "1 when the probe's latest run succeeded",

@@ -24,10 +24,12 @@ from collections.abc import Callable, Iterable
 from crdscope.base.errors import CrdscopeError
 from crdscope.base.logs import log_to_file
 from crdscope.findings.engine import FindingsEngine
+from crdscope.findings.kubectl import KubectlClient
 from crdscope.findings.model import FindingChange, format_duration
 from crdscope.base.samples import Sample
 
-from .events import FAIL, Event, EventDetector
+from .core import Taken, WatchCore, run_for
+from .events import FAIL, Event
 from .durations import parse_duration
 from .failif import FINDINGS, Holding, Threshold, parse_thresholds
 
@@ -44,36 +46,46 @@ class Crossing:
 
 
 class HeadlessSink:
-    """The monitor sink of a headless watch: events and findings to lines (and the recording),
-    samples to the metrics endpoint, ``--fail-if`` thresholds to a stop."""
+    """What a headless watch does with each sample its core took: events and findings to lines
+    (and the recording), ``--fail-if`` thresholds to a stop.  The core keeps the samples (the
+    metrics endpoint reads its store) and the findings."""
 
-    def __init__(self, detector: EventDetector, thresholds: Iterable[Threshold], *,
-                 recorder: Any = None, collector: Any = None, out: TextIO | None = None,
-                 findings: FindingsEngine | None = None) -> None:
-        self.detector = detector
+    def __init__(self, core: WatchCore, thresholds: Iterable[Threshold], *,
+                 recorder: Any = None, out: TextIO | None = None) -> None:
+        self.core = core
         self.thresholds = list(thresholds)
-        self.findings = findings or FindingsEngine(detector.thresholds)
         self.holding = Holding()
         self.recorder = recorder
-        self.collector = collector
         self.out = out or sys.stdout
         self.crossing: Crossing | None = None
-        self.samples = 0
         self.events: list[Event] = []
         self.done = asyncio.Event()
         self.out_closed = False
+        core.add_listener(self.taken)
+
+    @property
+    def findings(self) -> FindingsEngine:
+        """The core's findings engine."""
+        return self.core.findings
+
+    @property
+    def samples(self) -> int:
+        """Samples the core took."""
+        return self.core.samples
 
     def __call__(self, sample: Sample) -> None:
-        """The monitor sink."""
-        self.samples += 1
+        """Hand a sample to the core (whose listener this sink is)."""
+        self.core.take(sample)
+
+    def taken(self, taken: Taken) -> None:
+        """The core's listener: a line per event and finding change, then the thresholds."""
+        sample = taken.sample
         self.record(sample)
-        if self.collector is not None:
-            self.collector(sample)
-        for event in self.detector.observe(sample):
+        for event in taken.events:
             self.say(event.line())
             self.events.append(event)
             self.record(event)
-        for change in self.findings.observe(sample):  # one line as each finding opens and closes
+        for change in taken.changes:  # one line as each finding opens and closes
             self.say(change.line())
             self.record(change)
         if self.crossing is None:
@@ -173,24 +185,17 @@ async def _watch(cluster: Any, settings: Any, seconds: float | None, record: str
             stack.callback(recorder.close)
         monitor = Monitor(cluster, settings)
         wire_lab(monitor)
-        sink = HeadlessSink(EventDetector(settings.thresholds), thresholds, recorder=recorder,
-                            collector=collector, out=out)
-        await add_local_kubectl(sink.findings)
-        observations = sink.findings.observations
-        observations.memory_limit_bytes = known_memory_limit(cluster.server, memory_limit)
-        monitor.set_memory_limit(observations.memory_limit_bytes)
-
-        def new_limit(limit: int | None) -> None:
-            observations.memory_limit_bytes = limit
-            monitor.set_memory_limit(limit)
-
+        core = WatchCore(monitor, thresholds=settings.thresholds, cluster=info.context,
+                         memory_limit=known_memory_limit(cluster.server, memory_limit))
+        monitor.set_memory_limit(core.memory_limit)
+        sink = HeadlessSink(core, thresholds, recorder=recorder, out=out)
+        await core.learn_local_kubectl()
         if not memory_limit:  # a lab's cap can change while the watch runs
             follower = asyncio.create_task(follow_memory_limit(
-                cluster.server, None, observations.memory_limit_bytes, new_limit), name="memory-limit")
+                cluster.server, None, core.memory_limit, core.set_memory_limit), name="memory-limit")
             stack.callback(follower.cancel)
         if collector is not None:
-            collector.findings = sink.findings.current
-        monitor.add_sink(sink)
+            collector.watch(core)
         version = info.kubernetes_version or "version unknown"
         sink.say(f"watching {info.server} ({version}, context {info.context}); probes: "
                   f"{', '.join(p.name for p in monitor.scheduler.probes)}"
@@ -201,14 +206,7 @@ async def _watch(cluster: Any, settings: Any, seconds: float | None, record: str
             sink.say(f"serving metrics on {server.url}")
         _install_signals(stopped.set)
         stack.callback(_remove_signals)
-        running = asyncio.create_task(monitor.run(), name="monitor")
-        waiters = [asyncio.create_task(sink.done.wait()), asyncio.create_task(stopped.wait())]
-        done, _ = await asyncio.wait([running, *waiters], timeout=seconds,
-                                     return_when=asyncio.FIRST_COMPLETED)
-        for task in (running, *waiters):
-            task.cancel()
-        await asyncio.gather(running, *waiters, return_exceptions=True)
-        failure = running.exception() if running in done and not running.cancelled() else None
+        _, failure = await run_for(core, seconds, sink.done.wait(), stopped.wait())
         if failure is not None:
             raise failure
         elapsed = format_duration(time.monotonic() - started)
@@ -220,8 +218,8 @@ async def _watch(cluster: Any, settings: Any, seconds: float | None, record: str
             outcome = "completed"
         sink.say(f"watch {outcome} after {elapsed}: {sink.samples} samples, {len(sink.events)} events"
                   + ("" if sink.crossing else ", no threshold crossed"))
-        footprint = monitor.scheduler.latest.get("footprint")
-        if isinstance(footprint, FootprintSample):
+        footprint = core.store.latest_of(FootprintSample)
+        if footprint is not None:
             sink.say(one_line(footprint))
         return outcome
     finally:
@@ -230,9 +228,13 @@ async def _watch(cluster: Any, settings: Any, seconds: float | None, record: str
 
 
 def replay_headless(recording: Any, *, speed: float = 0.0, as_json: bool = False,
-                    out: TextIO | None = None) -> None:
+                    out: TextIO | None = None, kubectl: KubectlClient | None | bool = True) -> WatchCore:
     """``crdscope replay --headless``: play a recording as event lines (as the live watch prints
-    them), or every sample and event as JSON lines; a closed pipe (``| head``) ends it quietly."""
+    them), or every sample and event as JSON lines; a closed pipe (``| head``) ends it quietly.
+
+    Events and findings are re-derived from the samples by a core, the local kubectl included
+    (``kubectl`` True: the one on PATH; a client: that one; None: none).  Returns the core.
+    """
     import json
 
     from crdscope.base.settings import load_settings
@@ -242,19 +244,18 @@ def replay_headless(recording: Any, *, speed: float = 0.0, as_json: bool = False
 
     out = out or sys.stdout
     log_to_file(errors_to_stderr=True)  # probe transitions are event lines already
-    detector = EventDetector(load_settings().thresholds)
-    findings = FindingsEngine(detector.thresholds)  # re-derived from the samples, as events are
     feed = ReplayFeed(recording, speed=speed)
+    core = WatchCore(feed, thresholds=load_settings().thresholds, cluster=recording.cluster.context)
     closed: list[bool] = []
     playing: asyncio.Task[Any] | None = None
 
-    def sink(sample: Sample) -> None:
+    def lines(taken: Taken) -> None:
         try:
             if as_json:
-                print(json.dumps(sample_record(sample)), file=out, flush=True)
-            for event in detector.observe(sample):
+                print(json.dumps(sample_record(taken.sample)), file=out, flush=True)
+            for event in taken.events:
                 print(json.dumps(event_record(event)) if as_json else event.line(), file=out, flush=True)
-            for change in findings.observe(sample):
+            for change in taken.changes:
                 print(json.dumps(finding_record(change)) if as_json else change.line(), file=out, flush=True)
         except BrokenPipeError:  # the reader has had enough
             closed.append(True)
@@ -264,13 +265,17 @@ def replay_headless(recording: Any, *, speed: float = 0.0, as_json: bool = False
     async def main() -> None:
         nonlocal playing
         playing = asyncio.current_task()
+        if kubectl is True:
+            await core.learn_local_kubectl()
+        elif isinstance(kubectl, KubectlClient):
+            core.know_kubectl(kubectl)
         try:
-            await feed.run()
+            await core.run()
         except asyncio.CancelledError:
             if not closed:
                 raise
 
-    feed.add_sink(sink)
+    core.add_listener(lines)
     cluster = recording.cluster
     if not as_json:
         print(f"replaying {recording.path} ({cluster.server}, {cluster.kubernetes_version or 'version unknown'})",
@@ -281,11 +286,12 @@ def replay_headless(recording: Any, *, speed: float = 0.0, as_json: bool = False
         raise CrdscopeError("interrupted", exit_code=130) from None
     if closed:
         _discard_output(out)
-        return
+        return core
     if not as_json:
         span = (recording.end - recording.start) if recording.samples else 0.0
         print(f"replayed {len(recording.samples)} samples covering {format_duration(span)}"
               + ("" if recording.ended else " (the recording was not closed cleanly)"), file=out, flush=True)
+    return core
 
 
 def _discard_output(out: TextIO) -> None:
@@ -295,15 +301,6 @@ def _discard_output(out: TextIO) -> None:
 
     with contextlib.suppress(OSError, ValueError, AttributeError):  # not a real file (tests)
         os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
-
-
-async def add_local_kubectl(engine: FindingsEngine) -> None:
-    """Let the findings judge discovery as the local kubectl lives it (its version read in a thread)."""
-    from crdscope.findings.kubectl import kubectl_check, read_local_kubectl
-
-    engine.observations.kubectl = await asyncio.to_thread(read_local_kubectl)
-    if engine.observations.kubectl is not None:
-        engine.checks.append(kubectl_check)
 
 
 def known_memory_limit(server: str, explicit: int | None = None, lab_home: Path | None = None) -> int | None:

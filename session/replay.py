@@ -8,7 +8,8 @@ newer format version is refused with a clear message.
 :class:`ReplayFeed` is a *feed* like :class:`probes.monitor.Monitor`
 (``add_sink``, ``async run()``, ``pause()``, ``resume()``, ``paused``) plus
 ``speed``, ``step()`` and ``seek(timestamp)``, so the TUI opens a recording
-exactly as it opens a cluster.  Replayed samples are rebuilt with
+exactly as it opens a cluster.  It keeps no samples: the session core it feeds
+(:class:`session.core.WatchCore`) holds them.  Replayed samples are rebuilt with
 ``Sample.from_json`` and equal the recorded ones.
 """
 
@@ -244,7 +245,6 @@ class ReplayFeed:
         self.hold_at_end = hold_at_end
         self.sinks: list[Sink] = []
         self.reset_listeners: list[Callable[[], Any]] = []
-        self.latest: dict[str, Sample] = {}
         self.position = 0
         #: The recording time the replay has reached.
         self.clock: float = recording.start or 0.0
@@ -366,7 +366,6 @@ class ReplayFeed:
         sample = self.samples[self.position]
         self.position += 1
         self.clock = max(self.clock, sample.timestamp)
-        self.latest[type(sample).probe] = sample
         await deliver(self.sinks, sample)
 
     async def _seek(self, target: float) -> None:
@@ -379,7 +378,6 @@ class ReplayFeed:
                 if inspect.isawaitable(result):
                     await result
             self.position = 0
-            self.latest.clear()
             self.clock = self.samples[0].timestamp
         delivered = 0
         while not self.at_end and self.samples[self.position].timestamp <= target:

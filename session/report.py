@@ -23,10 +23,13 @@ from crdscope.probes.latency import LatencySample
 from crdscope.probes.openapi import OpenAPISample
 from crdscope.base.samples import Sample
 from crdscope.probes.throttling import ThrottlingSample
-from crdscope.findings.engine import FindingsEngine
-from crdscope.findings.model import FindingChange
+from crdscope.base.settings import load_settings
+from crdscope.base.store import SampleStore
+from crdscope.findings.kubectl import KubectlClient, read_local_kubectl
+from crdscope.findings.model import Finding, FindingChange
 
-from .events import Event, EventDetector, kubectl_124_seconds
+from .core import WatchCore
+from .events import Event, kubectl_124_seconds
 from .recorder import ClusterInfo
 from .replay import Damage, RecordingReader
 from .values import finite_number, members, names_of, read_field
@@ -116,6 +119,8 @@ class Summary:
     derived_events: list[Event] = dataclasses.field(default_factory=list)
     #: Findings opening, closing and changing severity, re-derived from the samples.
     findings: list[FindingChange] = dataclasses.field(default_factory=list)
+    #: The findings still open when the recording ends, most severe first.
+    open_findings: list[Finding] = dataclasses.field(default_factory=list)
     #: Plot data: name -> [(x, y)].
     series: dict[str, list[tuple[float, float]]] = dataclasses.field(default_factory=dict)
     #: (crds, rss MiB, process start time) points for the memory plot.
@@ -135,13 +140,17 @@ class Summary:
             self.series.setdefault(name, []).append((x, y))
 
 
-def summarise(path: str | Path) -> Summary:
-    """Read a recording once (up to any damage) and summarise it."""
+def summarise(path: str | Path, *, kubectl: KubectlClient | None | bool = True) -> Summary:
+    """Read a recording once (up to any damage) and summarise it.
+
+    Events and findings are re-derived by a session core (:class:`session.core.WatchCore`), the
+    local kubectl's finding included (``kubectl`` True: the one on PATH; a client: that one;
+    None: none), so the report states what the live front ends would have.
+    """
     reader = RecordingReader(path)
     summary = Summary(path=Path(path), cluster=reader.cluster, header=reader.header)
-    detector = EventDetector()
-    findings = FindingsEngine()
-    last: dict[str, Sample] = {}
+    core = WatchCore(thresholds=load_settings().thresholds, cluster=reader.cluster.context)
+    core.know_kubectl(read_local_kubectl() if kubectl is True else kubectl or None)
     #: probe -> times its CRD count changed (inventory or health).
     crd_changes: dict[str, list[float]] = {}
     for item in reader:
@@ -152,17 +161,15 @@ def summarise(path: str | Path) -> Summary:
         summary.samples[probe] = summary.samples.get(probe, 0) + 1
         summary.start = item.timestamp if summary.start is None else min(summary.start, item.timestamp)
         summary.end = item.timestamp if summary.end is None else max(summary.end, item.timestamp)
-        summary.derived_events.extend(detector.observe(item))
-        summary.findings.extend(findings.observe(item))
-        if probe == "health":
-            last["health-any"] = item  # its outage windows stay current while the server is away
-        if item.error:
-            continue
-        last[probe] = item
-        _take(summary, probe, item, crd_changes)
+        taken = core.take(item)
+        summary.derived_events.extend(taken.events)
+        summary.findings.extend(taken.changes)
+        if not item.error:
+            _take(summary, probe, item, crd_changes)
     summary.damage = reader.damage
     summary.ended_cleanly = reader.ended
-    _finish(summary, last, crd_changes)
+    summary.open_findings = core.open_findings()
+    _finish(summary, core.store, crd_changes)
     return summary
 
 
@@ -242,13 +249,13 @@ def discovery_point(sample: DiscoverySample) -> DiscoveryPoint:
                           kubectl_124_seconds=kubectl_124_seconds(sample.client_models))
 
 
-def _finish(summary: Summary, last: dict[str, Sample], crd_changes: dict[str, list[float]]) -> None:
+def _finish(summary: Summary, store: SampleStore, crd_changes: dict[str, list[float]]) -> None:
     source = _crd_source(summary)
     changes = crd_changes.get(source, [])
     counts = summary.series.get(f"crds:{source}", [])
     if counts:
         summary.crds_start, summary.crds_end = counts[0][1], counts[-1][1]
-    loader = last.get("loader")
+    loader = store.last_good("loader")
     if loader is not None:
         summary.loader = {k: read_field(loader, k) for k in ("source", "state", "requested", "created", "established",
                                                        "skipped", "failed", "elapsed_seconds")}
@@ -265,7 +272,8 @@ def _finish(summary: Summary, last: dict[str, Sample], crd_changes: dict[str, li
             summary.load_rate_per_s = summary.crds_loaded / span if span > 0 else None
         summary.load_source = f"{source} probe (CRD count at the end minus at the start)"
     summary.restarts = [e.timestamp for e in summary.derived_events if e.kind == "apiserver-restarted"]
-    summary.outages = _outages(summary, last.get("health-any"))
+    # The newest health sample, good or failed: its outage windows stay current while the server is away.
+    summary.outages = _outages(summary, store.latest("health"))
 
 
 def _outages(summary: Summary, health: Sample | None) -> list[Window]:

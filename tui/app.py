@@ -1,7 +1,8 @@
 """The crdscope monitor: a thin Textual App around a feed of samples.
 
-The app owns the sample store, the events detector and the recorder; the
-screens and panels render what is in the store.  Everything that talks to a
+The app holds one session core (:class:`session.core.WatchCore`: the sample store,
+the findings engine, the events detector, the local kubectl) and the recorder; the
+screens and panels render what is in the core's store.  Everything that talks to a
 cluster runs in the app's event loop as a worker (the feed, loader actions), so
 a key press is never stuck behind the network.
 """
@@ -17,6 +18,7 @@ from textual.app import App
 from textual.binding import Binding
 
 from crdscope.findings.engine import FindingsEngine
+from crdscope.findings.kubectl import KubectlClient
 from crdscope.findings.model import Finding
 from crdscope.base.errors import ConfigError
 from crdscope.probes.footprint import FootprintSample
@@ -25,6 +27,7 @@ from crdscope.base.paths import data_dir
 from crdscope.base.samples import Sample
 from crdscope.base.store import ProbeHealth
 from crdscope.base.settings import Settings
+from crdscope.session.core import SessionStore, WatchCore
 from crdscope.themes import DEFAULT_THEME, THEME_NAMES, THEMES, role_defaults
 
 from .commands import CrdscopeCommands
@@ -33,7 +36,6 @@ from .frozen_heap import SETTLE_EVERY_SECONDS, FrozenHeap
 from .messages import SampleArrived
 from .screens.help import HelpScreen
 from .screens.monitor import MonitorScreen
-from .store import MonitorStore
 
 log = logging.getLogger("crdscope.tui")
 
@@ -65,20 +67,25 @@ class CrdscopeApp(App[None]):
                  loader: Any = None, lab: Any = None, recorder: Any = None, detector: Any = None,
                  clock: Callable[[], float] | None = None, layout: str | None = None,
                  mode_label: str = "", memory_limit: int | None = None,
-                 follow_memory_limit: Callable[[Callable[[int | None], None]], Awaitable[None]] | None = None) -> None:
+                 follow_memory_limit: Callable[[Callable[[int | None], None]], Awaitable[None]] | None = None,
+                 kubectl: KubectlClient | None | bool = True) -> None:
         super().__init__()
         self.feed = feed
         self.settings = settings or Settings()
-        self.store = MonitorStore()
+        #: The session core: samples reach it through :meth:`sink` (as messages), not as a feed sink.
+        self.core = WatchCore(feed, thresholds=self.settings.thresholds, memory_limit=memory_limit,
+                              cluster=str(getattr(feed, "context", "") or ""), subscribe=False)
+        if detector is not None:
+            self.core.detector = detector
+        #: True: find the kubectl on PATH once mounted; a client: that one; None/False: none.
+        self._kubectl = kubectl
+        if isinstance(kubectl, KubectlClient):
+            self.core.know_kubectl(kubectl)
         #: The loader's controller (tui.loader_control.LoaderControl), None in a replay.
         self.loader = loader
         #: A lab.controlplane.Lab when watching a lab: its faults go in the palette.
         self.lab = lab
         self.recorder = recorder
-        self.detector = detector if detector is not None else _default_detector(self.settings)
-        #: The API server's memory limit in bytes when known (``--memory-limit``, the lab's cap).
-        self.memory_limit = memory_limit
-        self.findings = FindingsEngine(self.settings.thresholds, memory_limit_bytes=memory_limit)
         #: Runs until cancelled, telling :meth:`set_memory_limit` each new limit (a lab's cap resized live).
         self._follow_memory_limit = follow_memory_limit
         self._clock = clock
@@ -95,12 +102,43 @@ class CrdscopeApp(App[None]):
         # Textual's own themes lack crdscope's roles: borrow them so every theme renders.
         return role_defaults()
 
+    # -- the core's parts, as the widgets and tests name them ---------------------------
+    @property
+    def store(self) -> SessionStore:
+        """The core's sample store (the panels are views over it)."""
+        return self.core.store
+
+    @property
+    def findings(self) -> FindingsEngine:
+        """The core's findings engine."""
+        return self.core.findings
+
+    @findings.setter
+    def findings(self, engine: FindingsEngine) -> None:
+        self.core.findings = engine
+
+    @property
+    def detector(self) -> Any:
+        return self.core.detector
+
+    @property
+    def memory_limit(self) -> int | None:
+        """The API server's memory limit in bytes when known (``--memory-limit``, the lab's cap)."""
+        return self.core.memory_limit
+
+    @property
+    def kubectl(self) -> KubectlClient | None:
+        """The local kubectl the findings and the discovery panel judge by (None: not known)."""
+        return self.core.kubectl
+
     def on_mount(self) -> None:
         self.push_screen(MonitorScreen(self.store, layout=self._layout))
         self.feed.add_sink(self.sink)
         reset = getattr(self.feed, "add_reset_listener", None)
         if callable(reset):
             reset(self.reset)
+        if self._kubectl is True:
+            self.run_worker(self._learn_kubectl(), name="kubectl", group="kubectl", exit_on_error=False)
         if self.loader is not None and hasattr(self.loader, "add_sink"):
             self.loader.add_sink(self.sink)
         self.run_worker(self._run_feed(), name="feed", group="feed", exit_on_error=False)
@@ -111,6 +149,19 @@ class CrdscopeApp(App[None]):
 
     def on_unmount(self) -> None:
         self.heap.thaw()
+
+    async def _learn_kubectl(self) -> None:
+        """Find the local kubectl (a process, in a thread), then judge again with it known."""
+        if await self.core.learn_local_kubectl() is None:
+            return
+        changes = self.core.evaluate(self.core.findings.observations.now)
+        for change in changes:
+            self._record(change)
+        screen = self.monitor_screen
+        if screen is not None:
+            screen.probe_changed("discovery")  # the cache line judges by this kubectl's TTL
+            if changes:
+                screen.findings_changed()
 
     async def _run_feed(self) -> None:
         try:
@@ -128,43 +179,21 @@ class CrdscopeApp(App[None]):
         self.take(message.sample)
 
     def take(self, sample: Sample) -> None:
-        """Keep a sample, detect transitions, record both, and tell the panels."""
-        self.store.add(sample)
+        """Hand a sample to the core, record it with what it caused, and tell the panels."""
+        taken = self.core.take(sample)
         self._record(sample)
-        events = []
-        if self.detector is not None:
-            try:
-                events = self.detector.observe(sample)
-            except Exception:
-                log.exception("events detector failed on a %s sample", sample.probe)
-        changes = self._findings(sample)
+        for change in taken.changes:
+            self._record(change)
         screen = self.monitor_screen
         if screen is not None:
             screen.probe_changed(sample.probe)
-            if changes:
+            if taken.changes:
                 screen.findings_changed()
         self.heap.first_samples_in(self.store, self.call_after_refresh)
-        for event in events:
-            self.take_event(event)
-
-    def take_event(self, event: Any) -> None:
-        """Add an event to the log (and the recording)."""
-        self.store.add_event(event)
-        self._record(event)
-        screen = self.monitor_screen
-        if screen is not None:
+        for event in taken.events:
+            self._record(event)
+        if taken.events and screen is not None:
             screen.probe_changed("events")
-
-    def _findings(self, sample: Sample) -> list[Any]:
-        """Feed the findings engine; record each finding's opening and closing."""
-        try:
-            changes = self.findings.observe(sample)
-        except Exception:
-            log.exception("findings failed on a %s sample", sample.probe)
-            return []
-        for change in changes:
-            self._record(change)
-        return changes
 
     def current_findings(self) -> list[Finding]:
         """Open findings, most severe first (the header and the findings strip read them)."""
@@ -182,8 +211,7 @@ class CrdscopeApp(App[None]):
 
     def set_memory_limit(self, limit: int | None) -> None:
         """The API server's memory limit changed (``crdscope lab limit``): findings and panels use the new one."""
-        self.memory_limit = limit
-        self.findings.observations.memory_limit_bytes = limit
+        self.core.set_memory_limit(limit)
         screen = self.monitor_screen
         if screen is not None:
             for panel in screen.panels():
@@ -191,8 +219,7 @@ class CrdscopeApp(App[None]):
 
     def reset(self) -> None:
         """Forget every sample and event (a replay seeking backwards)."""
-        self.store.clear()
-        self.findings = FindingsEngine(self.settings.thresholds, memory_limit_bytes=self.memory_limit)
+        self.core.reset()
         screen = self.monitor_screen
         if screen is not None:
             for panel in screen.panels():
@@ -326,11 +353,3 @@ class CrdscopeApp(App[None]):
         self.bell()
         self._exit_renderables.append(Text(" ".join(getattr(self, "_crash_line", "crdscope: internal error").split())))
         self._close_messages_no_wait()
-
-
-def _default_detector(settings: Settings) -> Any:
-    try:
-        from crdscope.session.events import EventDetector
-    except ImportError:  # pragma: no cover - the events module ships with crdscope
-        return None
-    return EventDetector(settings.thresholds)

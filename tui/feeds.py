@@ -12,7 +12,8 @@ present:
 - ``health()``: per-probe :class:`probes.scheduler.ProbeHealth` (else the app
   derives it from the samples it saw);
 - ``crd_counts()``: ``(installed, owned by crdscope)`` before the inventory probe reports;
-- ``add_reset_listener(callable)``: called before a replay seeks backwards.
+- ``add_reset_listener(callable)``: called before a replay seeks backwards;
+- ``share_store(store)``: the live scheduler reads the session core's store.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Protocol, runtime_checkable
 
 from crdscope.probes.crdwatch import MANAGED_BY_VALUE
 from crdscope.probes.monitor import Monitor
-from crdscope.base.store import ProbeHealth
+from crdscope.base.store import ProbeHealth, SampleStore
 from crdscope.probes.scheduler import Sink
 
 
@@ -69,6 +70,10 @@ class LiveFeed:
     def add_sink(self, sink: Sink) -> None:
         """Receive every sample of every probe."""
         self.monitor.add_sink(sink)
+
+    def share_store(self, store: SampleStore) -> None:
+        """The scheduler reads the session core's store (which the core fills) instead of its own."""
+        self.monitor.scheduler.share_store(store)
 
     async def run(self) -> None:
         """Run the CRD watch and the probes until cancelled, then close the cluster's client."""

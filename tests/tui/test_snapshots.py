@@ -14,14 +14,19 @@ import pytest
 from tests.helpers import async_wait_for
 from tests.tui.conftest import ListFeed
 from crdscope.themes import THEME_NAMES
+from crdscope.findings.kubectl import KubectlClient
 from crdscope.tui.app import CrdscopeApp
 from crdscope.tui.screens.monitor import PANELS
 from crdscope.tui.panels.findings import FindingsStrip
 
 
+#: The local kubectl every snapshot is drawn with (the machine's own would make them differ).
+KUBECTL = KubectlClient("/usr/local/bin/kubectl", "v1.32.4", 1, 32)
+
+
 def make_app(samples: list, *, theme: str = "crdscope-dark", layout: str | None = None) -> CrdscopeApp:
     clock = max(s.timestamp for s in samples) + 2.0
-    return CrdscopeApp(ListFeed(samples), theme=theme, clock=lambda: clock, layout=layout)
+    return CrdscopeApp(ListFeed(samples), theme=theme, clock=lambda: clock, layout=layout, kubectl=KUBECTL)
 
 
 async def settle(pilot) -> None:

@@ -34,8 +34,17 @@ async def test_as_fast_as_possible_delivers_every_sample_in_order(recording):
     seen, task = await start(feed)
     await asyncio.wait_for(task, 10)
     assert seen == recording.samples and feed.at_end and feed.finished.is_set()
-    assert feed.latest["health"] == recording.samples[-1]
     assert (feed.context, feed.server) == ("ctx", "https://x:6443")
+
+
+async def test_a_core_on_the_feed_holds_the_latest_samples(recording):
+    from crdscope.session.core import WatchCore
+
+    feed = ReplayFeed(recording, speed=0)
+    core = WatchCore(feed)
+    await asyncio.wait_for(core.run(), 10)
+    assert core.store.latest_of(HealthSample) == recording.samples[-1]
+    assert core.samples == len(recording.samples)
 
 
 async def test_real_time_is_scaled_by_speed(recording):

@@ -1,5 +1,6 @@
-"""Discovery: aggregated and legacy latency over time, what kubectl's client limits cost,
-kubectl's disk cache against its TTL, and the slowest group-versions."""
+"""Discovery: aggregated and legacy latency over time, the cold figure (what a new client pays)
+beside the periodic one (mostly 304s), what kubectl's client limits cost, kubectl's disk cache
+against the local kubectl's own TTL, and the slowest group-versions."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Static
 
+from crdscope.findings.kubectl import KubectlClient
 from crdscope.probes.discovery import DiscoverySample
 
 from ..format import age, duration, number as fmt, size
@@ -53,17 +55,21 @@ def models_table(sample: DiscoverySample, budget: float | None) -> str:
     return columns(("client model", "qps", "burst", "total", "waited"), rows, max_widths=(20, 0, 0, 0, 0))
 
 
-def cache_line(sample: DiscoverySample) -> str:
-    """kubectl's discovery cache for this server: files, bytes, age against the TTL, read time."""
+def cache_line(sample: DiscoverySample, local: KubectlClient | None = None) -> str:
+    """kubectl's discovery cache for this server: files, bytes, age against the TTL of the local
+    kubectl (``local``: 10 minutes up to 1.23, 6 hours after; else the probe's), read time."""
     cache = sample.kubectl_cache
     parts = []
     if cache is not None:
         if not cache.present:
             parts.append("[$probe-idle]kubectl cache: none for this server[/]")
         else:
-            role = "probe-warn" if cache.expired else "probe-ok"
+            ttl = local.cache_ttl_seconds if local is not None else cache.ttl_seconds
+            expired = cache.age_seconds > ttl if cache.age_seconds is not None else cache.expired
+            whose = f" of {one_line(local.git_version)}" if local is not None else ""
+            role = "probe-warn" if expired else "probe-ok"
             parts.append(f"kubectl cache {fmt(cache.files)} files {size(cache.bytes)}, "
-                         f"[${role}]age {age(cache.age_seconds)}/{age(cache.ttl_seconds)} TTL[/], "
+                         f"[${role}]age {age(cache.age_seconds)}/{age(ttl)} TTL{whose}[/], "
                          f"read {duration(cache.read_seconds)}")
     kubectl = sample.kubectl
     if kubectl is not None and not kubectl.error:
@@ -98,7 +104,9 @@ class DiscoveryPanel(ProbePanel):
         budget = getattr(getattr(self.app, "settings", None), "thresholds", None)
         self.query_one("#discovery-models", Static).update(
             models_table(sample, getattr(budget, "discovery_seconds_warn", None)))
-        self.query_one("#discovery-cache", Static).update(cache_line(sample))
+        kubectl = getattr(self.app, "kubectl", None)  # the local kubectl, once the session core knows it
+        self.query_one("#discovery-cache", Static).update(
+            cache_line(sample, kubectl if isinstance(kubectl, KubectlClient) else None))
         slowest = sample.slowest[:SLOWEST_SHOWN]
         self.query_one("#discovery-slowest", Static).update(
             ("slowest: " + ", ".join(f"{one_line(s.group_version)} {duration(s.seconds)}" for s in slowest))
@@ -125,9 +133,13 @@ class DiscoveryPanel(ProbePanel):
 
 def summary_text(sample: DiscoverySample, now: float) -> str:
     """Mode, counts, cost of this run; the latest legacy walk; what changed."""
+    # The periodic run is mostly a conditional GET answered 304; the cold figure (a full GET
+    # without ETag) is what a new client, or kubectl after its cache expires, pays.
+    cold = sample.cold_seconds
     summary = pairs((sample.mode, f"{fmt(sample.group_versions)} GVs"),
                     ("resources", fmt(sample.resources)), ("requests", fmt(sample.requests)),
-                    ("", size(sample.bytes)), ("", duration(sample.seconds)),
+                    ("", size(sample.bytes)), ("periodic", duration(sample.seconds)),
+                    ("cold", duration(cold)) if cold is not None else None,
                     ("304s", fmt(sample.not_modified_total)))
     if sample.fallback_reason:
         summary += f"\n[$probe-warn]fallback: {one_line(sample.fallback_reason)}[/]"

@@ -3,7 +3,7 @@ outages, readyz, and canary latency against the SLOs (health and latency probes)
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from textual.containers import Horizontal
 from textual.widget import Widget
@@ -50,8 +50,26 @@ def memory_points(samples: list[HealthSample]) -> tuple[list[tuple[float, float]
     return rss, heap, restarts
 
 
-def replica_lines(sample: HealthSample, now: float) -> str:
-    """One line per API server replica behind the load balancer, then their total (empty for one)."""
+def replica_availability(name: str, history: Sequence[HealthSample], sample: HealthSample, now: float) -> str:
+    """One replica's readyz (from the newest run whose scrape it answered) and its outages (its
+    deaths in the restart ledger: each time the process went, the replica was out)."""
+    answered = next((s for s in reversed(history) if s.replica == name), None)
+    ready = answered.ready if answered is not None else None
+    parts = ["ready [$probe-idle]?[/]" if ready is None else
+             ("ready [$probe-ok]✓[/]" if ready else "ready [$probe-fail]✗[/]")]
+    deaths = [event for event in sample.restart_events if event.replica == name]
+    if deaths:
+        last = deaths[-1]
+        oom = ", OOM-killed" if last.oom_killed else ""
+        parts.append(f"[$probe-fail]outages [b]{len(deaths)}[/b][/] (last {age(now - last.at)} ago{oom})")
+    else:
+        parts.append("outages [b]0[/b]")
+    return " · ".join(parts)
+
+
+def replica_lines(sample: HealthSample, now: float, history: Sequence[HealthSample] = ()) -> str:
+    """One line per API server replica behind the load balancer (figures, readyz, outages), then
+    their total (empty for one).  ``history``: recent health samples, oldest first."""
     replicas = sample.replicas
     if len(replicas) < 2 and (sample.apiservers or 0) < 2:
         return ""
@@ -64,7 +82,8 @@ def replica_lines(sample: HealthSample, now: float) -> str:
         lines.append(f"{mark}{one_line(replica.name)} " + pairs(
             ("RSS", size(replica.rss_bytes)), ("heap", size(replica.heap_bytes)),
             ("goroutines", fmt(replica.goroutines)), ("fds", fmt(replica.open_fds)), ("fit", slope))
-            + f" · {restarts} · seen {age(now - replica.last_seen)} ago")
+            + f" · {restarts} · seen {age(now - replica.last_seen)} ago"
+            + "\n   " + replica_availability(replica.name, history, sample, now))
     total_rss = sum(r.rss_bytes for r in replicas if r.rss_bytes is not None)
     leases = f" · Leases: [b]{fmt(sample.apiservers)}[/b] live" if sample.apiservers is not None else ""
     lines.append(f" total of {len(replicas)} · RSS [b]{size(total_rss)}[/b] · restarts "
@@ -171,7 +190,8 @@ class HealthPanel(ProbePanel):
         if latest is not None:
             self.query_one("#health-availability", Static).update(availability_line(latest, now))
         if good is not None:
-            lines, widget = replica_lines(good, now), self.query_one("#health-replicas", Static)
+            history = self.store.history_of(HealthSample)
+            lines, widget = replica_lines(good, now, history), self.query_one("#health-replicas", Static)
             widget.display = bool(lines)  # a single API server: no line
             widget.update(lines)
         self.query_one("#health-canaries", Static).update(canary_line(self.store.last_good_of(LatencySample)))

@@ -1,0 +1,207 @@
+"""One watched cluster's session: the typed core every front end goes through.
+
+A :class:`WatchCore` holds, for one cluster:
+
+* one :class:`SessionStore` (``base.store.SampleStore`` plus the events log): the only holder of
+  "the latest sample of each probe"; the live scheduler reads it too (``Scheduler.latest``);
+* one source of samples: the live :class:`probes.monitor.Monitor` or a recording played by
+  :class:`session.replay.ReplayFeed` (anything with ``add_sink`` and ``async run()``);
+* one :class:`findings.engine.FindingsEngine` reading that store, the events detector, and what
+  is known beyond the samples: the local kubectl (its version, limits and own cache TTL) and the
+  API server's memory limit.
+
+The TUI, the headless watch, ``doctor``, replay, the exporter and the report each build one core
+and read it, so what one of them knows, all know.  Many clusters are many cores: ``cluster`` names
+the one a core watches (the ``cluster`` label of issue 28), and nothing here is global.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from crdscope.base.samples import Sample
+from crdscope.base.settings import Thresholds
+from crdscope.base.store import SampleStore
+from crdscope.findings.engine import FindingsEngine
+from crdscope.findings.kubectl import KUBECTL_DISCOVERY_CHECK, KubectlClient, read_local_kubectl
+from crdscope.findings.model import Finding, FindingChange
+
+from .events import Event, EventDetector
+
+log = logging.getLogger("crdscope.session")
+
+#: Events kept for the events log.
+EVENTS = 500
+
+
+class SessionStore(SampleStore):
+    """:class:`SampleStore` with the events detector's transitions (the events log reads them)."""
+
+    def __init__(self, history: int | None = None) -> None:
+        if history is None:
+            super().__init__()
+        else:
+            super().__init__(history)
+        #: Transitions from the events detector, oldest first.
+        self.events: deque[Event] = deque(maxlen=EVENTS)
+
+    def add_event(self, event: Event) -> None:
+        """Keep an event for the events log."""
+        self.events.append(event)
+        self.version += 1
+
+    def clear(self) -> None:
+        """Forget samples and events (replay seeks back)."""
+        super().clear()
+        self.events.clear()
+
+
+class SampleSource(Protocol):
+    """Where a core's samples come from: the live monitor, or a recording's replay feed."""
+
+    def add_sink(self, sink: Callable[[Sample], Any]) -> None: ...
+
+    async def run(self) -> None: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Taken:
+    """What one sample caused: the events it raised and the findings it opened, closed or changed."""
+
+    sample: Sample
+    events: tuple[Event, ...] = ()
+    changes: tuple[FindingChange, ...] = ()
+
+
+def engine_on(store: SampleStore, thresholds: Thresholds, memory_limit: int | None) -> FindingsEngine:
+    """A findings engine whose checks read ``store``."""
+    return FindingsEngine(thresholds, memory_limit_bytes=memory_limit, store=store)
+
+
+class WatchCore:
+    """One cluster's store, source, findings engine, events detector and local knowledge."""
+
+    def __init__(self, source: SampleSource | None = None, *, thresholds: Thresholds | None = None,
+                 memory_limit: int | None = None, kubectl: KubectlClient | None = None,
+                 cluster: str = "", subscribe: bool = True, store: SessionStore | None = None) -> None:
+        self.source = source
+        #: The cluster this core watches (the context name): the ``cluster`` label of a fleet.
+        self.cluster = cluster
+        self.thresholds = thresholds or Thresholds()
+        self.store = store if store is not None else SessionStore()
+        self.detector = EventDetector(self.thresholds)
+        self.memory_limit = memory_limit
+        self.kubectl: KubectlClient | None = None
+        self.findings = engine_on(self.store, self.thresholds, memory_limit)
+        #: Called with what each sample caused (the headless lines, the TUI's redraws).
+        self.listeners: list[Callable[[Taken], None]] = []
+        #: Samples taken since the core began (or was reset).
+        self.samples = 0
+        self.know_kubectl(kubectl)
+        # The live scheduler reads this store instead of keeping its own (a Monitor's scheduler,
+        # or a feed that wraps one).
+        share = getattr(source, "share_store", None) or getattr(getattr(source, "scheduler", None),
+                                                                "share_store", None)
+        if callable(share):
+            share(self.store)
+        if source is not None and subscribe:  # else the caller hands samples to take() itself
+            source.add_sink(self.take)
+            reset = getattr(source, "add_reset_listener", None)
+            if callable(reset):
+                reset(self.reset)
+
+    # -- samples in ------------------------------------------------------------------------
+    def take(self, sample: Sample) -> Taken:
+        """Keep a sample, detect transitions and evaluate the findings; tell the listeners."""
+        self.samples += 1
+        # Kept first, so a findings bug cannot lose it (the engine sees it is there already).
+        self.store.add(sample)
+        try:
+            changes = tuple(self.findings.observe(sample))
+        except Exception:  # a findings bug must not lose the sample or the events
+            log.exception("findings failed on a %s sample", sample.probe)
+            changes = ()
+        try:
+            events = tuple(self.detector.observe(sample))
+        except Exception:
+            log.exception("events detector failed on a %s sample", sample.probe)
+            events = ()
+        for event in events:
+            self.store.add_event(event)
+        taken = Taken(sample, events, changes)
+        for listener in list(self.listeners):
+            listener(taken)
+        return taken
+
+    __call__ = take  # a feed sink
+
+    def add_listener(self, listener: Callable[[Taken], None]) -> None:
+        """Receive what each sample caused."""
+        self.listeners.append(listener)
+
+    async def run(self) -> None:
+        """Run the source until it ends (a recording) or is cancelled."""
+        if self.source is None:
+            raise RuntimeError("this core has no source of samples")
+        await self.source.run()
+
+    def reset(self) -> None:
+        """Forget every sample, event and finding (a replay seeking backwards); the store stays the
+        same object, so views over it keep working."""
+        self.store.clear()
+        self.samples = 0
+        self.detector = EventDetector(self.thresholds)
+        self.findings = engine_on(self.store, self.thresholds, self.memory_limit)
+        self.know_kubectl(self.kubectl)
+
+    # -- what is known beyond the samples ------------------------------------------------
+    def know_kubectl(self, client: KubectlClient | None) -> None:
+        """The local kubectl: the findings judge discovery as it lives it (its own cache TTL)."""
+        self.kubectl = client
+        self.findings.observations.kubectl = client
+        if client is not None and KUBECTL_DISCOVERY_CHECK not in self.findings.checks:
+            self.findings.checks.append(KUBECTL_DISCOVERY_CHECK)
+
+    async def learn_local_kubectl(self, path: str | None = None) -> KubectlClient | None:
+        """Find the kubectl on PATH (its version read in a thread: a process) and know it."""
+        client = await asyncio.to_thread(read_local_kubectl, path)
+        self.know_kubectl(client)
+        return client
+
+    def set_memory_limit(self, limit: int | None) -> None:
+        """The API server's memory limit (``--memory-limit``, a lab's cap; None: unknown)."""
+        self.memory_limit = limit
+        self.findings.observations.memory_limit_bytes = limit
+        set_limit = getattr(self.source, "set_memory_limit", None)
+        if callable(set_limit):
+            set_limit(limit)
+
+    # -- findings out --------------------------------------------------------------------
+    def open_findings(self) -> list[Finding]:
+        """Open findings, most severe first."""
+        return self.findings.current()
+
+    def evaluate(self, now: float) -> list[FindingChange]:
+        """Evaluate again (after learning something new, e.g. kubectl timed for real)."""
+        return self.findings.evaluate(now)
+
+
+async def run_for(core: WatchCore, seconds: float | None,
+                  *stops: Awaitable[Any]) -> tuple[bool, BaseException | None]:
+    """Run ``core``'s source for ``seconds`` (None: until it ends) or until one of ``stops`` is done.
+
+    Returns (the source ended by itself, the exception it ended with, if any).
+    """
+    running = asyncio.ensure_future(core.run())
+    waiters = [asyncio.ensure_future(stop) for stop in stops]
+    done, _ = await asyncio.wait([running, *waiters], timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    for task in (running, *waiters):
+        task.cancel()
+    await asyncio.gather(running, *waiters, return_exceptions=True)
+    ended = running in done and not running.cancelled()
+    return ended, running.exception() if ended else None
