@@ -40,8 +40,12 @@ lint: venv
 test: venv lint lab-binaries system-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-demo: venv lab-binaries
-	$(BIN)/crdscope lab
+# `make demo`: the lab (the newest Kubernetes only) and the monitor, whose loader (`l`) imitates an
+# install.  `make demo CROSSPLANE=1 [PROVIDER=SRC]`: also Crossplane's core, CLI and registry, and a
+# real provider install through it (default ../shared/crds/provider-gcp.tar.xz); it builds only that.
+demo: venv
+	$(BIN)/crdscope lab build $(if $(CROSSPLANE),--crossplane)
+	$(BIN)/crdscope lab $(if $(CROSSPLANE),--crossplane $(if $(PROVIDER),--provider $(PROVIDER)))
 
 bench: venv lab-binaries system-deps
 	$(BIN)/python -m bench

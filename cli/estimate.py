@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from crdscope.costmodel.model import Estimate
+    from crdscope.costmodel.mrds import MRDSelection
     from crdscope.lab.controlplane import LabState
 
 
@@ -32,8 +33,8 @@ if TYPE_CHECKING:
 @click.option("--format", "output_format", type=click.Choice(["table", "md"]), default="table", show_default=True,
               help="md: a footprint card to publish with a release")
 @click.option("--measure", is_flag=True,
-              help="install SOURCE on a fresh lab (with --context: that cluster's CRDs first), measure, print both, "
-                   "tear it down")
+              help="install SOURCE on a fresh lab (with --context: that cluster's CRDs first; with --activate: "
+                   "the MRDs through real Crossplane, then the MRAP), measure, print both, tear it down")
 @click.option("--schema-props", type=int, default=40, show_default=True, help="synthetic: properties per schema")
 @click.option("--seed", type=int, default=1, show_default=True, help="synthetic: the generator's seed")
 @click.option("--from-context", default=None, metavar="CTX", help="SOURCE is the CRDs of another context")
@@ -70,9 +71,9 @@ def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str
 
     selection = None
     if activate:
-        if source or from_context or kubernetes_minor or measure:
-            raise ConfigError("--activate reads the cluster's MRDs: give no SOURCE, --from-context, --kubernetes "
-                              "or --measure with it")
+        if source or from_context or kubernetes_minor:
+            raise ConfigError("--activate reads the cluster's MRDs: give no SOURCE, --from-context or --kubernetes "
+                              "with it")
         from crdscope.costmodel.mrds import read_selection
         from crdscope.costmodel.source import SourceCRDs
 
@@ -96,6 +97,9 @@ def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str
     coefficients = for_minor(minor)
     found = (activation(read.crds, lambda crd: crd_memory(coefficients, crd))
              if is_crossplane_provider(read.crds) else None)
+    if measure and selection is not None:
+        _measure_activation(selection, predicted, minor, as_json)
+        return
     if measure:
         synthetic = read.spec.startswith("synthetic")
         arguments = ("--schema-props", str(schema_props), "--seed", str(seed)) if synthetic else ()
@@ -225,3 +229,24 @@ def _measure(source: str, arguments: tuple[str, ...], predicted: Estimate, minor
         click.echo(f"{source} on a fresh lab of Kubernetes {state.kubernetes_version}{on_top} "
                    f"({predicted.model_note}):")
         click.echo(comparison_table(rows))
+
+
+def _measure_activation(selection: MRDSelection, predicted: Estimate, minor: str, as_json: bool) -> None:
+    """The selection's MRDs installed through Crossplane on a fresh lab, the MRAP applied; print both columns."""
+    from crdscope.costmodel.activation_measure import compare_activation, measure_activation
+    from crdscope.costmodel.measure import comparison_json, comparison_table
+
+    measured = measure_activation(selection, minor, say=lambda line: click.echo(line, err=True))
+    rows = compare_activation(predicted, measured.before, measured.after)
+    if as_json:
+        click.echo(json.dumps({"activate": {"patterns": list(selection.patterns), "mrds": list(selection.names)},
+                               "kubernetes": measured.kubernetes_version, "crossplane": measured.crossplane_version,
+                               "package": measured.package, "model": predicted.model_note,
+                               "activation_seconds": round(measured.activation_seconds, 2),
+                               "before": measured.before, "after": measured.after,
+                               "comparison": comparison_json(rows)}, indent=1))
+        return
+    click.echo(f"activating {' '.join(selection.patterns)} ({len(selection.crds)} MRDs) through Crossplane "
+               f"{measured.crossplane_version} on a fresh lab of Kubernetes {measured.kubernetes_version} "
+               f"({predicted.model_note}); all Established {measured.activation_seconds:.1f}s after the MRAP:")
+    click.echo(comparison_table(rows))

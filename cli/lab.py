@@ -22,6 +22,14 @@ def _say(line: str) -> None:
     click.echo(line, err=True)
 
 
+def check_lab_name(name: str) -> None:
+    """A lab's name makes file and context names: a one-line error unless letters, digits, '-', '_'."""
+    from crdscope.lab.binaries import LabError
+
+    if name and not all(c.isalnum() or c in "-_" for c in name):
+        raise LabError(f"lab name {name!r}: letters, digits, '-' and '_' only")
+
+
 def name_option(function: Callable[..., Any]) -> Callable[..., Any]:
     """``--name``: which of several labs (default: the unnamed one)."""
     return click.option("--name", "name", default="", metavar="NAME",
@@ -53,13 +61,34 @@ def crossplane_options(function: Callable[..., Any]) -> Callable[..., Any]:
 @click.group(cls=Group, invoke_without_command=True)
 @click.option("--source", default=None, metavar="SRC",
               help="what the monitor's loader loads: a directory, an archive, a YAML file, synthetic:N")
+@click.option("--crossplane", "with_crossplane", is_flag=True,
+              help="the demo with a real provider install: Crossplane in the lab, the provider's packages "
+                   "pushed, installed through Crossplane once the monitor is up")
+@click.option("--provider", default=None, metavar="SRC",
+              help="with --crossplane: the provider's CRDs (anything `load` reads) "
+                   "[default: ../shared/crds/provider-gcp.tar.xz]")
+@click.option("--name", "name", default="", metavar="NAME", help="a named lab (see `lab up --name`)")
 @click.pass_context
-def lab(ctx: click.Context, source: str | None) -> None:
+def lab(ctx: click.Context, source: str | None, with_crossplane: bool, provider: str | None, name: str) -> None:
     """A local etcd + kube-apiserver: with no command, start it and open the monitor."""
-    if ctx.invoked_subcommand is None:
+    from crdscope.lab.binaries import LabError
+
+    if ctx.invoked_subcommand is not None:
+        if with_crossplane or provider or name:
+            raise LabError(f"--crossplane, --provider and --name of `crdscope lab` open the monitor: "
+                           f"give them to `lab {ctx.invoked_subcommand}` after its name where it takes them")
+        return
+    if provider and not with_crossplane:
+        raise LabError("--provider is what the demo installs through Crossplane: use it with --crossplane")
+    check_lab_name(name)
+    if with_crossplane:
+        from crdscope.tui.launch import open_crossplane_demo
+
+        open_crossplane_demo(provider, name=name, source=source)
+    else:
         from crdscope.tui.launch import open_lab_monitor
 
-        open_lab_monitor(source)
+        open_lab_monitor(source, name=name)
 
 
 @lab.command("build")
@@ -126,8 +155,7 @@ def lab_up(apiserver_bin: str | None, etcd_bin: str | None, kubernetes: str | No
     for flag in flags:
         if not flag.startswith("--"):
             raise LabError(f"extra kube-apiserver flags look like --flag=value, not {flag!r}")
-    if name and not all(c.isalnum() or c in "-_" for c in name):
-        raise LabError(f"lab name {name!r}: letters, digits, '-' and '_' only")
+    check_lab_name(name)
     options = LabOptions(name=name, feature_gates=feature_gates, apiserver_args=flags,
                          memory_limit=parse_size(memory_limit) if memory_limit else 0, restart=restart,
                          apiservers=apiservers)

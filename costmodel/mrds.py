@@ -10,7 +10,7 @@ prices their specs with the same features as any CRD source.
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from crdscope.probes.cluster import Cluster, explain, raise_for_status
@@ -36,6 +36,8 @@ class MRDSelection:
     #: MRDs in the cluster, and those already Active among the matching ones (they add nothing).
     mrds_total: int
     already_active: tuple[str, ...]
+    #: The same MRDs as the CRD documents they become (sorted like ``crds``): what ``--measure`` packages.
+    documents: tuple[dict[str, Any], ...] = field(default=(), compare=False)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -47,9 +49,16 @@ def matches(name: str, patterns: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
 
 
+def crd_document(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """The CRD an MRD of ``name`` becomes once Active: its spec without Crossplane's own fields."""
+    crd_spec = {key: value for key, value in spec.items() if key not in MRD_ONLY_FIELDS}
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": name}, "spec": crd_spec}
+
+
 def select(mrds: list[dict[str, Any]], patterns: tuple[str, ...]) -> MRDSelection:
     """The inactive MRDs of ``mrds`` (API objects) matching ``patterns``, priced as CRDs."""
-    crds, active = [], []
+    crds, active, documents = [], [], {}
     for mrd in mrds:
         name = str(mrd.get("metadata", {}).get("name", ""))
         if not matches(name, patterns):
@@ -58,10 +67,10 @@ def select(mrds: list[dict[str, Any]], patterns: tuple[str, ...]) -> MRDSelectio
         if spec.get("state") == "Active":
             active.append(name)
             continue
-        for field in MRD_ONLY_FIELDS:
-            spec.pop(field, None)
-        crds.append(features_of_spec(name, spec))
-    return MRDSelection(patterns, tuple(sorted(crds, key=lambda c: c.name)), len(mrds), tuple(sorted(active)))
+        documents[name] = crd_document(name, spec)
+        crds.append(features_of_spec(name, documents[name]["spec"]))
+    return MRDSelection(patterns, tuple(sorted(crds, key=lambda c: c.name)), len(mrds), tuple(sorted(active)),
+                        tuple(documents[name] for name in sorted(documents)))
 
 
 async def read_selection(patterns: tuple[str, ...], context: str | None,

@@ -386,13 +386,20 @@ def build_packages(source: Source, *, name: str, family: bool = False, safe_star
         built = _parallel(build, packages)
     if push:
         assert chosen is not None
-
-        def publish(package: BuiltPackage) -> BuiltPackage:
-            reference = f"{repository(chosen, package.plan.name)}:{version}"
-            run_crank(crank, ["xpkg", "push", f"--package-files={package.file}", reference],
-                      f"crank xpkg push {reference}")
-            return BuiltPackage(package.plan, package.file, package.metadata, reference)
-
-        say(f"pushing to {chosen}/{ORGANISATION}")
-        built = _parallel(publish, built)
+        built = push_packages(built, chosen, version=version, crank=crank, say=say)
     return PackageRun(source.spec, version, chosen, push, built, staged.not_crds, len(staged.skipped))
+
+
+def push_packages(packages: list[BuiltPackage], registry: str, *, version: str, crank: Path,
+                  say: Callable[[str], None] = _say) -> list[BuiltPackage]:
+    """``crank xpkg push`` of each package to ``REGISTRY/crdscope/<package>:<version>`` (built ones,
+    or ones built earlier and kept, as the demo's cache does); each comes back with its reference."""
+
+    def publish(package: BuiltPackage) -> BuiltPackage:
+        reference = f"{repository(registry, package.plan.name)}:{version}"
+        run_crank(crank, ["xpkg", "push", f"--package-files={package.file}", reference],
+                  f"crank xpkg push {reference}")
+        return BuiltPackage(package.plan, package.file, package.metadata, reference)
+
+    say(f"pushing to {registry}/{ORGANISATION}")
+    return _parallel(publish, packages)

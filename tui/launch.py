@@ -62,8 +62,10 @@ def open_recorder(record: Any, settings: Settings, kubeconfig: str | None, conte
 def build_app(kubeconfig: str | None = None, context: str | None = None, *, record: Any = None,
               prometheus_url: str | None = None, theme: str | None = None, lab: Any = None,
               settings: Any = None, layout: str | None = None, source: str | None = None,
-              memory_limit: int | None = None, openapi_v2: bool = False) -> CrdscopeApp:
-    """The monitor app on a cluster, ready to run (tests drive it with ``run_test``)."""
+              memory_limit: int | None = None, openapi_v2: bool = False,
+              app_class: Callable[..., CrdscopeApp] | None = None) -> CrdscopeApp:
+    """The monitor app on a cluster, ready to run (tests drive it with ``run_test``); ``app_class``
+    makes another kind of monitor (the Crossplane demo's, which installs a provider once up)."""
     from crdscope.probes.cluster import Cluster
     from crdscope.probes.monitor import Monitor
     from crdscope.base.settings import load_settings, with_openapi_v2
@@ -93,7 +95,7 @@ def build_app(kubeconfig: str | None = None, context: str | None = None, *, reco
         return follow_memory_limit(cluster.server, lab_dir, limit, both)
 
     # A lab's cap changes under the monitor (`crdscope lab limit`); a limit given as a flag does not.
-    return CrdscopeApp(LiveFeed(monitor), settings=settings, theme=theme, loader=loader, lab=lab,
+    return (app_class or CrdscopeApp)(LiveFeed(monitor), settings=settings, theme=theme, loader=loader, lab=lab,
                        recorder=recorder, layout=layout, memory_limit=limit,
                        follow_memory_limit=None if memory_limit else follow)
 
@@ -108,14 +110,15 @@ def check_source(source: str | None) -> None:
 
 def open_monitor(kubeconfig: str | None = None, context: str | None = None, *, record: Any = True,
                  prometheus_url: str | None = None, theme: str | None = None, lab: Any = None,
-                 source: str | None = None, memory_limit: int | None = None, openapi_v2: bool = False) -> None:
+                 source: str | None = None, memory_limit: int | None = None, openapi_v2: bool = False,
+                 app_class: Callable[..., CrdscopeApp] | None = None) -> None:
     """Open the monitor on a cluster (the current context by default) and run it until quit;
     ``source`` is what the loader offers to load (default: the configured one)."""
     check_source(source)
     where = log_to_file() or NOT_WRITABLE
     _first_contact(kubeconfig, context)
     app = build_app(kubeconfig, context, record=record, prometheus_url=prometheus_url, theme=theme, lab=lab,
-                    source=source, memory_limit=memory_limit, openapi_v2=openapi_v2)
+                    source=source, memory_limit=memory_limit, openapi_v2=openapi_v2, app_class=app_class)
     try:
         app.run()
     finally:
@@ -139,16 +142,82 @@ def say_lab_still_running(lab: Any) -> None:
         click.echo(f"the lab is still running: {down} stops it", err=True)
 
 
-def open_lab_monitor(source: str | None = None) -> None:
-    """Start the lab if it is not up, then open the monitor on it with the loader ready
-    (loading ``source`` when given, else the configured source)."""
-    check_source(source)
+def _say(line: str) -> None:
+    click.echo(line, err=True)
+
+
+def _lab_up(name: str) -> tuple[Any, Any]:
+    """The lab ``name`` (started when it is not up) and its state."""
     from crdscope.lab.binaries import ensure_binaries
     from crdscope.lab.controlplane import Lab
 
-    lab = Lab()
+    lab = Lab(name=name)
     state = lab.state()
     if state is None or not lab.status()["ready"]:
-        binaries = ensure_binaries(progress=lambda line: click.echo(line, err=True))
-        state = lab.up(binaries, say=lambda line: click.echo(line, err=True))
+        binaries = ensure_binaries(progress=_say)
+        state = lab.up(binaries, say=_say)
+    return lab, state
+
+
+def open_lab_monitor(source: str | None = None, name: str = "") -> None:
+    """Start the lab (``name``: a named one) if it is not up, then open the monitor on it with the
+    loader ready (loading ``source`` when given, else the configured source)."""
+    check_source(source)
+    lab, state = _lab_up(name)
     open_monitor(kubeconfig=state.kubeconfig, context=None, lab=lab, source=source)
+
+
+#: The demo's provider when none is given: the GCP family set beside the checkout (81 packages).
+DEFAULT_PROVIDER = "provider-gcp.tar.xz"
+
+
+def default_provider() -> str:
+    """``../shared/crds/provider-gcp.tar.xz`` where the loader finds the shared sets, or a one-line error."""
+    from crdscope.base.errors import ConfigError
+
+    from .screens.loader_setup import SHARED_CRD_DIRS
+
+    for folder in SHARED_CRD_DIRS:
+        if (folder / DEFAULT_PROVIDER).is_file():
+            return str((folder / DEFAULT_PROVIDER).resolve())
+    raise ConfigError(f"no provider to install: {SHARED_CRD_DIRS[0] / DEFAULT_PROVIDER} is absent "
+                      "(give --provider SOURCE)")
+
+
+def open_crossplane_demo(provider: str | None = None, name: str = "", source: str | None = None) -> None:
+    """The demo with a real provider install: the lab with Crossplane, the provider's packages
+    built (or taken from the cache) and pushed, then the monitor, which installs them once up."""
+    import functools
+    import time
+
+    from crdscope.lab import crossplane
+    from crdscope.lab.binaries import LabError
+    from crdscope.lab.processes import pid_alive
+    from crdscope.loader.crossplane_install import package_name_of, plan_install, prepare_packages
+    from crdscope.loader.sources import open_source
+
+    from .crossplane_demo import CrossplaneDemoApp
+
+    check_source(source)
+    chosen = open_source(provider or default_provider())  # a one-line error before anything starts
+    binaries = crossplane.cached_binaries()
+    if binaries is None:
+        raise LabError("Crossplane is not built: run `crdscope lab build --crossplane` "
+                       "(or `make demo CROSSPLANE=1`, which builds it)")
+    started = time.monotonic()
+    lab, state = _lab_up(name)
+    core = state.components.get("crossplane")
+    if core is None or not pid_alive(core.pid):
+        # No default MRAP (`--activation none`), rather than upstream's '*': the packages are safe-start,
+        # so the install shows each stage of Crossplane v2 (MRDs, Inactive; then an MRAP's CRDs
+        # Established) instead of 800 CRDs at once, and the findings can price the kinds left inactive.
+        crossplane.start(lab, state, binaries, activations=[], say=_say)
+        lab.start_supervisor(state)
+    registry = crossplane.lab_registry(name)
+    packages = prepare_packages(chosen, name=package_name_of(chosen.spec), registry=registry,
+                                crank=binaries.crank, crossplane_version=binaries.version, say=_say)
+    stages = plan_install([p.plan for p in packages], registry)
+    _say(f"ready in {time.monotonic() - started:.0f}s: the monitor installs {len(packages)} packages "
+         "through Crossplane once it is up")
+    app_class = functools.partial(CrossplaneDemoApp, stages=stages, server=state.server, pki_dir=state.pki_dir)
+    open_monitor(kubeconfig=state.kubeconfig, context=None, lab=lab, source=source, app_class=app_class)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -156,6 +157,97 @@ def test_safe_start_family_installs_through_crossplane(crossplane_lab, shared_cr
     assert sum(p["crds_established"] for p in chain["providers"]) == len(matching)
     [mrap] = chain["mraps"]
     assert mrap["name"] == "sqs-queues" and mrap["patterns"] == [pattern] and mrap["activated"] == len(matching)
+
+
+def test_unused_active_kinds_finding_names_them_and_the_mrap_of_kinds_in_use(crossplane_lab, tmp_path):
+    """After the MRAP of every cluster-scoped SQS kind (none has objects) the doctor names them all;
+    once one Queue exists, that kind is in use: no longer named, and the proposed MRAP holds only it."""
+    mrds = {m["metadata"]["name"]: m for m in crossplane_lab.kubectl_json("get", MRD)["items"]}
+    [provider] = [p["metadata"]["name"] for p in crossplane_lab.kubectl_json("get", "providers")["items"]
+                  if p["metadata"]["name"].endswith("-sqs")]
+    sqs = {n for n in mrds if fnmatch.fnmatch(n, "*.sqs.aws.upbound.io")}
+    assert len(sqs) >= 3
+    crossplane_lab.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "apiextensions.crossplane.io/v1alpha1", "kind": "ManagedResourceActivationPolicy",
+        "metadata": {"name": "sqs-all"}, "spec": {"activate": ["*.sqs.aws.upbound.io"]}}))
+    wait_for(lambda: sqs <= _established(crossplane_lab, sqs), timeout=300)
+    config = tmp_path / "config"
+    (config / "crdscope").mkdir(parents=True)
+    (config / "crdscope" / "config.toml").write_text("[thresholds]\ncrossplane_unused_mrds_info = 1\n")
+
+    def unused_finding() -> dict:
+        done = subprocess.run([sys.executable, "-m", "crdscope.cli.main", "doctor", "--json", "--duration", "30s",
+                               "--kubeconfig", crossplane_lab.kubeconfig, "--context", crossplane_lab.admin_context],
+                              capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "XDG_CONFIG_HOME": str(config)})
+        assert done.returncode in (0, 1, 2), done.stderr
+        findings = {f["id"]: f for f in json.loads(done.stdout)["findings"]}
+        key = f"crossplane-unused-active-mrds:{provider}"
+        assert key in findings, sorted(findings)
+        return findings[key]
+
+    finding = unused_finding()
+    assert f"{len(sqs)} of {len(sqs)} active MRDs have no objects" in finding["title"]
+    assert f"active kinds without objects ({', '.join(sorted(sqs))})" in finding["evidence"]
+    assert "spec: {activate: []}" in finding["remedy"]
+    # One object of one active kind: once the server counts it, that kind is in use.
+    crossplane_lab.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "sqs.aws.upbound.io/v1beta1", "kind": "Queue", "metadata": {"name": "in-use"},
+        "spec": {"forProvider": {"region": "us-east-1"}}}))
+    wait_for(lambda: _stored_objects(crossplane_lab, "sqs.aws.upbound.io", "queues") >= 1, timeout=180)
+    finding = unused_finding()
+    unused = sorted(sqs - {"queues.sqs.aws.upbound.io"})
+    assert f"{len(unused)} of {len(sqs)} active MRDs have no objects" in finding["title"]
+    assert "only the 1 kinds in use" in finding["title"]
+    assert f"active kinds without objects ({', '.join(unused)})" in finding["evidence"]
+    assert 'spec: {activate: ["queues.sqs.aws.upbound.io"]}' in finding["remedy"]
+
+
+def _stored_objects(handle: LabHandle, group: str, resource: str) -> float:
+    """The object count the API server reports for a resource (what the health probe reads), 0 if none."""
+    from crdscope.probes.health import OBJECT_FAMILIES
+    from crdscope.probes.metrics import parse_text
+
+    scrape = parse_text(handle.kubectl("get", "--raw", "/metrics").stdout.encode(), OBJECT_FAMILIES)
+    for family in OBJECT_FAMILIES:
+        counts = scrape.by(family, "group", "resource")
+        if counts:
+            return counts.get((group, resource), 0.0)
+    return 0.0
+
+
+def test_estimate_activate_measure_checks_the_prediction_through_real_crossplane(crossplane_lab):
+    """The module's lab is the cluster whose MRDs are read; --measure brings up (and takes down) its own."""
+    patterns = ("*.sqs.aws.m.upbound.io", "providerconfigs.aws.m.upbound.io")
+    mrds = {m["metadata"]["name"]: m for m in crossplane_lab.kubectl_json("get", MRD)["items"]}
+    selected = sorted(n for n, m in mrds.items() if any(fnmatch.fnmatch(n, p) for p in patterns)
+                      and m["spec"].get("state", "Inactive") == "Inactive")
+    assert 3 <= len(selected) <= 8
+    arguments = [a for p in patterns for a in ("--activate", p)]
+    done = crdscope("estimate", *arguments, "--measure", "--json", "--kubeconfig", crossplane_lab.kubeconfig,
+                    "--context", crossplane_lab.admin_context, timeout=600)
+    assert done.returncode == 0, done.stderr
+    measured = json.loads(done.stdout)
+    print(json.dumps(measured["comparison"], indent=1))  # the figures, for the record (pytest -s)
+    assert measured["activate"] == {"patterns": list(patterns), "mrds": selected}
+    assert measured["crossplane"].startswith("v2.") and measured["package"].startswith("127.0.0.1:")
+    rows = {row["figure"]: row for row in measured["comparison"]}
+    groups = {n.split(".", 1)[1] for n in selected}
+    assert rows["CRDs added"]["predicted"] == rows["CRDs added"]["measured"] == len(selected)
+    assert rows["group-versions added"]["predicted"] == rows["group-versions added"]["measured"] == len(groups)
+    assert rows["OpenAPI v3 paths added"]["met"] is True
+    for figure in ("memory added (RSS)", "aggregated discovery added", "OpenAPI v2 bytes added"):
+        assert rows[figure]["predicted"] > 0 and rows[figure]["measured"] is not None, rows[figure]
+    assert measured["activation_seconds"] > 0
+    # The measurement lab is gone, and the cluster read was left as it was.
+    from crdscope.lab.controlplane import lab_home
+
+    assert not list(lab_home("estimate").parent.glob("estimate-*"))
+    after = {m["metadata"]["name"]: m["spec"].get("state") for m in crossplane_lab.kubectl_json("get", MRD)["items"]}
+    assert all(after[n] in (None, "Inactive") for n in selected)
+    # Usage errors stay one line.
+    done = crdscope("estimate", "--activate", "*", "--kubernetes", "1.37", "--measure")
+    assert done.returncode != 0 and len(done.stderr.strip().splitlines()) == 1
 
 
 def _served_group_versions(handle: LabHandle) -> set[str]:
