@@ -12,6 +12,7 @@ from collections.abc import Callable
 import click
 
 from crdscope.cli.main import Group
+from crdscope.lab.faults import ACTIONS
 
 
 #: ``lab up --apiservers`` and ``--replica``: what issue 17 asks for (2-3 replicas behind one address).
@@ -316,6 +317,5 @@ def _fault_command(action: str, help_text: str) -> None:
         click.echo(f"{action} {component} (pid {pid})")
 
 
-_fault_command("kill", "SIGKILL a lab component (apiserver or etcd).")
-_fault_command("stop", "Freeze a lab component (SIGSTOP).")
-_fault_command("start", "Resume (SIGCONT) or restart a lab component with the same data and ports.")
+for _action, _help in ACTIONS.items():
+    _fault_command(_action, _help)

@@ -280,9 +280,10 @@ async def read_objects(cluster: Cluster, crds: Mapping[str, CRDRecord], *,
 class ChainReader:
     """Re-reads the chain after CRD changes at most every ``busy`` seconds, else every ``idle``.
 
-    A CRD change is how an install shows (an Active MRD makes a CRD); a Provider added with a
-    ``safe-start`` package, an MRAP edited or a runtime turning healthy change no CRD, so the
-    idle cadence still catches them.
+    A CRD change is how an install shows (an Active MRD makes a CRD).  A ``safe-start`` package
+    changes no CRD while its MRDs appear, so a read that found the chain moving (:func:`progress`
+    differs from the read before) keeps the busy cadence too; an MRAP edited or a runtime turning
+    healthy on a still chain are caught by the idle cadence.
     """
 
     def __init__(self, cluster: Cluster, busy: float, idle: float) -> None:
@@ -294,13 +295,15 @@ class ChainReader:
         self._events = -1
         self._apis: tuple[str, ...] = ()
         self._nodes_read_at: float | None = None
+        #: The last read found the chain moving (MRDs, revisions or activations changed).
+        self.moving = False
 
     def due(self, crds: Mapping[str, CRDRecord], events: int, now: float) -> bool:
         """Whether to read now: first time, a Crossplane API came or went, or the cadence says so."""
         if self._read_at is None or self._apis != self._present(crds):
             return True
         age = now - self._read_at
-        return age >= self.idle or (events != self._events and age >= self.busy)
+        return age >= self.idle or ((events != self._events or self.moving) and age >= self.busy)
 
     @staticmethod
     def _present(crds: Mapping[str, CRDRecord]) -> tuple[str, ...]:
@@ -319,5 +322,14 @@ class ChainReader:
         elif "nodes" in self.objects.unobservable:  # not asked again: the reason still holds
             objects = dataclasses.replace(objects, unobservable={**objects.unobservable,
                                                                  "nodes": self.objects.unobservable["nodes"]})
+        self.moving = progress(objects) != progress(self.objects)
         self.objects = objects
         return objects
+
+
+def progress(objects: CrossplaneObjects) -> tuple[int, ...]:
+    """How far the chain has come: providers, revisions, MRDs, Active and Established MRDs, MRAPs."""
+    mrds = objects.mrds or ()
+    return (len(objects.providers or ()), len(objects.revisions or ()), len(mrds),
+            sum(1 for m in mrds if m.state == "Active"), sum(1 for m in mrds if m.established),
+            len(objects.mraps or ()))

@@ -42,7 +42,7 @@ from .cluster import Cluster
 from .fit import ProcessFits
 from .health_checks import LIVE_BECAUSE_READY, CheckResult, count_crds, health_check
 from .leases import LeaseReading, read_leases
-from .metrics import SHARED_SCRAPE_AGE, MetricsSource, Scrape
+from .metrics import PROCESS_FAMILIES, SHARED_SCRAPE_AGE, MetricsSource, Scrape
 from .prometheus import PrometheusFigures, PrometheusReading, PrometheusSource
 from .health_tracker import FITS, HealthTracker, Outage
 from .replicas import REPLICA_GAUGES, ReplicaFigures, from_instances
@@ -67,15 +67,6 @@ SEEK_RUNS = 3
 #: Restart events carried by each sample (the crash-loop finding needs the last ten minutes').
 RESTART_EVENTS_IN_SAMPLE = 30
 
-#: sample field -> /metrics family
-PROCESS_FAMILIES = {
-    "rss_bytes": "process_resident_memory_bytes",
-    "heap_bytes": "go_memstats_heap_inuse_bytes",
-    "goroutines": "go_goroutines",
-    "start_time": "process_start_time_seconds",
-    "open_fds": "process_open_fds",
-    "max_fds": "process_max_fds",
-}
 OBJECT_FAMILIES = ("apiserver_resource_objects", "apiserver_storage_objects")  # 1.37 name first
 SIZE_FAMILIES = ("apiserver_storage_size_bytes", "etcd_db_total_size_in_bytes")
 HEALTH_FAMILIES = (*PROCESS_FAMILIES.values(), *OBJECT_FAMILIES, *SIZE_FAMILIES)
@@ -228,6 +219,12 @@ class HealthProbe:
             self._leases(),
         )
         platform = await platform_read
+        # The CRD names the unused ones are taken from, and the count beside them, from one moment:
+        # a count read before the names while CRDs are being added read "770 of 760 unused".
+        names = self._crd_names()
+        crd_names = tuple(names) if names is not None else None
+        if crd_names is not None:
+            crds, crds_reason = len(crd_names), None
         # /readyz runs every /livez check and more: a ready server is live, and only a server that
         # is not ready (or will not say) costs the second request that tells "not ready" from "dead".
         live = LIVE_BECAUSE_READY if ready.ok else await health_check(self.cluster, "livez")
@@ -276,7 +273,7 @@ class HealthProbe:
         fitted = self._fit(values, crds, unobservable, replica)
         objects, size = _storage(scrape, unobservable)
         top = dict(sorted(objects.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_RESOURCES])
-        unused = _unused_crds(objects, self._crd_names(), unobservable)
+        unused = _unused_crds(objects, crd_names, unobservable)
         self._publish_in_use(frozenset(n for n, count in objects.items() if count > 0) if unused is not None else None)
         rss_fit = self._fits(replica)["rss"].current()
         return HealthSample(
@@ -294,7 +291,7 @@ class HealthProbe:
             storage_objects_top=top,
             crds_without_objects=len(unused) if unused is not None else None,
             unused_crd_examples=tuple(sorted(unused or ())[:UNUSED_EXAMPLES]),
-            crds_with_objects=_in_use(objects, self._crd_names()) if unused is not None else (),
+            crds_with_objects=_in_use(objects, crd_names) if unused is not None else (),
             storage_size_bytes=size,
             restarts=restarts,
             restarts_source=ledger.best() if ledger.total() is not None else None,

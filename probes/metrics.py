@@ -351,6 +351,16 @@ def histogram_quantile(q: float, cumulative: list[tuple[float, float]]) -> float
 #: re-arm after their runs, so their phases drift apart; at nine tenths, probes on the same
 #: cadence still share one scrape per period instead of taking two.
 SHARED_SCRAPE_AGE = 0.9
+#: The API server's process gauges, written once: sample field -> /metrics family.  The health
+#: probe, its per-replica figures and the Prometheus source read them under these names.
+PROCESS_FAMILIES = {
+    "rss_bytes": "process_resident_memory_bytes",
+    "heap_bytes": "go_memstats_heap_inuse_bytes",
+    "goroutines": "go_goroutines",
+    "start_time": "process_start_time_seconds",
+    "open_fds": "process_open_fds",
+    "max_fds": "process_max_fds",
+}
 
 
 class MetricsSource:

@@ -65,6 +65,8 @@ import httpx
 
 from crdscope.base.errors import ConfigError
 
+from .metrics import PROCESS_FAMILIES
+
 #: Jobs under which common setups scrape the API server's own /metrics.
 APISERVER_JOBS = "apiserver|kube-apiserver"
 CONTAINER = "kube-apiserver"
@@ -77,14 +79,8 @@ CONTAINER_QUERY = (
 )
 #: Above this a "limit" means none (cAdvisor reports the page-rounded maximum of an unlimited cgroup).
 UNLIMITED_BYTES = float(1 << 60)
-#: health field -> process metric read from the API server's own scrape.
-PROCESS_METRICS = {
-    "rss_bytes": "process_resident_memory_bytes",
-    "start_time": "process_start_time_seconds",
-    "heap_bytes": "go_memstats_heap_inuse_bytes",
-    "goroutines": "go_goroutines",
-    "open_fds": "process_open_fds",
-}
+#: health field -> process metric queried per instance (not the fd limit: a setting, not a figure).
+PROCESS_METRICS = {name: family for name, family in PROCESS_FAMILIES.items() if name != "max_fds"}
 QUERY_TIMEOUT_SECONDS = 10
 RATE_WINDOW = "5m"
 RESTART_WINDOW = "1h"

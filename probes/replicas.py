@@ -32,7 +32,7 @@ import logging
 from dataclasses import dataclass, field
 
 from .fit import ProcessFits
-from .metrics import Scrape
+from .metrics import PROCESS_FAMILIES, Scrape
 from .prometheus import RESTART_WINDOW, PrometheusReading
 
 log = logging.getLogger("crdscope.replicas")
@@ -42,14 +42,8 @@ START_TIME_TOLERANCE_SECONDS = 0.5
 #: Slots kept (a cluster scaled down leaves slots that are no longer seen; the oldest go first).
 KEEP_SLOTS = 8
 MIB = float(1 << 20)
-#: Per-replica gauges: sample field -> /metrics family.
-REPLICA_GAUGES = {
-    "rss_bytes": "process_resident_memory_bytes",
-    "heap_bytes": "go_memstats_heap_inuse_bytes",
-    "goroutines": "go_goroutines",
-    "open_fds": "process_open_fds",
-    "max_fds": "process_max_fds",
-}
+#: Per-replica gauges: the process gauges but the start time (which names the replica instead).
+REPLICA_GAUGES = {name: family for name, family in PROCESS_FAMILIES.items() if name != "start_time"}
 #: fit name -> (figure it fits, divisor of the slope)
 REPLICA_FITS = {"rss": ("rss_bytes", MIB), "heap": ("heap_bytes", MIB), "fds": ("open_fds", 1.0)}
 

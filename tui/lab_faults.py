@@ -1,7 +1,6 @@
 """Lab faults in the palette: kill, freeze and restart the lab's components live.
 
-Showing an outage is part of demonstrating where an API server stops scaling;
-these act on the lab crdscope started (never on another cluster).  The lab's
+The faults are :data:`crdscope.lab.faults.FAULTS` (the command line offers the same).  The lab's
 calls block (signals, waiting for readiness), so they run in thread workers.
 """
 
@@ -10,15 +9,7 @@ from __future__ import annotations
 from typing import Any
 from collections.abc import Callable
 
-#: (action, component, help) in palette order.
-FAULTS = (
-    ("kill", "apiserver", "SIGKILL kube-apiserver (an outage, then restart it)"),
-    ("start", "apiserver", "restart a killed kube-apiserver, or resume a frozen one"),
-    ("stop", "apiserver", "freeze kube-apiserver (SIGSTOP): requests time out"),
-    ("stop", "etcd", "freeze etcd (SIGSTOP): readyz names etcd"),
-    ("start", "etcd", "resume or restart etcd"),
-)
-
+from crdscope.lab.faults import FAULTS
 
 def run_fault(app: Any, action: str, component: str) -> None:
     """Apply one fault to the lab in a thread worker and say what happened."""
@@ -39,5 +30,4 @@ def fault_commands(app: Any) -> list[tuple[str, str, Callable[[], None]]]:
     def fault(action: str, component: str) -> Callable[[], None]:
         return lambda: run_fault(app, action, component)
 
-    return [(f"Lab: {action} {component}", help_text, fault(action, component))
-            for action, component, help_text in FAULTS]
+    return [(f"Lab: {f.action} {f.component}", f.effect, fault(f.action, f.component)) for f in FAULTS]

@@ -393,6 +393,26 @@ async def test_the_reader_reads_on_its_cadence_and_asks_for_nodes_rarely():
     assert chain.providers[0].runtime == "deployment-unavailable"  # Nodes exist: not explained by a missing kubelet
 
 
+async def test_mrds_appearing_without_a_crd_change_keep_the_busy_cadence():
+    # A safe-start package makes MRDs, not CRDs: the CRD watch sees nothing while they appear.
+    crds, lists = family()
+    api = FakeAPI(crds, lists)
+    known = records(crds)
+    async with mock_cluster(api) as cluster:
+        reader = ChainReader(cluster, busy=30.0, idle=300.0)
+        await reader.refresh(known, events=5, now=1000.0)
+        table = lists["managedresourcedefinitions"]
+        lists["managedresourcedefinitions"] = dict(table, rows=[*table["rows"], *mrd_table(
+            [("more.loose.test", "Inactive", "False")])["rows"]])
+        count = len(api.requests)
+        await reader.refresh(known, events=5, now=1031.0)  # the first read found the chain new: read
+        assert len(api.requests) == count + 4 and reader.moving  # one more MRD
+        await reader.refresh(known, events=5, now=1062.0)  # still moving at the last read: read again
+        assert len(api.requests) == count + 8 and not reader.moving
+        await reader.refresh(known, events=5, now=1093.0)  # still: only the idle cadence reads
+        assert len(api.requests) == count + 8
+
+
 class SlowAPI(FakeAPI):
     """Answers Crossplane lists only once ``go`` is set (a server slow to list)."""
 

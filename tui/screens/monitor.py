@@ -22,14 +22,14 @@ from ..panels.openapi import OpenAPIPanel
 from ..panels.throttling import ThrottlingPanel
 from ..store import MonitorStore
 
-#: Tab order (and the 1-7 keys): what someone watching an install looks at first.
-PANELS: tuple[type[ProbePanel], ...] = (
-    LoaderPanel, InventoryPanel, DiscoveryPanel, ThrottlingPanel, OpenAPIPanel, HealthPanel, EventsPanel,
+#: Every panel once, in tab order (and the 1-7 keys: what someone watching an install looks at
+#: first), with its place in the grid (three columns; discovery and health span two, see monitor.tcss).
+PANEL_PLACES: tuple[tuple[type[ProbePanel], int], ...] = (
+    (LoaderPanel, 0), (InventoryPanel, 1), (DiscoveryPanel, 3), (ThrottlingPanel, 4), (OpenAPIPanel, 2),
+    (HealthPanel, 5), (EventsPanel, 6),
 )
-#: Grid order: three columns; discovery and health span two (see monitor.tcss).
-GRID_ORDER: tuple[type[ProbePanel], ...] = (
-    LoaderPanel, InventoryPanel, OpenAPIPanel, DiscoveryPanel, ThrottlingPanel, HealthPanel, EventsPanel,
-)
+PANELS: tuple[type[ProbePanel], ...] = tuple(panel for panel, _ in PANEL_PLACES)
+GRID_ORDER: tuple[type[ProbePanel], ...] = tuple(panel for panel, _ in sorted(PANEL_PLACES, key=lambda p: p[1]))
 #: Below either size the panels collapse into tabs (80x24 is the classic terminal).
 GRID_MIN_WIDTH = 150
 GRID_MIN_HEIGHT = 40
