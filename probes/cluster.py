@@ -227,8 +227,9 @@ class GoawayRetryTransport(httpx.AsyncBaseTransport):
     kube-apiserver answers unauthenticated HTTP/2 requests and then closes the
     connection (GOAWAY), and ``--goaway-chance`` does so at random; httpcore
     raises ``ConnectionTerminated`` for the stream instead of handing over the
-    answer it was given (encode/httpcore discussion #1041).  The request is sent
-    again once over HTTP/1.1, where the answer (a 401, say) arrives intact.
+    answer it was given (encode/httpcore discussion #1041), or cuts off the body of
+    an answer whose headers arrived.  The request is sent again once over HTTP/1.1,
+    where the answer (a 401, say) arrives intact.
     Kubernetes writes crdscope makes (server-side apply, deletes) are idempotent.
     """
 
@@ -258,7 +259,13 @@ class GoawayRetryTransport(httpx.AsyncBaseTransport):
 
     async def _send(self, request: httpx.Request) -> httpx.Response:
         try:
-            return await self.primary.handle_async_request(request)
+            response = await self.primary.handle_async_request(request)
+            if response.status_code >= 400:
+                # The GOAWAY can also cut off the body of an answer whose headers arrived (1 run in
+                # 40 of an unauthenticated request on the lab): an error's body is small, so it is
+                # read here, where that is still retried, not later by the caller.
+                await response.aread()
+            return response
         except httpx.RemoteProtocolError as exc:
             if "ConnectionTerminated" not in str(exc):
                 raise
