@@ -37,6 +37,9 @@ PACKAGE_NAME = "provider-estimate"
 #: Pulling, unpacking and turning a package's CRDs into MRDs; then activating them all.
 INSTALL_TIMEOUT_SECONDS = 300.0
 ACTIVATION_TIMEOUT_SECONDS = 300.0
+#: The OpenAPI v3 controller publishes Established CRDs some seconds later (tens of seconds on a busy
+#: server): the "after" figures wait for it, else they would miss what the activation added.
+PUBLICATION_TIMEOUT_SECONDS = 300.0
 POLL_SECONDS = 1.0
 #: compare()'s rows that do not fit an activation: the legacy walk's absolute length (the fresh lab
 #: is not the cluster) and the loader's install time (Crossplane activates, not the loader).
@@ -162,9 +165,18 @@ def _install_and_activate(state: Any, selection: MRDSelection, reference: str, c
         _wait(lambda: wanted <= {n for n, ok in _established(client).items() if ok}, ACTIVATION_TIMEOUT_SECONDS,
               f"the MRAP's {len(wanted)} CRDs were not all Established")
         seconds = time.perf_counter() - started
+        paths = _openapi_paths(selection)
+        _wait(lambda: paths <= set(client.get("/openapi/v3").json().get("paths") or {}), PUBLICATION_TIMEOUT_SECONDS,
+              f"the OpenAPI v3 index did not list the {len(paths)} group-versions activated")
         wait_until_idle(apiserver.pid)
         after = {**snapshot(state.server, tls, etcd_connections), "crds": len(_established(client))}
     return ActivationMeasurement(state.kubernetes_version, crossplane_version, reference, before, after, seconds)
+
+
+def _openapi_paths(selection: MRDSelection) -> set[str]:
+    """The ``/openapi/v3`` index paths of the group-versions the selection serves."""
+    return {f"apis/{document['spec']['group']}/{version['name']}" for document in selection.documents
+            for version in document["spec"].get("versions") or [] if version.get("served")}
 
 
 def _create(client: httpx.Client, path: str, body: dict[str, Any]) -> None:

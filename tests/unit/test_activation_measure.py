@@ -102,3 +102,10 @@ def test_the_lab_goes_down_when_the_measurement_fails(monkeypatch, tmp_path):
         activation_measure.measure_activation(chosen, "1.37", say=lambda _line: None, lab_name="estimate-test")
     assert calls == ["up estimate-test", "down estimate-test"]
     assert json.dumps(chosen.documents[0])  # what is packaged is plain JSON
+
+
+def test_the_after_figures_wait_for_the_openapi_paths_of_the_activated_group_versions():
+    chosen = select([_mrd("topics.sns.aws.upbound.io"), _mrd("queues.sqs.aws.upbound.io"),
+                     _mrd("subscriptions.sns.aws.upbound.io")], ("*.aws.upbound.io",))
+    assert activation_measure._openapi_paths(chosen) == {"apis/sns.aws.upbound.io/v1beta1",
+                                                         "apis/sqs.aws.upbound.io/v1beta1"}
