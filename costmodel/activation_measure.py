@@ -218,6 +218,11 @@ def _wait(condition: Callable[[], bool], timeout: float, failure: str) -> None:
         try:
             if condition():
                 return
+        except httpx.HTTPStatusError as exc:
+            # APF rejects a poll while the fresh lab installs (429, seen in CI): asked again, as
+            # client-go retries a 429; any other status is the server failing.
+            if exc.response.status_code != 429:
+                raise ActivationMeasureError(f"--measure: the lab's API server failed: {exc}") from None
         except httpx.HTTPError as exc:
             raise ActivationMeasureError(f"--measure: the lab's API server failed: {exc}") from None
         if time.monotonic() > deadline:

@@ -109,3 +109,18 @@ def test_the_after_figures_wait_for_the_openapi_paths_of_the_activated_group_ver
                      _mrd("subscriptions.sns.aws.upbound.io")], ("*.aws.upbound.io",))
     assert activation_measure._openapi_paths(chosen) == {"apis/sns.aws.upbound.io/v1beta1",
                                                          "apis/sqs.aws.upbound.io/v1beta1"}
+
+
+def test_a_poll_rejected_by_apf_is_asked_again(monkeypatch):
+    monkeypatch.setattr(activation_measure, "POLL_SECONDS", 0.0)
+    answers = iter([429, 429, 200])
+    request = httpx.Request("GET", "https://lab.test/apis")
+
+    def condition() -> bool:
+        status = next(answers)
+        httpx.Response(status, request=request).raise_for_status()
+        return True
+
+    activation_measure._wait(condition, 5.0, "never")
+    with pytest.raises(ActivationMeasureError, match="500"):
+        activation_measure._wait(lambda: httpx.Response(500, request=request).raise_for_status() is None, 5.0, "x")
