@@ -13,6 +13,20 @@ from collections.abc import Awaitable, Callable, Iterator
 T = TypeVar("T")
 
 
+def condition_true(item: dict, kind: str) -> bool:
+    """True when an object's status lists condition ``kind`` as "True".
+
+    A freshly created object may have no status, or ``conditions: null``, as kubectl prints it.
+    """
+    return any(c.get("type") == kind and c.get("status") == "True"
+               for c in (item.get("status") or {}).get("conditions") or [])
+
+
+def established(item: dict) -> bool:
+    """True when a CRD (or MRD) as kubectl returns it says Established=True."""
+    return condition_true(item, "Established")
+
+
 def wait_for(predicate: Callable[[], T], *, timeout: float = 30.0, interval: float = 0.1,
              message: str = "condition") -> T:
     """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import LabHandle
-from tests.helpers import wait_for
+from tests.helpers import established, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -94,8 +94,7 @@ def _subset(shared_crds: Path, root: Path) -> tuple[Path, list[dict]]:
 
 def _established(handle: LabHandle, names: set[str]) -> set[str]:
     items = handle.kubectl_json("get", "crds")["items"]
-    return {c["metadata"]["name"] for c in items if c["metadata"]["name"] in names and any(
-        cond["type"] == "Established" and cond["status"] == "True" for cond in c.get("status", {}).get("conditions", []))}
+    return {c["metadata"]["name"] for c in items if c["metadata"]["name"] in names and established(c)}
 
 
 def test_safe_start_family_installs_through_crossplane(crossplane_lab, shared_crds, tmp_path):

@@ -24,7 +24,7 @@ from crdscope.probes.crossplane import MRAPS_CRD, MRDS_CRD, PROVIDERS_CRD, REVIS
 from crdscope.probes.crossplane_read import TABLE_ACCEPT, list_all
 from tests.conftest import SHARED_CRDS
 from tests.crdsets import delete_crds, tiny_crd
-from tests.helpers import wait_for
+from tests.helpers import established, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -124,9 +124,9 @@ def make_chain(lab, tmp_path: Path, tag: str) -> dict:
         crd_names.append(create(lab, tmp_path, document)["metadata"]["name"])
     lab.kubectl("wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{n}" for n in crd_names])
     for mrd_name, state in states.items():
-        established = condition("Established", "True", "EstablishedManagedResource") if state == "Active" else \
+        status = condition("Established", "True", "EstablishedManagedResource") if state == "Active" else \
             condition("Established", "False", "InactiveManagedResource")
-        patch_status(lab, "managedresourcedefinition", mrd_name, {"conditions": [established]})
+        patch_status(lab, "managedresourcedefinition", mrd_name, {"conditions": [status]})
     mrd_refs = [{"apiVersion": "apiextensions.crossplane.io/v1alpha1", "kind": "ManagedResourceDefinition",
                  "name": n, "uid": mrds[n]["metadata"]["uid"]} for n in states]
     patch_status(lab, "providerrevision", old["metadata"]["name"], {
@@ -201,15 +201,12 @@ def test_inventory_follows_the_chain_as_kubectl_lists_it(lab, crossplane_apis, t
         assert (chain["mrds"], chain["mrds_active"], chain["mrds_inactive"]) == (
             len(listed), states.count("Active"), states.count("Inactive"))
         assert chain["mrds_established"] == sum(
-            any(c["type"] == "Established" and c["status"] == "True" for c in mrds[n]["status"]["conditions"])
-            for n in listed)
+            established(mrds[n]) for n in listed)
         assert list(chain["active_mrd_names"]) == sorted(n for n in listed if mrds[n]["spec"]["state"] == "Active")
         assert list(chain["inactive_mrd_names"]) == sorted(
             n for n in listed if mrds[n]["spec"]["state"] == "Inactive")
         # CRDs created and Established; the active revision will have one per Active MRD it lists.
-        established = sum(any(c["type"] == "Established" and c["status"] == "True" for c in i["status"]["conditions"])
-                          for i in crds)
-        assert (chain["crds"], chain["crds_established"]) == (len(crds), established)
+        assert (chain["crds"], chain["crds_established"]) == (len(crds), sum(established(i) for i in crds))
         active_refs = [ref["name"] for ref in revisions[0]["status"]["objectRefs"]]
         assert chain["expected_crds"] == sum(mrds[n]["spec"]["state"] == "Active" for n in active_refs)
         # The lab runs no kubelet: a Deployment that never becomes Available is a state, not a fault.

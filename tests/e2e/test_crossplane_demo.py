@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from tests.e2e.test_package import subset
+from tests.helpers import condition_true, established
 
 pytestmark = [pytest.mark.lab, pytest.mark.shared_crds]
 
@@ -86,15 +87,14 @@ def test_the_demo_installs_a_family_through_crossplane_stage_by_stage(demo_lab, 
     # MRAP's kinds (the largest member's) Established as CRDs.
     providers = kubectl_json(demo_lab, "get", "providers")["items"]
     assert {p["metadata"]["name"] for p in providers} == {p.plan.name for p in again}
-    assert all(any(c["type"] == "Installed" and c["status"] == "True" for c in p["status"]["conditions"])
+    assert all(condition_true(p, "Installed")
                for p in providers)
     assert {m["metadata"]["name"] for m in kubectl_json(demo_lab, "get", MRD)["items"]} == set(crds)
     mrap = stages[-1].objects[0]
     activated = {n for n in crds if any(fnmatch.fnmatch(n, p) for p in mrap["spec"]["activate"])}
     assert activated and activated < set(crds)
     established = {c["metadata"]["name"] for c in kubectl_json(demo_lab, "get", "crds")["items"]
-                   if any(k["type"] == "Established" and k["status"] == "True"
-                          for k in c.get("status", {}).get("conditions", []))}
+                   if established(c)}
     assert established & set(crds) == activated
 
 

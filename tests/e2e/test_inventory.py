@@ -19,7 +19,7 @@ from crdscope.probes.credentials import parse_rfc3339
 from crdscope.probes.inventory import InventorySample, summarize
 from tests.conftest import SHARED_CRDS
 from tests.crdsets import delete_crds, tiny_crd, write_tiny_crds
-from tests.helpers import async_wait_for, wait_for
+from tests.helpers import async_wait_for, condition_true, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -36,11 +36,6 @@ def crdscope_json(*args: str) -> dict:
 
 def kubectl_crds(lab) -> list[dict]:
     return lab.kubectl_json("get", "crd")["items"]
-
-
-def condition(item: dict, kind: str) -> bool:
-    return any(c.get("type") == kind and c.get("status") == "True"
-               for c in (item.get("status") or {}).get("conditions") or [])
 
 
 def apply_documents(lab, documents: list[dict], tmp_path: Path, name: str) -> Path:
@@ -100,12 +95,12 @@ def test_kubectl_crds_appear_with_owner_and_state(lab, tmp_path: Path):
         assert len(ours_by_name) == len(names)
         # Totals, as kubectl counts them.
         assert sample["crds"] == len(items)
-        assert sample["established"] == sum(condition(i, "Established") for i in items)
+        assert sample["established"] == sum(condition_true(i, "Established") for i in items)
         assert sample["by_state"]["Terminating"] == sum(bool(i["metadata"].get("deletionTimestamp")) for i in items)
-        assert sample["by_state"]["Pending"] == sum(not condition(i, "NamesAccepted") for i in items)
+        assert sample["by_state"]["Pending"] == sum(not condition_true(i, "NamesAccepted") for i in items)
         assert sample["by_state"]["Pending"] >= 1  # the conflicting one
         assert sample["by_state"]["Terminating"] >= 1  # the held one
-        assert not condition(ours_by_name[conflicting["metadata"]["name"]], "NamesAccepted")
+        assert not condition_true(ours_by_name[conflicting["metadata"]["name"]], "NamesAccepted")
         assert sum(sample["by_owner"].values()) == len(items)
         # Owners: ownerReference, then Crossplane's package labels, then crdscope's label, else other.
         assert sample["by_owner"][f"ProviderRevision/{revision}"] == 1
@@ -124,7 +119,7 @@ def test_kubectl_crds_appear_with_owner_and_state(lab, tmp_path: Path):
         assert sample["per_minute"] >= len(names) - 1  # ours were created moments ago (the held one too)
         # "other" has a CRD that cannot be Established: it is still installing, its backlog as kubectl sees it.
         other = sample["installing"]["other"]
-        assert other["backlog"] == sum(not condition(i, "Established") and not i["metadata"].get("deletionTimestamp")
+        assert other["backlog"] == sum(not condition_true(i, "Established") and not i["metadata"].get("deletionTimestamp")
                                        for i in plain_kubectl) >= 1
         assert other["expected"] is None and other["eta_basis"] in ("backlog", "")
         assert (other["eta_seconds"] is None) == (other["eta_basis"] == "") != (other["eta_note"] == "")

@@ -25,7 +25,7 @@ from crdscope.loader.sources import ContextSource, CRDDocument, open_source
 from crdscope.loader.synthetic import synthetic_documents
 from crdscope.probes.crdwatch import RUN_ANNOTATION, CRDWatch
 from tests.crdsets import crd_names, delete_crds, extract, tiny_crd, write_tiny_crds
-from tests.helpers import async_wait_for, wait_for
+from tests.helpers import async_wait_for, established, wait_for
 
 CRDSCOPE = [sys.executable, "-m", "crdscope.cli.main"]
 LABEL = "app.kubernetes.io/managed-by=crdscope"
@@ -43,11 +43,6 @@ def managed(lab) -> dict[str, dict]:
     """crdscope's CRDs as kubectl sees them: name -> object."""
     listing = lab.kubectl_json("get", "crd", "-l", LABEL)
     return {item["metadata"]["name"]: item for item in listing["items"]}
-
-
-def established(item: dict) -> bool:
-    return any(c["type"] == "Established" and c["status"] == "True"
-               for c in (item.get("status") or {}).get("conditions") or [])
 
 
 @pytest.fixture

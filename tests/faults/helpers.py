@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 
 from tests.conftest import ROOT
+from tests.helpers import established
 
 CRDSCOPE = [sys.executable, "-m", "crdscope.cli.main"]
 OWNED = "app.kubernetes.io/managed-by=crdscope"
@@ -49,12 +50,6 @@ def owned_crds(lab) -> dict[str, dict]:
     """crdscope's CRDs as kubectl sees them: name -> object."""
     listing = lab.kubectl_json("get", "crd", "-l", OWNED)
     return {item["metadata"]["name"]: item for item in listing["items"]}
-
-
-def established(item: dict) -> bool:
-    """True when kubectl's copy of a CRD says Established=True."""
-    return any(c.get("type") == "Established" and c.get("status") == "True"
-               for c in (item.get("status") or {}).get("conditions") or [])
 
 
 def journal(path: Path) -> list[dict]:

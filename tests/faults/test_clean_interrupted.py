@@ -24,8 +24,8 @@ import yaml
 from crdscope.probes.crdwatch import CRDWatch
 from tests.conftest import ROOT
 from tests.crdsets import tiny_crd, write_tiny_crds
-from tests.faults.helpers import CRDSCOPE, OWNED, crdscope, established, owned_crds
-from tests.helpers import async_wait_for, wait_for
+from tests.faults.helpers import CRDSCOPE, OWNED, crdscope, owned_crds
+from tests.helpers import async_wait_for, established, wait_for
 
 #: ~50 s of a fresh lab and 200 CRDs: beyond `make test`'s few minutes, so in `make soak`.
 pytestmark = [pytest.mark.lab, pytest.mark.soak]
