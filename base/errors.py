@@ -20,6 +20,11 @@ class CrdscopeError(Exception):
         #: Optional lines shown below the message (the tail of a dead process's log).
         self.detail = detail
 
+    def about(self, what: str) -> CrdscopeError:
+        """The same error, its line starting with what it is about (``context lab-b: ...``): for a
+        command working on several clusters at once."""
+        return type(self)(f"{what}: {self}", exit_code=self.exit_code, detail=self.detail)
+
 
 class ConfigError(CrdscopeError):
     """Bad or missing configuration: kubeconfig, context, flags, settings."""

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import time
-import types
-import typing
 from typing import Any, ClassVar
+
+import msgspec
 
 #: probe name -> Sample subclass, filled as sample classes are defined (``probes.registry.sample_type``
 #: finds a probe's class by the table there and falls back to this for classes defined elsewhere).
@@ -49,73 +50,42 @@ class Sample:
         return self.error is None
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict of every field (tuples become lists, NaN becomes null)."""
-        return {f.name: to_jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        """A JSON-ready dict of every field, in declaration order (tuples become lists, NaN and
+        infinities become null), as msgspec encodes it."""
+        data: dict[str, Any] = _DECODER.decode(_ENCODER.encode(self))
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Sample:
-        """Rebuild a sample from :meth:`to_json` output (used by replay); unknown keys are ignored."""
-        sample: Sample = from_jsonable(cls, data)
-        return sample
+        """Rebuild a sample from :meth:`to_json` output (replay), with msgspec's conversion.
+
+        Unknown keys (a later version's fields) are ignored, and a null in a field that cannot
+        be None (a NaN figure is recorded as null) leaves that field at its default.  Anything
+        else that does not fit (a damaged line) is a :class:`ValueError`: replay stops there.
+        """
+        fields = dict(data)
+        while True:
+            try:
+                sample: Sample = msgspec.convert(fields, cls, strict=False)
+                return sample
+            except msgspec.ValidationError as exc:
+                field = _field_of(str(exc))
+                # Replay orders and seeks by the time: a sample without one cannot be placed.
+                if field is None or fields.get(field, 0) is not None or field == "timestamp":
+                    raise ValueError(f"not a {cls.__name__}: {exc}") from None
+                del fields[field]
 
 
-def to_jsonable(value: Any) -> Any:
-    """Convert nested dataclasses, tuples and floats to plain JSON values."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        if hasattr(value, "to_json"):
-            return value.to_json()
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, (list, tuple)):
-        return [to_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        return None
-    return value
+_ENCODER = msgspec.json.Encoder()
+_DECODER = msgspec.json.Decoder()
+#: The top-level field a validation error is about, when the error is about that field itself
+#: (``Expected `float`, got `null` - at `$.ratio```), not about something inside it.
+_ERROR_PATH = re.compile(r"at `\$\.([A-Za-z0-9_]+)`")
 
 
-def from_jsonable(annotation: Any, value: Any) -> Any:
-    """Inverse of :func:`to_jsonable`, guided by type hints.
-
-    Sample fields use only: bool, int, float, str, None-able types, ``tuple[T, ...]``,
-    ``dict[str, T]`` and nested frozen dataclasses, so a recorded sample replays equal.
-    """
-    if value is None:
-        return None
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        options = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return from_jsonable(options[0], value) if len(options) == 1 else value
-    if isinstance(annotation, type) and dataclasses.is_dataclass(annotation) and isinstance(value, dict):
-        hints = _hints(annotation)
-        names = {f.name for f in dataclasses.fields(annotation) if f.init}
-        return annotation(**{k: from_jsonable(hints.get(k), v) for k, v in value.items() if k in names})
-    if origin is tuple and isinstance(value, list):
-        args = typing.get_args(annotation)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(from_jsonable(args[0], v) for v in value)
-        if args:
-            # A recorded tuple of another length (a damaged line) rebuilds what it can.
-            return tuple(from_jsonable(a, v) for a, v in zip(args, value, strict=False))
-        return tuple(value)
-    if origin is dict and isinstance(value, dict):
-        args = typing.get_args(annotation)
-        inner = args[1] if len(args) == 2 else None
-        return {k: from_jsonable(inner, v) for k, v in value.items()}
-    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, list):
-        return tuple(from_jsonable(None, v) for v in value)
-    return value
-
-
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)  # each class's own module resolves its names
-    return _HINTS[cls]
+def _field_of(message: str) -> str | None:
+    match = _ERROR_PATH.search(message)
+    return match.group(1) if match else None
 
 
 def percentile(values: list[float] | tuple[float, ...], q: float) -> float | None:

@@ -16,6 +16,7 @@ import importlib
 import json
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from .common import BenchError, Options, Result, isolate_environment
@@ -69,6 +70,21 @@ def _interrupt(*_: object) -> None:
     raise KeyboardInterrupt
 
 
+def run_separate(name: str, separate_main: Callable[[list[str]], int], argv: list[str]) -> int:
+    """Run a benchmark with its own arguments; what stops it is one line and an exit code, not a
+    traceback: a run that cannot be measured (1), an interruption (130)."""
+    from crdscope.base.errors import CrdscopeError
+
+    try:
+        return int(separate_main(argv))
+    except (BenchError, CrdscopeError) as exc:  # CrdscopeError: a lab that did not come up
+        print(f"bench: {name}: {exc}", flush=True)
+        return 1
+    except KeyboardInterrupt:
+        print(f"bench: {name}: interrupted", flush=True)
+        return 130
+
+
 def main(argv: list[str] | None = None) -> int:
     args_given = sys.argv[1:] if argv is None else argv
     own = SEPARATE.get(args_given[0]) if args_given else None
@@ -78,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         if interrupt_on_sigint:
             signal.signal(signal.SIGINT, _interrupt)
         separate_main = importlib.import_module(f"bench.{module}").main
-        return int(separate_main(args_given[1:]))
+        return run_separate(args_given[0], separate_main, args_given[1:])
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("names", nargs="*", metavar="NAME", help=", ".join(BENCHMARKS))
     parser.add_argument("--quick", action="store_true", help="smoke sizes (what `make test` runs)")

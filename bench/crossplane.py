@@ -49,7 +49,7 @@ from crdscope.lab.controlplane import Lab, LabState, admin_tls
 from crdscope.probes.credentials import parse_rfc3339
 from crdscope.probes.discovery_docs import ACCEPT_AGGREGATED
 
-from .common import BenchError, Options, Result, isolate_environment, process_cpu_seconds, say
+from .common import BENCH_DIR, BenchError, Options, Result, isolate_environment, process_cpu_seconds, say
 from .discovery import crdscope_command
 from .labs import apply_and_wait, crd_files, memory_for, wait_for_memory, wait_until_idle
 from .versions import SET, Sampler, _percentile, _summarise, _v3_lags, first_crds, unpack_whole_set
@@ -281,11 +281,25 @@ def measure_run(minor: str, installer: str, directory: Path, names: list[str], e
             figures["discovery_aggregated"] = discovery.aggregated
             lags = _v3_lags(state, sampler.v3_changes)
             figures["openapi_v3_lag_p50_s"] = _rounded(_percentile(lags, 0.5))
+        except (httpx.HTTPError, OSError, subprocess.SubprocessError, BenchError) as exc:
+            kept = keep_logs(state, f"{installer}-{minor}")
+            raise BenchError(f"{installer} on Kubernetes {minor}: {' '.join(str(exc).split())[:300]} "
+                             f"(the lab's logs are kept in {kept})") from exc
         finally:
             sampler.finish()
             discovery.finish()
             lab.down()
     return figures
+
+
+def keep_logs(state: LabState, what: str) -> Path:
+    """Copy a failed run's lab logs (the supervisor's restarts, each component's output) out of
+    its temporary home, into ``bench/results/failed-<what>-<time>/``."""
+    import shutil
+
+    target = BENCH_DIR / "results" / f"failed-{what}-{time.strftime('%Y%m%d-%H%M%S')}"
+    shutil.copytree(Path(state.run_dir) / "logs", target, dirs_exist_ok=True)
+    return target
 
 
 def _rounded(value: float | None) -> float | None:
@@ -378,22 +392,15 @@ def main(argv: list[str] | None = None) -> int:
         options.output = args.output
     directory = first_crds(args.size) if args.size else unpack_whole_set()
     names = crd_names(directory)
-    try:
-        for minor in [m.strip() for m in args.kubernetes.split(",") if m.strip()]:
-            for installer in installers:
-                if not wait_for_memory(memory_for(len(names), len(names))):
-                    raise BenchError("not enough memory available for a lab of this size")
-                say(f"crossplane bench: Kubernetes {minor}, {installer}, {len(names)} CRDs of {SET}")
-                figures = measure_run(minor, installer, directory, names, args.tenth_every)
-                figures["crds_installed"] = figures.get("activated", len(names))
-                result = Result(name=f"crossplane-{installer}", kubernetes=figures["kubernetes"],
-                                sizes=f"{SET}:{args.size or 'all'}", figures=figures)
-                say(json.dumps(figures, default=str))
-                print(json.dumps({"benchmark": result.name, "result": str(result.write(options))}), flush=True)
-    except BenchError as exc:
-        print(f"bench: crossplane: {exc}", flush=True)
-        return 1
-    except KeyboardInterrupt:
-        print("bench: crossplane: interrupted", flush=True)
-        return 130
+    for minor in [m.strip() for m in args.kubernetes.split(",") if m.strip()]:
+        for installer in installers:
+            if not wait_for_memory(memory_for(len(names), len(names))):
+                raise BenchError("not enough memory available for a lab of this size")
+            say(f"crossplane bench: Kubernetes {minor}, {installer}, {len(names)} CRDs of {SET}")
+            figures = measure_run(minor, installer, directory, names, args.tenth_every)
+            figures["crds_installed"] = figures.get("activated", len(names))
+            result = Result(name=f"crossplane-{installer}", kubernetes=figures["kubernetes"],
+                            sizes=f"{SET}:{args.size or 'all'}", figures=figures)
+            say(json.dumps(figures, default=str))
+            print(json.dumps({"benchmark": result.name, "result": str(result.write(options))}), flush=True)
     return 0

@@ -457,20 +457,13 @@ def main(argv: list[str] | None = None) -> int:
     pairs = max(1, args.pairs if args.pairs is not None else (1 if args.quick else DEFAULT_PAIRS))
     after = args.after_seconds if args.after_seconds is not None else (
         QUICK_AFTER_SECONDS if args.quick else AFTER_SECONDS)
-    try:
-        for result, printed in run(options, minors, size, modes, pairs, after, args.keep_recordings,
-                                   args.steady_seconds):
-            path = write(result, options)
-            print(json.dumps({"benchmark": result.name, "kubernetes": result.kubernetes, "sizes": result.sizes,
-                              "result": str(path), "goals": result.goals}), flush=True)
-            print(f"\nfootprint: {result.kubernetes}, {result.sizes}, {pairs} pair(s), after-window {after:.0f} s"
-                  f"\n{printed}\n" + "\n".join(f"  {goal}: {({True: 'met', False: 'MISSED', None: 'n/a'})[met]}"
-                                                for goal, met in result.goals.items())
-                  + "".join(f"\n  note: {note}" for note in result.notes) + "\n", flush=True)
-    except (BenchError, CrdscopeError) as exc:  # CrdscopeError: a lab that did not come up
-        print(f"bench: footprint: {exc}", flush=True)
-        return 1
-    except KeyboardInterrupt:
-        print("bench: footprint: interrupted", flush=True)
-        return 130
+    for result, printed in run(options, minors, size, modes, pairs, after, args.keep_recordings,
+                               args.steady_seconds):
+        path = write(result, options)
+        print(json.dumps({"benchmark": result.name, "kubernetes": result.kubernetes, "sizes": result.sizes,
+                          "result": str(path), "goals": result.goals}), flush=True)
+        print(f"\nfootprint: {result.kubernetes}, {result.sizes}, {pairs} pair(s), after-window {after:.0f} s"
+              f"\n{printed}\n" + "\n".join(f"  {goal}: {({True: 'met', False: 'MISSED', None: 'n/a'})[met]}"
+                                            for goal, met in result.goals.items())
+              + "".join(f"\n  note: {note}" for note in result.notes) + "\n", flush=True)
     return 0

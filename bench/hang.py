@@ -325,34 +325,27 @@ def main(argv: list[str] | None = None) -> int:
     if args.output:
         options.output = args.output
     isolate_environment()
-    try:
-        directory = first_crds(args.size)
-        total = len(list(directory.glob("*.yaml")))
-        wait_for_memory(memory_for(total, total))
-        binaries = ensure_binaries(kubernetes=args.kubernetes, progress=say)
-        with tempfile.TemporaryDirectory(prefix="crdscope-bench-hang-") as home:
-            lab = Lab(Path(home) / "lab")
-            state = lab.up(binaries, say=say)
-            try:
-                wait_until_idle(state)
-                raw = asyncio.run(measure(state, lab, directory, max(1, args.runs), args.rest_seconds))
-            finally:
-                lab.down()
-        figures, goals, notes = summarise(raw)
-        result = Result("hang", state.kubernetes_version, size_label(SET, args.size, total), figures, goals, notes)
-        # The JSON keeps every run; RESULTS.md's row gets the distributions in one short line each.
-        path = result.write(dataclasses.replace(options, append_results_md=False))
-        document = json.loads(path.read_text())
-        document["raw"] = raw
-        path.write_text(json.dumps(document, indent=2, default=str))
-        if options.append_results_md:
-            append_row({**document, "figures": {k: _short(v) for k, v in figures.items()}})
-    except (BenchError, CrdscopeError) as exc:  # CrdscopeError: a lab that did not come up
-        print(f"bench: hang: {exc}", flush=True)
-        return 1
-    except KeyboardInterrupt:
-        print("bench: hang: interrupted", flush=True)
-        return 130
+    directory = first_crds(args.size)
+    total = len(list(directory.glob("*.yaml")))
+    wait_for_memory(memory_for(total, total))
+    binaries = ensure_binaries(kubernetes=args.kubernetes, progress=say)
+    with tempfile.TemporaryDirectory(prefix="crdscope-bench-hang-") as home:
+        lab = Lab(Path(home) / "lab")
+        state = lab.up(binaries, say=say)
+        try:
+            wait_until_idle(state)
+            raw = asyncio.run(measure(state, lab, directory, max(1, args.runs), args.rest_seconds))
+        finally:
+            lab.down()
+    figures, goals, notes = summarise(raw)
+    result = Result("hang", state.kubernetes_version, size_label(SET, args.size, total), figures, goals, notes)
+    # The JSON keeps every run; RESULTS.md's row gets the distributions in one short line each.
+    path = result.write(dataclasses.replace(options, append_results_md=False))
+    document = json.loads(path.read_text())
+    document["raw"] = raw
+    path.write_text(json.dumps(document, indent=2, default=str))
+    if options.append_results_md:
+        append_row({**document, "figures": {k: _short(v) for k, v in figures.items()}})
     print(json.dumps({"benchmark": "hang", "kubernetes": result.kubernetes, "sizes": result.sizes,
                       "result": str(path), "figures": figures, "goals": goals}, indent=2), flush=True)
     return 0

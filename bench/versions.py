@@ -432,13 +432,6 @@ def main(argv: list[str] | None = None) -> int:
         options.output = args.output
     minors = [m.strip() for m in args.kubernetes.split(",") if m.strip()] or None
     limit = parse_size(args.memory_limit) if args.memory_limit else 0
-    try:
-        for result in run(options, minors, limit, args.limit, args.capped_minutes):
-            print(json.dumps({"benchmark": result.name, "result": str(result.write(options))}), flush=True)
-    except BenchError as exc:
-        print(f"bench: versions: {exc}", flush=True)
-        return 1
-    except KeyboardInterrupt:
-        print("bench: versions: interrupted", flush=True)
-        return 130
+    for result in run(options, minors, limit, args.limit, args.capped_minutes):
+        print(json.dumps({"benchmark": result.name, "result": str(result.write(options))}), flush=True)
     return 0

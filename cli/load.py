@@ -47,21 +47,20 @@ def _say(message: str) -> None:
 @click.option("--from-context", default=None, metavar="CTX", help="load the CRDs of another kubeconfig context")
 @click.option("--new-run", is_flag=True, help="start a new run even if a stopped run of this source could be finished")
 @click.option("--json", "as_json", is_flag=True, help="print the summary as one JSON object")
-@cluster_options
+@cluster_options(many=True)
 def load(source: str | None, rate: float | None, concurrency: int | None, limit: int | None, profile: str | None,
          schema_props: int | None, seed: int, from_context: str | None, new_run: bool, as_json: bool,
-         kubeconfig: str | None, context: str | None) -> None:
+         kubeconfig: str | None, context: tuple[str, ...]) -> None:
     """Load CRDs from SOURCE: a directory, a .tar/.tar.gz/.tar.xz archive, a YAML file, '-' (stdin)
     or synthetic:N (the default, from config.toml).
 
     Every CRD gets the label app.kubernetes.io/managed-by=crdscope and the run's id; a name that
     exists without that label is skipped, never taken over.  A cluster that is not a crdscope lab
     (the server of `crdscope lab up`, or a context named crdscope-lab* on a loopback address)
-    needs --context NAME spelled out.  Loading the same source again finishes a stopped run."""
-    from crdscope.loader.engine import LoadEngine
+    needs --context NAME spelled out.  Loading the same source again finishes a stopped run.
+    Several --context load the same source into each cluster at the same pace, side by side."""
     from crdscope.loader.safety import check_target
     from crdscope.loader.sources import open_source
-    from crdscope.probes.cluster import Cluster
     from crdscope.probes.kubeconfig import load_config
     from crdscope.base.settings import load_settings
 
@@ -69,62 +68,91 @@ def load(source: str | None, rate: float | None, concurrency: int | None, limit:
     if source is None and from_context is None:
         source = settings.source
     props = settings.schema_props if schema_props is None else schema_props
-    chosen = open_source(source, seed=seed, schema_props=props, from_context=from_context, kubeconfig=kubeconfig)
+    contexts: list[str | None] = list(dict.fromkeys(context)) or [None]
+    if len(contexts) > 1 and source == "-":
+        raise click.UsageError("standard input can be read once: load a file into several clusters")
+    # One source per cluster (a source is read as it is loaded), opened before anything is written.
+    sources = [open_source(source, seed=seed, schema_props=props, from_context=from_context, kubeconfig=kubeconfig)
+               for _ in contexts]
     if rate is not None and profile == "burst":
         _say("crdscope: --rate does not apply to the burst profile (only --concurrency does)")
-    config = load_config(kubeconfig, context)
-    check_target(config, context, "load")
-    _say(f"loading {chosen.spec} into context {config.context} at {config.server}")
+    configs = [load_config(kubeconfig, name) for name in contexts]
+    for config, name in zip(configs, contexts, strict=True):
+        check_target(config, name, "load")
+        _say(f"loading {sources[0].spec} into context {config.context} at {config.server}")
+    fleet = len(configs) > 1
 
-    async def main() -> tuple[LoadEngine, LoaderSample]:
+    async def main() -> list[tuple[LoadEngine, LoaderSample]]:
         import asyncio
         import signal
 
-        cluster = Cluster(config)
-        bar = LoadProgress() if on_terminal() else None
-        engine = LoadEngine(cluster, chosen, rate=rate if rate is not None else settings.rate,
-                            concurrency=concurrency if concurrency is not None else settings.concurrency,
-                            limit=limit, profile=profile or settings.profile, resume=not new_run,
-                            on_progress=bar.show if bar else None)
+        from crdscope.loader.engine import LoadEngine
+        from crdscope.probes.cluster import Cluster
+
+        clusters = [Cluster(config) for config in configs]
+        # One bar for one cluster; for several, a line per cluster as each ends.
+        bar = LoadProgress() if on_terminal() and not fleet else None
+        engines = [LoadEngine(cluster, chosen, rate=rate if rate is not None else settings.rate,
+                              concurrency=concurrency if concurrency is not None else settings.concurrency,
+                              limit=limit, profile=profile or settings.profile, resume=not new_run,
+                              on_progress=bar.show if bar else None)
+                   for cluster, chosen in zip(clusters, sources, strict=True)]
         loop = asyncio.get_running_loop()
         task = asyncio.current_task()
 
         def interrupted() -> None:
-            if engine.stopping and task is not None:
+            if any(engine.stopping for engine in engines) and task is not None:
                 task.cancel()  # a second Ctrl-C: abandon the applies in flight
                 return
-            engine.stop()
+            for engine in engines:
+                engine.stop()
             _say("\nstopping: letting the applies in flight finish (Ctrl-C again to abandon them)")
 
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, interrupted)
         try:
-            sample = await engine.run()
-        except asyncio.CancelledError:  # abandoned by a second Ctrl-C: the record is closed anyway
-            sample = engine.progress()
+            samples = list(await asyncio.gather(*(engine.run() for engine in engines)))
+        except asyncio.CancelledError:  # abandoned by a second Ctrl-C: the records are closed anyway
+            samples = [engine.progress() for engine in engines]
         finally:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(signum)
             if bar:
                 bar.close()
-            await cluster.aclose()
-        return engine, sample
+            for cluster in clusters:
+                await cluster.aclose()
+        return list(zip(engines, samples, strict=True))
 
-    engine, sample = run_async(main())
-    if as_json:
-        click.echo(json.dumps(sample.summary()))
-    else:
-        _print_summary(sample)
-    if engine.fatal is not None:
-        raise engine.fatal
+    results = run_async(main())
+    for config, (_engine, sample) in zip(configs, results, strict=True):
+        if as_json:
+            click.echo(json.dumps({"context": config.context, **sample.summary()} if fleet else sample.summary()))
+        else:
+            if fleet:
+                click.echo(f"context {config.context}:")
+            _print_summary(sample)
+    for config, (engine, _sample) in zip(configs, results, strict=True):
+        if engine.fatal is not None:
+            raise engine.fatal.about(f"context {config.context}") if fleet else engine.fatal
+    codes = [_exit_code(sample, config.context if fleet else "") for config, (_, sample) in
+             zip(configs, results, strict=True)]
+    if any(codes):
+        # The worst outcome wins: stopped, then failed, then skipped.
+        sys.exit(next(code for code in (EXIT_STOPPED, EXIT_FAILED, EXIT_SKIPPED) if code in codes))
+
+
+def _exit_code(sample: LoaderSample, context: str) -> int:
+    """A run's exit code (0 when done with nothing failed or skipped); says how to finish a stopped one."""
     if sample.state != "done":
-        _say(f"crdscope: load stopped with {sample.pending} CRDs left; run the same command again "
+        where = f" in context {context}" if context else ""
+        _say(f"crdscope: load stopped with {sample.pending} CRDs left{where}; run the same command again "
              f"to finish run {sample.run_id}")
-        sys.exit(EXIT_STOPPED)
+        return EXIT_STOPPED
     if sample.failed:
-        sys.exit(EXIT_FAILED)
+        return EXIT_FAILED
     if sample.skipped:
-        sys.exit(EXIT_SKIPPED)
+        return EXIT_SKIPPED
+    return 0
 
 
 def _print_summary(sample: LoaderSample) -> None:

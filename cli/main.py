@@ -91,10 +91,15 @@ class Group(click.Group):
             ctx.exit(70)
 
 
-def cluster_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``--kubeconfig`` and ``--context``, on every command that talks to a cluster."""
-    function = click.option("--context", "context", default=None,
-                            help="kubeconfig context (default: current)")(function)
+def cluster_options(function: Callable[..., Any] | None = None, *,
+                    many: bool = False) -> Callable[..., Any]:
+    """``--kubeconfig`` and ``--context``, on every command that talks to a cluster; with ``many``
+    ``--context`` may be repeated (a fleet: the command gets a tuple)."""
+    if function is None:
+        return lambda wrapped: cluster_options(wrapped, many=many)
+    function = click.option("--context", "context", default=None, multiple=many,
+                            help="kubeconfig context (default: current)" + ("; repeat it to watch several "
+                                                                             "clusters" if many else ""))(function)
     function = click.option(
         "--kubeconfig", "kubeconfig", default=None, type=click.Path(dir_okay=False),
         help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)",

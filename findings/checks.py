@@ -180,13 +180,13 @@ def _latency_rules(q: PromQL) -> tuple[AlertRule, ...]:
     version_canary = q.crdscope("crdscope_latency_canaries_p99_seconds", 'canary="version"')
     return (
         AlertRule("CrdscopeCanaryLatencyOverSLO", "warning",
-                  f"({q.crdscope('crdscope_latency_canaries_p99_seconds')} > on(job, instance, canary) "
+                  f"({q.crdscope('crdscope_latency_canaries_p99_seconds')} > on(job, instance, cluster, canary) "
                   f"{q.crdscope('crdscope_latency_canaries_slo_seconds')}) or "
                   f"{version_canary} > {DEFAULT_CANARY_SLO_SECONDS:g}",
                   "canary {{ $labels.canary }} p99 over its SLO",
                   "p99 {{ $value | humanizeDuration }} over 5 minutes of crdscope's canary requests."),
         AlertRule("CrdscopeServerLatencyOverSLO", "warning",
-                  f"{q.crdscope('crdscope_latency_p99_by_verb_scope')} > on(job, instance, verb_scope) "
+                  f"{q.crdscope('crdscope_latency_p99_by_verb_scope')} > on(job, instance, cluster, verb_scope) "
                   f"{q.crdscope('crdscope_latency_slo_seconds')}",
                   "{{ $labels.verb_scope }} requests: server-side p99 over the SLO",
                   "p99 {{ $value | humanizeDuration }} (apiserver_request_sli_duration_seconds)."),
@@ -259,7 +259,7 @@ def _apf_rules(q: PromQL) -> tuple[AlertRule, ...]:
                   "APF rejecting many requests at priority level {{ $labels.priority_level }}",
                   "{{ $value | humanize }} requests/s rejected (429) at {{ $labels.priority_level }}."),
         AlertRule("APIServerAPFRejecting", "warning",
-                  f"sum by (instance, priority_level, flow_schema) "
+                  f"sum by (cluster, instance, priority_level, flow_schema) "
                   f"(rate({q.apiserver('apiserver_flowcontrol_rejected_requests_total')}[2m])) > 0",
                   "APF rejecting requests at {{ $labels.priority_level }} (flow schema {{ $labels.flow_schema }})",
                   "From the API server's own apiserver_flowcontrol_rejected_requests_total: "

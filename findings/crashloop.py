@@ -126,7 +126,7 @@ def _crash_loop_rules(q: PromQL) -> tuple[AlertRule, ...]:
                   "counted from process start times, identity Leases, the lab or kube-state-metrics).",
                   keep_firing_for=q.quiet),
         AlertRule("CrdscopeAPIServerOOMCrashLoop", "critical",
-                  f"({looping}) and on(job, instance) "
+                  f"({looping}) and on(job, instance, cluster) "
                   f"({q.grew(q.crdscope('crdscope_health_oom_kills_total'))} > 0 or {near_limit})",
                   "API server crash-looping, OOM-killed",
                   "Restarting again and again with memory at its limit (or the platform counting OOM kills): "

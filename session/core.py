@@ -21,7 +21,7 @@ import asyncio
 import dataclasses
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from crdscope.base.samples import Sample
@@ -197,11 +197,31 @@ async def run_for(core: WatchCore, seconds: float | None,
 
     Returns (the source ended by itself, the exception it ended with, if any).
     """
-    running = asyncio.ensure_future(core.run())
+    return await run_each([core], seconds, *stops)
+
+
+async def run_each(cores: Sequence[WatchCore], seconds: float | None,
+                   *stops: Awaitable[Any]) -> tuple[bool, BaseException | None]:
+    """Run every core's source (a fleet) for ``seconds`` (None: until all end) or until one of
+    ``stops`` is done, or one source fails.
+
+    Returns (every source ended by itself, the first exception one ended with, if any).
+    """
+    running = [asyncio.ensure_future(core.run()) for core in cores]
     waiters = [asyncio.ensure_future(stop) for stop in stops]
-    done, _ = await asyncio.wait([running, *waiters], timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-    for task in (running, *waiters):
+    pending: set[asyncio.Future[Any]] = {*running, *waiters}
+    deadline = None if seconds is None else asyncio.get_running_loop().time() + seconds
+    failure: BaseException | None = None
+    while failure is None and any(not task.done() for task in running):
+        timeout = None if deadline is None else max(0.0, deadline - asyncio.get_running_loop().time())
+        done, pending = await asyncio.wait(pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if not done or any(task in done for task in waiters):
+            break  # time is up, or a stop came
+        failure = next((task.exception() for task in done if not task.cancelled() and task.exception()), None)
+    ended = all(task.done() and not task.cancelled() for task in running)
+    for task in (*running, *waiters):
         task.cancel()
-    await asyncio.gather(running, *waiters, return_exceptions=True)
-    ended = running in done and not running.cancelled()
-    return ended, running.exception() if ended else None
+    await asyncio.gather(*running, *waiters, return_exceptions=True)
+    if failure is None and ended:
+        failure = next((task.exception() for task in running if task.exception()), None)
+    return ended, failure

@@ -20,6 +20,10 @@ Names pass ``promtool check metrics``: figures that only count up are counters (
 ``..._total``), abbreviated units are spelled out (``per_s`` -> ``per_second``) and gauges whose
 field names end like another type's series are renamed (``GAUGE_RENAMES``).
 
+Every series carries ``cluster`` (the watched context's name): one exporter may serve a fleet
+(``watch --headless --context A --context B``), and a Prometheus scraping several exporters
+needs no relabelling to tell the clusters apart.
+
 Also ``crdscope_probe_up{probe}`` (1 when the latest sample succeeded),
 ``crdscope_probe_last_sample_timestamp_seconds{probe}`` and ``crdscope_info`` (server, context,
 Kubernetes version, crdscope version).  While a probe is down its figures are not
@@ -28,6 +32,7 @@ exported (a stale figure would look current); ``crdscope_probe_up`` says why.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 from typing import TYPE_CHECKING, Any
@@ -173,96 +178,130 @@ def _singular(field: str) -> str:
     return name[:-1] if name.endswith("s") and len(name) > 1 else name
 
 
-class SampleCollector(Collector):
-    """Exposes the latest sample of each probe in ``store`` at scrape time.
+@dataclasses.dataclass
+class Exported:
+    """One cluster the collector serves: its store, its open findings and what it is."""
 
-    ``store`` is the session core's (``WatchCore.store``); without one the collector keeps its own
-    and is a sink (``collector(sample)``), for a caller with no core.  ``findings`` (a
+    #: The ``cluster`` label of its series (the context name); "" leaves the label out.
+    cluster: str
+    store: SampleStore
+    findings: Callable[[], list[Finding]] | None = None
+    info: ClusterInfo | None = None
+
+
+class SampleCollector(Collector):
+    """Exposes the latest sample of each probe of every watched cluster at scrape time.
+
+    Each cluster is a session core (``watch(core)``), read at each scrape: nothing is copied per
+    sample.  Every series carries a ``cluster`` label, the core's cluster name (the context), so
+    one exporter serves a fleet and rules group by ``cluster`` as the Kubernetes mixins do.
+    Without a core the collector keeps its own store and is a sink (``collector(sample)``), for a
+    caller with no core; ``cluster`` (a :class:`ClusterInfo`) then names it.  ``findings`` (a
     zero-argument callable returning the open findings, e.g. ``core.open_findings``) adds
     ``crdscope_findings{severity}`` and ``crdscope_finding_open{finding,kind,severity}``.
     """
 
     def __init__(self, cluster: ClusterInfo | None = None,
                  findings: Callable[[], list[Finding]] | None = None, store: SampleStore | None = None) -> None:
-        self.cluster = cluster
-        self.findings = findings
-        self.store = store if store is not None else SampleStore()
         self._lock = threading.Lock()
+        self._own = Exported(cluster.context if cluster is not None else "",
+                             store if store is not None else SampleStore(), findings, cluster)
+        #: The watched clusters, in the order they were added (none: the collector's own store).
+        self._watched: list[Exported] = []
 
-    def watch(self, core: WatchCore) -> None:
-        """Serve ``core``'s samples and open findings (its store is read at each scrape)."""
+    def watch(self, core: WatchCore, info: ClusterInfo | None = None) -> None:
+        """Serve ``core``'s samples and open findings (its store is read at each scrape), labelled
+        with its cluster name; ``info`` adds its ``crdscope_info`` (the constructor's, for the
+        first core, when not given)."""
         with self._lock:
-            self.store = core.store
-            self.findings = core.open_findings
+            if info is None and not self._watched:
+                info = self._own.info
+            name = core.cluster or (info.context if info is not None else "")
+            self._watched.append(Exported(name, core.store, core.open_findings, info))
 
     def __call__(self, sample: Sample) -> None:
         """A sink for a collector without a core: keep the sample in the collector's store."""
         with self._lock:
-            self.store.add(sample)
+            self._own.store.add(sample)
 
-    def latest(self) -> dict[str, Sample]:
-        """Probe name -> its latest sample, read from the store now (scrapes run in a thread)."""
+    def clusters(self) -> list[Exported]:
+        """What is served: the watched cores, else the collector's own store."""
         with self._lock:
-            names = list(self.store.health())
-            found = {name: self.store.latest(name) for name in names}
+            return list(self._watched) or [self._own]
+
+    def latest(self, exported: Exported | None = None) -> dict[str, Sample]:
+        """Probe name -> its latest sample in one cluster's store (the first by default), read now
+        (scrapes run in a thread)."""
+        store = (exported or self.clusters()[0]).store
+        with self._lock:
+            found = {name: store.latest(name) for name in list(store.health())}
         return {name: sample for name, sample in found.items() if sample is not None}
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        latest = self.latest()
         families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
         label_names: dict[str, tuple[str, ...]] = {}
-        up = GaugeMetricFamily(metric_name("probe_up"), "1 when the probe's latest run succeeded",
-                               labels=["probe"])
-        stamp = GaugeMetricFamily(metric_name("probe_last_sample_timestamp_seconds"),
-                                  "Unix time of the probe's latest sample", labels=["probe"])
-        for probe, sample in sorted(latest.items()):
-            up.add_metric([probe], 0.0 if sample.error else 1.0)
-            stamp.add_metric([probe], float(sample.timestamp))
-            # A failed sample's figures are defaults, except what it says of the failure itself
-            # (restarts, down for how long): a crash loop is exported while the server is away.
-            valid = tuple(metric_name(probe, f) for f in type(sample).VALID_ON_ERROR) if sample.error else None
-            for name, labels, value in flatten(probe, sample):
-                if valid is not None and not name.startswith(valid):
-                    continue
-                name = COUNTERS.get(name, name)
-                family = families.get(name)
-                if family is None:
-                    help_text = f"crdscope {probe} probe figure"
-                    family = (CounterMetricFamily(name, help_text, labels=list(labels)) if name in _COUNTER_NAMES
-                              else GaugeMetricFamily(name, help_text, labels=list(labels)))
-                    families[name] = family
-                    label_names[name] = tuple(labels)
-                if tuple(labels) != label_names[name]:
-                    continue  # a shape Prometheus cannot hold in one family
-                family.add_metric(list(labels.values()), value)
-        yield up
-        yield stamp
-        if self.cluster is not None:
-            info = GaugeMetricFamily(metric_name("info"), "The watched cluster and crdscope's version",
-                                     labels=["server", "context", "kubernetes_version", "version"])
-            data = self.cluster.to_json()
-            info.add_metric([data["server"], data["context"], data["kubernetes_version"], __version__], 1.0)
-            yield info
-        if self.findings is not None:
-            yield from findings_families(self.findings())
+
+        def family_of(name: str, help_text: str, labels: tuple[str, ...],
+                      kind: type[GaugeMetricFamily] | type[CounterMetricFamily] = GaugeMetricFamily
+                      ) -> GaugeMetricFamily | CounterMetricFamily | None:
+            family = families.get(name)
+            if family is None:
+                family = families[name] = kind(name, help_text, labels=list(labels))
+                label_names[name] = labels
+            # A shape Prometheus cannot hold in one family is left out.
+            return family if labels == label_names[name] else None
+
+        for exported in self.clusters():
+            head = {"cluster": exported.cluster} if exported.cluster else {}
+            for probe, sample in sorted(self.latest(exported).items()):
+                labels = (*head, "probe")
+                for name, help_text, value in (
+                        ("probe_up", "1 when the probe's latest run succeeded", 0.0 if sample.error else 1.0),
+                        ("probe_last_sample_timestamp_seconds", "Unix time of the probe's latest sample",
+                         float(sample.timestamp))):
+                    found = family_of(metric_name(name), help_text, labels)
+                    if found is not None:
+                        found.add_metric([*head.values(), probe], value)
+                # A failed sample's figures are defaults, except what it says of the failure itself
+                # (restarts, down for how long): a crash loop is exported while the server is away.
+                valid = tuple(metric_name(probe, f) for f in type(sample).VALID_ON_ERROR) if sample.error else None
+                for name, series_labels, value in flatten(probe, sample):
+                    if valid is not None and not name.startswith(valid):
+                        continue
+                    name = COUNTERS.get(name, name)
+                    every = {**head, **series_labels}
+                    found = family_of(name, f"crdscope {probe} probe figure", tuple(every),
+                                      CounterMetricFamily if name in _COUNTER_NAMES else GaugeMetricFamily)
+                    if found is not None:
+                        found.add_metric(list(every.values()), value)
+            if exported.info is not None:
+                found = family_of(metric_name("info"), "The watched cluster and crdscope's version",
+                                  (*head, "server", "context", "kubernetes_version", "version"))
+                if found is not None:
+                    data = exported.info.to_json()
+                    found.add_metric([*head.values(), data["server"], data["context"], data["kubernetes_version"],
+                                      __version__], 1.0)
+            if exported.findings is not None:
+                findings_series(exported.findings(), head, family_of)
         yield from families.values()
 
 
 _COUNTER_NAMES = frozenset(COUNTERS.values())
 
 
-def findings_families(findings: list[Finding]) -> Iterator[GaugeMetricFamily]:
-    """Open findings per severity, and one series per open finding."""
-    by_severity = GaugeMetricFamily(metric_name("findings"), "Open crdscope findings by severity",
-                                    labels=["severity"])
+def findings_series(findings: list[Finding], head: dict[str, str],
+                    family_of: Callable[..., GaugeMetricFamily | CounterMetricFamily | None]) -> None:
+    """One cluster's open findings per severity, and one series per open finding."""
+    by_severity = family_of(metric_name("findings"), "Open crdscope findings by severity", (*head, "severity"))
     for severity in Severity:
-        by_severity.add_metric([severity.value], float(sum(1 for f in findings if f.severity is severity)))
-    each = GaugeMetricFamily(metric_name("finding_open"), "1 for each open crdscope finding",
-                             labels=["finding", "kind", "severity"])
+        if by_severity is not None:
+            by_severity.add_metric([*head.values(), severity.value],
+                                   float(sum(1 for f in findings if f.severity is severity)))
+    each = family_of(metric_name("finding_open"), "1 for each open crdscope finding",
+                     (*head, "finding", "kind", "severity"))
     for finding in findings:
-        each.add_metric([finding.id, finding.kind, finding.severity.value], 1.0)
-    yield by_severity
-    yield each
+        if each is not None:
+            each.add_metric([*head.values(), finding.id, finding.kind, finding.severity.value], 1.0)
 
 
 def parse_listen(text: str) -> tuple[str, int]:

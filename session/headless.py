@@ -14,21 +14,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import re
 import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any, TextIO
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
-from crdscope.base.errors import CrdscopeError
+from crdscope.base.errors import ConfigError, CrdscopeError
 from crdscope.base.logs import log_to_file
 from crdscope.findings.engine import FindingsEngine
 from crdscope.findings.kubectl import KubectlClient
 from crdscope.findings.model import FindingChange, format_duration
 from crdscope.base.samples import Sample
 
-from .core import Taken, WatchCore, run_for
+from .core import Taken, WatchCore, run_each
 from .events import FAIL, Event
 from .durations import parse_duration
 from .failif import FINDINGS, Holding, Threshold, parse_thresholds
@@ -51,8 +52,10 @@ class HeadlessSink:
     metrics endpoint reads its store) and the findings."""
 
     def __init__(self, core: WatchCore, thresholds: Iterable[Threshold], *,
-                 recorder: Any = None, out: TextIO | None = None) -> None:
+                 recorder: Any = None, out: TextIO | None = None, label: str = "") -> None:
         self.core = core
+        #: Prefixed to each line (the context, in a fleet), so interleaved clusters stay readable.
+        self.label = label
         self.thresholds = list(thresholds)
         self.holding = Holding()
         self.recorder = recorder
@@ -117,12 +120,13 @@ class HeadlessSink:
             self.say(f"recording stopped: cannot write {self.recorder.path}: {exc.strerror or exc}")
             self.recorder = None
 
-    def say(self, line: str) -> None:
-        """One line on stdout; a closed pipe (``| head``) ends the watch."""
+    def say(self, line: str, *, plain: bool = False) -> None:
+        """One line on stdout (after the sink's label unless ``plain``); a closed pipe (``| head``)
+        ends the watch."""
         if self.out_closed:
             return
         try:
-            print(line, file=self.out, flush=True)
+            print(f"{self.label}: {line}" if self.label and not plain else line, file=self.out, flush=True)
         except BrokenPipeError:
             self.out_closed = True
             self.done.set()
@@ -132,8 +136,14 @@ class HeadlessSink:
 def run_headless(kubeconfig: str | None = None, context: str | None = None, duration: str | None = None,
                  record: str | None = None, fail_if: Iterable[str] = (), serve_metrics: str | None = None,
                  prometheus_url: str | None = None, *, out: TextIO | None = None,
-                 memory_limit: int | None = None, openapi_v2: bool = False) -> None:
-    """Watch a cluster without a screen; raises :class:`CrdscopeError` (exit 1) when a threshold is crossed."""
+                 memory_limit: int | None = None, openapi_v2: bool = False,
+                 contexts: Sequence[str] = ()) -> None:
+    """Watch a cluster without a screen; raises :class:`CrdscopeError` (exit 1) when a threshold is crossed.
+
+    ``contexts`` (two or more) watches a fleet from one process: one core, probe set and (with
+    ``record``) recording per cluster, one metrics endpoint whose series carry ``cluster``, each
+    line prefixed with its context; a threshold crossed in any cluster ends the watch.
+    """
     from crdscope.probes.cluster import Cluster
     from crdscope.base.settings import load_settings, with_openapi_v2
 
@@ -146,85 +156,142 @@ def run_headless(kubeconfig: str | None = None, context: str | None = None, dura
     settings = with_openapi_v2(load_settings(), openapi_v2)
     if prometheus_url:
         settings = dataclasses.replace(settings, prometheus_url=prometheus_url)
-    cluster = Cluster.connect(kubeconfig, context)
+    names: list[str | None] = list(contexts) or [context]
+    repeated = next((name for name in names if names.count(name) > 1), None)
+    if repeated is not None:
+        raise ConfigError(f"--context {repeated} is given twice")
+    # Connecting sends nothing: a bad context fails here, before any cluster is watched.
+    clusters = [_connect(Cluster, kubeconfig, name, fleet=len(names) > 1) for name in names]
     out = out or sys.stdout
     log_to_file(errors_to_stderr=True)  # probe transitions are event lines already
-    outcome = asyncio.run(_watch(cluster, settings, seconds, record, thresholds, listen, out, memory_limit))
+    outcome = asyncio.run(_watch(clusters, settings, seconds, record, thresholds, listen, out, memory_limit))
     if outcome == "crossed":
         raise CrdscopeError("a --fail-if threshold was crossed", exit_code=1)
     if outcome == "interrupted":
         raise CrdscopeError("interrupted", exit_code=130)
 
 
-async def _watch(cluster: Any, settings: Any, seconds: float | None, record: str | None,
+def _connect(cluster_class: Any, kubeconfig: str | None, context: str | None, *, fleet: bool) -> Any:
+    """One cluster of the watch; in a fleet, an error names the context it is about."""
+    try:
+        return cluster_class.connect(kubeconfig, context)
+    except CrdscopeError as exc:
+        if fleet:
+            raise exc.about(f"context {context}") from None
+        raise
+
+
+def recording_path(record: str, context: str, fleet: bool) -> str:
+    """Where a cluster's recording goes: ``record`` itself, or in a fleet ``NAME.<context>.EXT``
+    beside it (one recording per cluster; a context's unsafe characters become ``_``)."""
+    if not fleet:
+        return record
+    path = Path(record)
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", context) or "context"
+    return str(path.with_name(f"{path.stem}.{safe}{path.suffix}"))
+
+
+@dataclasses.dataclass
+class Watched:
+    """One cluster of a headless watch: its connection, core and sink."""
+
+    cluster: Any
+    info: Any
+    core: WatchCore
+    sink: HeadlessSink
+    probes: list[str]
+
+
+async def _watch(clusters: list[Any], settings: Any, seconds: float | None, record: str | None,
                  thresholds: list[Threshold], listen: tuple[str, int] | None, out: TextIO,
                  memory_limit: int | None = None) -> str:
+    from crdscope.probes.cluster import first_contact
     from crdscope.probes.footprint import FootprintSample, one_line
-    from crdscope.probes.monitor import Monitor
 
     from .exporter import MetricsServer, SampleCollector
-    from .recorder import Recorder, describe_cluster
 
-    collector = server = recorder = None
+    collector = server = None
     stack = contextlib.ExitStack()
     stopped = asyncio.Event()
     started = time.monotonic()
+    fleet = len(clusters) > 1
     try:
         if listen is not None:  # a port in use fails before anything talks to the cluster
             collector = SampleCollector()
             server = MetricsServer(collector, *listen)
             stack.callback(server.close)
-        from crdscope.probes.cluster import first_contact
-
-        await first_contact(cluster)
-        info = await describe_cluster(cluster)  # a frozen server: watched anyway, its version unknown
-        if collector is not None:
-            collector.cluster = info
-        if record:
-            recorder = Recorder(record, info)
-            stack.callback(recorder.close)
-        monitor = Monitor(cluster, settings)
-        wire_lab(monitor)
-        core = WatchCore(monitor, thresholds=settings.thresholds, cluster=info.context,
-                         memory_limit=known_memory_limit(cluster.server, memory_limit))
-        monitor.set_memory_limit(core.memory_limit)
-        sink = HeadlessSink(core, thresholds, recorder=recorder, out=out)
-        await core.learn_local_kubectl()
-        if not memory_limit:  # a lab's cap can change while the watch runs
-            follower = asyncio.create_task(follow_memory_limit(
-                cluster.server, None, core.memory_limit, core.set_memory_limit), name="memory-limit")
-            stack.callback(follower.cancel)
-        if collector is not None:
-            collector.watch(core)
-        version = info.kubernetes_version or "version unknown"
-        sink.say(f"watching {info.server} ({version}, context {info.context}); probes: "
-                  f"{', '.join(p.name for p in monitor.scheduler.probes)}"
-                  + (f"; for {format_duration(seconds)}" if seconds else ""))
-        if recorder is not None:
-            sink.say(f"recording to {recorder.path}")
+        for cluster in clusters:
+            try:
+                await first_contact(cluster)
+            except CrdscopeError as exc:
+                if fleet:
+                    raise exc.about(f"context {cluster.config.context or cluster.server}") from None
+                raise
+        watched = [await _start_one(cluster, settings, record, thresholds, out, memory_limit, stack, fleet)
+                   for cluster in clusters]
+        for each in watched:
+            if collector is not None:
+                collector.watch(each.core, each.info)
+            version = each.info.kubernetes_version or "version unknown"
+            each.sink.say(f"watching {each.info.server} ({version}, context {each.info.context}); probes: "
+                          f"{', '.join(each.probes)}" + (f"; for {format_duration(seconds)}" if seconds else ""))
+            if each.sink.recorder is not None:
+                each.sink.say(f"recording to {each.sink.recorder.path}")
         if server is not None:
-            sink.say(f"serving metrics on {server.url}")
+            watched[0].sink.say(f"serving metrics on {server.url}"
+                                + (f" ({len(watched)} clusters, label cluster)" if fleet else ""), plain=True)
         _install_signals(stopped.set)
         stack.callback(_remove_signals)
-        _, failure = await run_for(core, seconds, sink.done.wait(), stopped.wait())
+        done = [each.sink.done.wait() for each in watched]
+        _, failure = await run_each([each.core for each in watched], seconds, *done, stopped.wait())
         if failure is not None:
             raise failure
         elapsed = format_duration(time.monotonic() - started)
-        if sink.crossing is not None:
+        crossed = [each for each in watched if each.sink.crossing is not None]
+        if crossed:
             outcome = "crossed"
         elif stopped.is_set():
             outcome = "interrupted"
         else:
             outcome = "completed"
-        sink.say(f"watch {outcome} after {elapsed}: {sink.samples} samples, {len(sink.events)} events"
-                  + ("" if sink.crossing else ", no threshold crossed"))
-        footprint = core.store.latest_of(FootprintSample)
-        if footprint is not None:
-            sink.say(one_line(footprint))
+        for each in watched:
+            sink = each.sink
+            sink.say(f"watch {outcome} after {elapsed}: {sink.samples} samples, {len(sink.events)} events"
+                     + ("" if sink.crossing else ", no threshold crossed"))
+            footprint = each.core.store.latest_of(FootprintSample)
+            if footprint is not None:
+                sink.say(one_line(footprint))
         return outcome
     finally:
         stack.close()
-        await cluster.aclose()
+        for cluster in clusters:
+            await cluster.aclose()
+
+
+async def _start_one(cluster: Any, settings: Any, record: str | None, thresholds: list[Threshold], out: TextIO,
+                     memory_limit: int | None, stack: contextlib.ExitStack, fleet: bool) -> Watched:
+    """One cluster's probes, core and sink (its recording and memory-cap follower closed by ``stack``)."""
+    from crdscope.probes.monitor import Monitor
+
+    from .recorder import Recorder, describe_cluster
+
+    info = await describe_cluster(cluster)  # a frozen server: watched anyway, its version unknown
+    recorder = None
+    if record:
+        recorder = Recorder(recording_path(record, info.context, fleet), info)
+        stack.callback(recorder.close)
+    monitor = Monitor(cluster, settings)
+    wire_lab(monitor)
+    core = WatchCore(monitor, thresholds=settings.thresholds, cluster=info.context,
+                     memory_limit=known_memory_limit(cluster.server, memory_limit))
+    monitor.set_memory_limit(core.memory_limit)
+    sink = HeadlessSink(core, thresholds, recorder=recorder, out=out, label=info.context if fleet else "")
+    await core.learn_local_kubectl()
+    if not memory_limit:  # a lab's cap can change while the watch runs
+        follower = asyncio.create_task(follow_memory_limit(
+            cluster.server, None, core.memory_limit, core.set_memory_limit), name=f"memory-limit {info.context}")
+        stack.callback(follower.cancel)
+    return Watched(cluster, info, core, sink, [p.name for p in monitor.scheduler.probes])
 
 
 def replay_headless(recording: Any, *, speed: float = 0.0, as_json: bool = False,

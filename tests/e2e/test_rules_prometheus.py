@@ -88,7 +88,7 @@ def test_the_live_exporter_passes_promtool_check_metrics(lab):
 class Prometheus:
     """Debian's Prometheus on loopback, scraping crdscope's exporter and the lab, with crdscope's rules."""
 
-    def __init__(self, lab, directory: Path, exporter_port: int) -> None:
+    def __init__(self, lab, directory: Path, exporter_port: int, more_exporters: list[int] = ()) -> None:
         pki = Path(lab.state.run_dir) / "pki"
         rules = subprocess.run([*CRDSCOPE, "rules"], capture_output=True, text=True, timeout=60, check=True).stdout
         (directory / "rules.yml").write_text(rules)
@@ -96,7 +96,8 @@ class Prometheus:
             "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(directory / "rules.yml")],
             "scrape_configs": [
-                {"job_name": "crdscope", "static_configs": [{"targets": [f"127.0.0.1:{exporter_port}"]}]},
+                {"job_name": "crdscope", "static_configs": [{"targets": [
+                    f"127.0.0.1:{port}" for port in (exporter_port, *more_exporters)]}]},
                 # The lab's /metrics is megabytes: more than a second to serve on a busy machine.
                 {"job_name": "apiserver", "scheme": "https", "scrape_interval": "3s", "scrape_timeout": "3s",
                  "tls_config": {"ca_file": str(pki / "ca.crt"), "cert_file": str(pki / "admin.crt"),

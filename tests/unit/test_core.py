@@ -51,3 +51,57 @@ def test_a_reset_forgets_samples_but_keeps_the_store_and_the_local_kubectl():
     assert core.store is store and store.latest("version") is None and core.samples == 0
     assert core.findings.checks.count(KUBECTL_DISCOVERY_CHECK) == 1
     assert core.findings.store is store and core.kubectl is not None and core.kubectl.cache_ttl_seconds == 600.0
+
+
+class TimedSource:
+    """A source that ends when ``ends`` is set (None: at once), never (``forever``), or fails with ``fails``;
+    ``on_end`` is set as it ends."""
+
+    def __init__(self, ends=None, fails: BaseException | None = None, forever: bool = False, on_end=None) -> None:
+        import asyncio
+
+        self.ends = asyncio.Event() if forever else ends
+        self.fails, self.on_end = fails, on_end
+        self.cancelled = False
+
+    def add_sink(self, sink) -> None:
+        pass
+
+    async def run(self) -> None:
+        import asyncio
+
+        try:
+            if self.fails is not None:
+                raise self.fails
+            if self.ends is not None:
+                await self.ends.wait()
+            if self.on_end is not None:
+                self.on_end.set()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+
+
+async def test_a_fleet_runs_until_every_source_ends_or_a_stop_comes_or_one_fails():
+    import asyncio
+
+    from crdscope.session.core import WatchCore, run_each
+
+    # One recording ends at once; the fleet goes on until the other (released by the first's end) ends too.
+    release = asyncio.Event()
+    short, longer = TimedSource(on_end=release), TimedSource(ends=release)
+    ended, failure = await run_each([WatchCore(short), WatchCore(longer)], None)
+    assert (ended, failure) == (True, None) and not longer.cancelled
+    # A stop ends it: every live source is cancelled.
+    live = [TimedSource(forever=True), TimedSource(forever=True)]
+    stop = asyncio.Event()
+    asyncio.get_running_loop().call_soon(stop.set)
+    ended, failure = await run_each([WatchCore(s) for s in live], None, stop.wait())
+    assert (ended, failure) == (False, None) and all(s.cancelled for s in live)
+    # One source failing ends the fleet with its exception; the others are cancelled.
+    broken, healthy = TimedSource(fails=RuntimeError("boom")), TimedSource(forever=True)
+    ended, failure = await run_each([WatchCore(healthy), WatchCore(broken)], None)
+    assert isinstance(failure, RuntimeError) and healthy.cancelled
+    # Time runs out.
+    ended, failure = await run_each([WatchCore(TimedSource(forever=True))], 0.05)
+    assert (ended, failure) == (False, None)

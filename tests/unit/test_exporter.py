@@ -30,6 +30,12 @@ def scrape(collector: SampleCollector) -> dict[tuple[str, tuple], float]:
             for family in text_string_to_metric_families(text) for s in family.samples}
 
 
+def without_cluster(series: dict[tuple[str, tuple], float], cluster: str) -> dict[tuple[str, tuple], float]:
+    """The series of one cluster, its ``cluster`` label taken off (every series must carry it)."""
+    assert all(("cluster", cluster) in labels for _, labels in series), series
+    return {(name, tuple(kv for kv in labels if kv[0] != "cluster")): value for (name, labels), value in series.items()}
+
+
 def test_figures_and_labels():
     collector = SampleCollector(ClusterInfo(server="https://10.0.0.1:6443", context="prod", kubernetes_version="v1.37.2"))
     collector(HealthSample(timestamp=5.0, rss_bytes=300 << 20, ready=True, restarts=None, crds=12))
@@ -39,7 +45,7 @@ def test_figures_and_labels():
     collector(LatencySample(timestamp=7.0, p99_by_verb={"GET": 0.25, "LIST": 1.5},
                             canaries={"version": Canary(seconds=0.01, status=200)}, slo_breaches=("LIST cluster",)))
     collector(OpenAPISample(timestamp=8.0, backlog=4, lag_seconds={"established": LagStats(p50=1.0, p95=2.0, max=3.0)}))
-    series = scrape(collector)
+    series = without_cluster(scrape(collector), "prod")
     assert series[("crdscope_health_rss_bytes", ())] == 300 << 20
     assert series[("crdscope_health_ready", ())] == 1.0
     assert ("crdscope_health_restarts_total", ()) not in series  # unobservable is absent, not 0
@@ -127,3 +133,27 @@ def test_counters_are_counters_units_are_spelled_out_and_findings_are_series():
     assert series[("crdscope_findings", (("severity", "warning"),))] == 0
     assert series[("crdscope_finding_open", (("finding", "apf-rejecting:workload-low"), ("kind", "apf-rejecting"),
                                              ("severity", "critical")))] == 1
+
+
+def test_a_fleet_labels_every_series_with_its_cluster():
+    from crdscope.findings.model import Finding, Severity
+    from crdscope.session.core import WatchCore
+
+    cores = {name: WatchCore(cluster=name) for name in ("lab-a", "lab-b")}
+    collector = SampleCollector()
+    for name, core in cores.items():
+        collector.watch(core, ClusterInfo(server=f"https://{name}:6443", context=name, kubernetes_version="v1.37.2"))
+    cores["lab-a"].take(HealthSample(timestamp=1.0, crds=3, rss_bytes=100 << 20))
+    cores["lab-b"].take(HealthSample(timestamp=2.0, crds=7, error="connection refused", down=True))
+    cores["lab-b"].findings.open["apf-rejecting:x"] = Finding("apf-rejecting:x", Severity.WARNING, "t", (), "c", "r",
+                                                             since=1.0)
+    series = scrape(collector)
+    assert series[("crdscope_health_crds", (("cluster", "lab-a"),))] == 3
+    assert ("crdscope_health_crds", (("cluster", "lab-b"),)) not in series  # down: its figures are not current
+    assert series[("crdscope_probe_up", (("cluster", "lab-a"), ("probe", "health")))] == 1.0
+    assert series[("crdscope_probe_up", (("cluster", "lab-b"), ("probe", "health")))] == 0.0
+    assert series[("crdscope_health_down", (("cluster", "lab-b"),))] == 1.0
+    assert series[("crdscope_findings", (("cluster", "lab-b"), ("severity", "warning")))] == 1
+    assert series[("crdscope_findings", (("cluster", "lab-a"), ("severity", "warning")))] == 0
+    assert {dict(labels)["cluster"] for name, labels in series if name == "crdscope_info"} == {"lab-a", "lab-b"}
+    assert all(dict(labels).get("cluster") in ("lab-a", "lab-b") for _, labels in series)

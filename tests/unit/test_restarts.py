@@ -10,7 +10,6 @@ from crdscope.probes.health import HealthSample, HealthTracker
 from crdscope.probes.leases import LeaseReading, LeaseWatcher, parse_leases
 from crdscope.probes.restarts import (IDENTITY_LEASE, KUBE_STATE_METRICS, LAB_SUPERVISOR, START_TIME,
                                       PlatformRestarts, RestartEvent, RestartLedger)
-from crdscope.base.samples import to_jsonable
 
 
 def test_the_ledger_reports_the_source_that_saw_the_most_and_never_adds_them():
@@ -108,4 +107,4 @@ def test_restart_events_survive_a_recording_round_trip():
     sample = HealthSample(restarts=2, restarts_source=LAB_SUPERVISOR, restarts_by_source={LAB_SUPERVISOR: 2},
                           restart_events=(RestartEvent(1.0, LAB_SUPERVISOR, "apiserver", True, 3.5, None),),
                           lease_restarts={"h": 1}, oom_kills=2, down_seconds=4.5)
-    assert HealthSample.from_json(json.loads(json.dumps(to_jsonable(sample.to_json())))) == sample
+    assert HealthSample.from_json(json.loads(json.dumps(sample.to_json()))) == sample

@@ -89,3 +89,36 @@ def test_promtool_test_rules_fires_what_the_findings_would(rules_file, tmp_path)
     test_file.write_text(json.dumps(tests))  # JSON is YAML
     done = subprocess.run([PROMTOOL, "test", "rules", str(test_file)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_rules_of_two_clusters_on_one_exporter_keep_them_apart(rules_file, tmp_path):
+    """A fleet exporter serves several clusters from one ``job``/``instance``: a rule joining two
+    series must match them by ``cluster`` too, or one cluster's OOM kills would mark another's
+    crash loop as OOM-caused."""
+    restarts = 'crdscope_health_restarts_total{job="crdscope",instance="x:9100",cluster="%s"}'
+    oom_kills = 'crdscope_health_oom_kills_total{job="crdscope",instance="x:9100",cluster="%s"}'
+    tests = {"rule_files": [str(rules_file)], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m",
+        "input_series": [
+            # lab-a restarts 4 times in 4 minutes, with no OOM kill; lab-b is OOM-killed once, never restarts
+            # by the count (say a kube-state-metrics gap) - neither is an OOM crash loop.
+            {"series": restarts % "lab-a", "values": "0 1 2 3 4 4"},
+            {"series": oom_kills % "lab-a", "values": "0 0 0 0 0 0"},
+            {"series": restarts % "lab-b", "values": "0 0 0 0 0 0"},
+            {"series": oom_kills % "lab-b", "values": "0 1 1 1 1 1"},
+        ],
+        "alert_rule_test": [
+            {"eval_time": "5m", "alertname": "CrdscopeAPIServerCrashLooping", "exp_alerts": [{
+                **alert("critical", cluster="lab-a"),
+                "exp_annotations": {"summary": "API server crash-looping",
+                                    "description": "4 API server restarts within 600s (crdscope_health_restarts_total, "
+                                                   "counted from process start times, identity Leases, the lab or "
+                                                   "kube-state-metrics)."}}]},
+            {"eval_time": "5m", "alertname": "CrdscopeAPIServerOOMCrashLoop", "exp_alerts": []},
+        ],
+    }]}
+    assert Thresholds().crashloop_restarts <= 4 and Thresholds().crashloop_window_seconds >= 300
+    test_file = tmp_path / "crdscope-fleet-rules-test.yml"
+    test_file.write_text(json.dumps(tests))
+    done = subprocess.run([PROMTOOL, "test", "rules", str(test_file)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr

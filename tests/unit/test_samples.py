@@ -6,6 +6,8 @@ import dataclasses
 import json
 import math
 
+import pytest
+
 from crdscope.probes.registry import sample_type
 from crdscope.base.samples import SAMPLE_TYPES, Sample, percentile
 
@@ -51,3 +53,18 @@ def test_percentile_by_hand():
     assert percentile([4.0], 95) == 4.0
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
     assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 95) == 4.8
+
+
+def test_a_nan_recorded_as_null_in_a_plain_float_leaves_the_field_at_its_default():
+    data = RoundTripSample(count=3, names=("a",), ratio=math.inf).to_json()
+    assert data["ratio"] is None
+    back = RoundTripSample.from_json(data)
+    assert (back.count, back.names, back.ratio) == (3, ("a",), 0.0)
+
+
+@pytest.mark.parametrize("damage", [{"timestamp": "yesterday"}, {"timestamp": None},
+                                    {"inners": [{"name": "x", "seconds": "not a number"}]},
+                                    {"inners": [{"nom": "x"}]}, {"count": "three"}])
+def test_what_does_not_fit_is_a_value_error(damage):
+    with pytest.raises(ValueError, match="not a RoundTripSample"):
+        RoundTripSample.from_json({**RoundTripSample().to_json(), **damage})

@@ -1,0 +1,35 @@
+"""Recordings made before samples were encoded by msgspec replay unchanged.
+
+``tests/data/recording-0.1.0-handwritten-encoder.jsonl.xz`` is a real session of the monitor
+on a lab (every monitor probe, a loader run), recorded when ``Sample.to_json``/``from_json``
+were hand-written.  Each of its samples must rebuild, and encode back to exactly what was
+recorded: the recording format did not change with the encoder.
+"""
+
+from __future__ import annotations
+
+import json
+import lzma
+from pathlib import Path
+
+from crdscope.probes.registry import monitor_probes, sample_type
+from crdscope.session.replay import read_recording
+
+RECORDING = Path(__file__).parent.parent / "data" / "recording-0.1.0-handwritten-encoder.jsonl.xz"
+
+
+def test_every_recorded_sample_rebuilds_and_encodes_back_to_what_was_recorded():
+    records = [json.loads(line) for line in lzma.decompress(RECORDING.read_bytes()).decode().splitlines()]
+    samples = [r for r in records if r["type"] == "sample"]
+    assert {r["probe"] for r in samples} >= set(monitor_probes())
+    for record in samples:
+        rebuilt = sample_type(record["probe"]).from_json(record["data"])
+        assert rebuilt.to_json() == record["data"], record["probe"]
+
+
+def test_the_old_recording_replays_without_damage(tmp_path):
+    path = tmp_path / "old.jsonl"
+    path.write_bytes(lzma.decompress(RECORDING.read_bytes()))
+    recording = read_recording(path)
+    assert recording.damage is None
+    assert len(recording.samples) == sum(1 for line in path.read_text().splitlines() if '"type":"sample"' in line)
