@@ -1,8 +1,10 @@
 """The crdscope monitor: a thin Textual App around a feed of samples.
 
-The app holds one session core (:class:`session.core.WatchCore`: the sample store,
-the findings engine, the events detector, the local kubectl) and the recorder; the
-screens and panels render what is in the core's store.  Everything that talks to a
+The app holds one :class:`tui.sessions.ClusterSession` per watched cluster (its feed, its
+session core (:class:`session.core.WatchCore`: the sample store, the findings engine, the
+events detector, the local kubectl), recorder, loader and lab); ``app.session`` is the one the
+monitor screen shows, and the screens and panels render what is in its store.  Several
+clusters open on the fleet screen (``screens/fleet.py``).  Everything that talks to a
 cluster runs in the app's event loop as a worker (the feed, loader actions), so
 a key press is never stuck behind the network.
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 from typing import Any
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Sequence
 
 from textual.app import App
 from textual.binding import Binding
@@ -34,6 +36,7 @@ from .commands import CrdscopeCommands
 from .feeds import Feed
 from .frozen_heap import SETTLE_EVERY_SECONDS, FrozenHeap
 from .messages import SampleArrived
+from .sessions import ClusterSession, LimitFollower
 from .screens.help import HelpScreen
 from .screens.monitor import MonitorScreen
 
@@ -63,32 +66,32 @@ class CrdscopeApp(App[None]):
         Binding("f", "findings", "Findings"),
     ]
 
-    def __init__(self, feed: Feed, *, settings: Settings | None = None, theme: str | None = None,
+    def __init__(self, feed: Feed | None = None, *, settings: Settings | None = None, theme: str | None = None,
                  loader: Any = None, lab: Any = None, recorder: Any = None, detector: Any = None,
                  clock: Callable[[], float] | None = None, layout: str | None = None,
                  mode_label: str = "", memory_limit: int | None = None,
-                 follow_memory_limit: Callable[[Callable[[int | None], None]], Awaitable[None]] | None = None,
-                 kubectl: KubectlClient | None | bool = True) -> None:
+                 follow_memory_limit: LimitFollower | None = None,
+                 kubectl: KubectlClient | None | bool = True,
+                 sessions: Sequence[ClusterSession] = (), compare: bool = False) -> None:
         super().__init__()
-        self.feed = feed
         self.settings = settings or Settings()
-        #: The session core: samples reach it through :meth:`sink` (as messages), not as a feed sink.
-        self.core = WatchCore(feed, thresholds=self.settings.thresholds, memory_limit=memory_limit,
-                              cluster=str(getattr(feed, "context", "") or ""), subscribe=False)
-        if detector is not None:
-            self.core.detector = detector
+        if feed is not None:
+            sessions = [ClusterSession(feed, settings=self.settings, memory_limit=memory_limit, detector=detector,
+                                       kubectl=kubectl if isinstance(kubectl, KubectlClient) else None,
+                                       loader=loader, lab=lab, recorder=recorder, clock=clock,
+                                       follow_memory_limit=follow_memory_limit)]
+        if not sessions:
+            raise ValueError("the monitor needs a feed or at least one cluster session")
+        #: Every watched cluster, in the order given (a fleet when several).
+        self.sessions: list[ClusterSession] = list(sessions)
+        #: The cluster the monitor screen shows (and the header, panels and palette read).
+        self.session = self.sessions[0]
+        for each in self.sessions:
+            each.record_failed = self._recording_failed
         #: True: find the kubectl on PATH once mounted; a client: that one; None/False: none.
         self._kubectl = kubectl
-        if isinstance(kubectl, KubectlClient):
-            self.core.know_kubectl(kubectl)
-        #: The loader's controller (tui.loader_control.LoaderControl), None in a replay.
-        self.loader = loader
-        #: A lab.controlplane.Lab when watching a lab: its faults go in the palette.
-        self.lab = lab
-        self.recorder = recorder
-        #: Runs until cancelled, telling :meth:`set_memory_limit` each new limit (a lab's cap resized live).
-        self._follow_memory_limit = follow_memory_limit
-        self._clock = clock
+        #: Open on the compare screen (two clusters) rather than the fleet.
+        self._compare = compare
         self.mode_label = mode_label
         self._layout = layout
         self.screenshots: list[str] = []
@@ -102,7 +105,45 @@ class CrdscopeApp(App[None]):
         # Textual's own themes lack crdscope's roles: borrow them so every theme renders.
         return role_defaults()
 
-    # -- the core's parts, as the widgets and tests name them ---------------------------
+    # -- the current session's parts, as the widgets and tests name them ------------------
+    @property
+    def fleet(self) -> bool:
+        """True when the monitor watches several clusters."""
+        return len(self.sessions) > 1
+
+    @property
+    def feed(self) -> Any:
+        """The current cluster's feed."""
+        return self.session.feed
+
+    @property
+    def core(self) -> WatchCore:
+        """The current cluster's session core."""
+        return self.session.core
+
+    @property
+    def loader(self) -> Any:
+        """The current cluster's loader control (None in a replay)."""
+        return self.session.loader
+
+    @loader.setter
+    def loader(self, control: Any) -> None:
+        self.session.loader = control
+
+    @property
+    def lab(self) -> Any:
+        """The current cluster's lab, when it is one."""
+        return self.session.lab
+
+    @property
+    def recorder(self) -> Any:
+        """The current cluster's recorder (None: not recording)."""
+        return self.session.recorder
+
+    @recorder.setter
+    def recorder(self, recorder: Any) -> None:
+        self.session.recorder = recorder
+
     @property
     def store(self) -> SessionStore:
         """The core's sample store (the panels are views over it)."""
@@ -132,95 +173,111 @@ class CrdscopeApp(App[None]):
         return self.core.kubectl
 
     def on_mount(self) -> None:
-        self.push_screen(MonitorScreen(self.store, layout=self._layout))
-        self.feed.add_sink(self.sink)
-        reset = getattr(self.feed, "add_reset_listener", None)
-        if callable(reset):
-            reset(self.reset)
+        if not self.fleet:
+            self.push_screen(MonitorScreen(self.store, layout=self._layout))
+        else:
+            from .screens.compare import CompareScreen
+            from .screens.fleet import FleetScreen
+
+            self.push_screen(FleetScreen())
+            if self._compare and len(self.sessions) == 2:
+                self.push_screen(CompareScreen())
+        for each in self.sessions:
+            self._wire(each)
         if self._kubectl is True:
             self.run_worker(self._learn_kubectl(), name="kubectl", group="kubectl", exit_on_error=False)
-        if self.loader is not None and hasattr(self.loader, "add_sink"):
-            self.loader.add_sink(self.sink)
-        self.run_worker(self._run_feed(), name="feed", group="feed", exit_on_error=False)
         self.set_interval(SETTLE_EVERY_SECONDS, self.heap.settle)
-        if self._follow_memory_limit is not None:
-            self.run_worker(self._follow_memory_limit(self.set_memory_limit), name="memory-limit",
-                            group="memory-limit", exit_on_error=False)
+
+    def _wire(self, session: ClusterSession) -> None:
+        """Samples of ``session``'s feed and loader reach its core (as messages); run its feed."""
+        def sink(sample: Sample) -> None:
+            self.post_message(SampleArrived(sample, session))
+
+        session.feed.add_sink(sink)
+        reset = getattr(session.feed, "add_reset_listener", None)
+        if callable(reset):
+            reset(lambda: self.reset(session))
+        if session.loader is not None and hasattr(session.loader, "add_sink"):
+            session.loader.add_sink(sink)
+        self.run_worker(self._run_feed(session), name=f"feed {session.name}", group="feed", exit_on_error=False)
+        if session.follow_memory_limit is not None:
+            follow = session.follow_memory_limit(lambda limit: self.set_memory_limit(limit, session))
+            self.run_worker(follow, name=f"memory-limit {session.name}", group="memory-limit", exit_on_error=False)
 
     def on_unmount(self) -> None:
         self.heap.thaw()
 
     async def _learn_kubectl(self) -> None:
         """Find the local kubectl (a process, in a thread), then judge again with it known."""
-        if await self.core.learn_local_kubectl() is None:
+        client = await self.sessions[0].core.learn_local_kubectl()
+        if client is None:
             return
-        changes = self.core.evaluate(self.core.findings.observations.now)
-        for change in changes:
-            self._record(change)
-        screen = self.monitor_screen
-        if screen is not None:
-            screen.probe_changed("discovery")  # the cache line judges by this kubectl's TTL
-            if changes:
-                screen.findings_changed()
+        for session in self.sessions:
+            session.core.know_kubectl(client)
+            changes = session.core.evaluate(session.core.findings.observations.now)
+            for change in changes:
+                session.record(change)
+            screen = self.monitor_screen_of(session)
+            if screen is not None:
+                screen.probe_changed("discovery")  # the cache line judges by this kubectl's TTL
+                if changes:
+                    screen.findings_changed()
 
-    async def _run_feed(self) -> None:
+    async def _run_feed(self, session: ClusterSession) -> None:
         try:
-            await self.feed.run()
+            await session.feed.run()
         except Exception as exc:
-            log.exception("the feed stopped")
-            self.notify(f"monitor stopped: {type(exc).__name__}: {exc} (details in {self.log_path()})",
+            log.exception("the feed of %s stopped", session.name)
+            which = f" of {session.name}" if self.fleet else ""
+            self.notify(f"monitor{which} stopped: {type(exc).__name__}: {exc} (details in {self.log_path()})",
                         severity="error", timeout=30)
 
     def sink(self, sample: Sample) -> None:
-        """Hand a sample to the UI (safe from any thread or task)."""
-        self.post_message(SampleArrived(sample))
+        """Hand a sample of the current cluster to the UI (safe from any thread or task)."""
+        self.post_message(SampleArrived(sample, self.session))
 
     def on_sample_arrived(self, message: SampleArrived) -> None:
-        self.take(message.sample)
+        self.take(message.sample, message.session)
 
-    def take(self, sample: Sample) -> None:
-        """Hand a sample to the core, record it with what it caused, and tell the panels."""
-        taken = self.core.take(sample)
-        self._record(sample)
-        for change in taken.changes:
-            self._record(change)
-        screen = self.monitor_screen
+    def take(self, sample: Sample, session: ClusterSession | None = None) -> None:
+        """Hand a sample to its cluster's core, record it with what it caused, and tell the screens
+        that show that cluster."""
+        session = session or self.session
+        taken = session.take(sample)
+        screen = self.monitor_screen_of(session)
         if screen is not None:
             screen.probe_changed(sample.probe)
             if taken.changes:
                 screen.findings_changed()
-        self.heap.first_samples_in(self.store, self.call_after_refresh)
-        for event in taken.events:
-            self._record(event)
-        if taken.events and screen is not None:
-            screen.probe_changed("events")
+            if taken.events:
+                screen.probe_changed("events")
+        self.heap.first_samples_in(session.store, self.call_after_refresh)
+        for shown in self.screen_stack:
+            changed = getattr(shown, "cluster_changed", None)
+            if callable(changed):  # the fleet and compare screens: throttled redraws
+                changed(session)
 
     def current_findings(self) -> list[Finding]:
         """Open findings, most severe first (the header and the findings strip read them)."""
-        return self.findings.current()
+        return self.session.current_findings()
 
-    def _record(self, item: Any) -> None:
-        if self.recorder is None:
-            return
-        try:
-            self.recorder(item)
-        except Exception:
-            log.exception("recording failed; recording stops")
-            self.recorder = None
-            self.notify("recording failed and stopped (details in the log)", severity="error")
+    def _recording_failed(self) -> None:
+        self.notify("recording failed and stopped (details in the log)", severity="error")
 
-    def set_memory_limit(self, limit: int | None) -> None:
+    def set_memory_limit(self, limit: int | None, session: ClusterSession | None = None) -> None:
         """The API server's memory limit changed (``crdscope lab limit``): findings and panels use the new one."""
-        self.core.set_memory_limit(limit)
-        screen = self.monitor_screen
-        if screen is not None:
-            for panel in screen.panels():
-                panel.changed()
+        session = session or self.session
+        session.core.set_memory_limit(limit)
+        self._redraw_panels(session)
 
-    def reset(self) -> None:
+    def reset(self, session: ClusterSession | None = None) -> None:
         """Forget every sample and event (a replay seeking backwards)."""
-        self.core.reset()
-        screen = self.monitor_screen
+        session = session or self.session
+        session.core.reset()
+        self._redraw_panels(session)
+
+    def _redraw_panels(self, session: ClusterSession) -> None:
+        screen = self.monitor_screen_of(session)
         if screen is not None:
             for panel in screen.panels():
                 panel.changed()
@@ -233,21 +290,27 @@ class CrdscopeApp(App[None]):
                 return screen
         return None
 
+    def monitor_screen_of(self, session: ClusterSession) -> MonitorScreen | None:
+        """The monitor screen showing ``session``, if one is open."""
+        screen = self.monitor_screen
+        return screen if screen is not None and screen.store is session.store else None
+
+    def open_session(self, session: ClusterSession) -> None:
+        """Show ``session``'s full monitor (from the fleet or compare screen; Escape comes back)."""
+        self.session = session
+        self.push_screen(MonitorScreen(session.store, layout=self._layout, back=True))
+
     def now(self) -> float:
         """The feed's clock: wall time live, recording time in a replay."""
-        if self._clock is not None:
-            return self._clock()
-        return self.feed.now()
+        return self.session.now()
 
     @property
     def probes_paused(self) -> bool:
-        return self.feed.paused
+        return self.session.probes_paused
 
     def probe_health(self) -> dict[str, ProbeHealth]:
         """Per-probe health: the scheduler's when the feed has one, else from the samples seen."""
-        health = getattr(self.feed, "health", None)
-        found = health() if callable(health) else None
-        return found if found else self.store.health()
+        return self.session.probe_health()
 
     # -- actions -----------------------------------------------------------------------
     def action_help(self) -> None:

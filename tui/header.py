@@ -21,6 +21,7 @@ from .format import DASH, age, number as fmt_number, size as fmt_size
 
 if TYPE_CHECKING:
     from .app import CrdscopeApp
+    from .sessions import ClusterSession
 
 #: Short probe names for the header at 80 columns.
 SHORT_NAMES = {"version": "ver", "inventory": "inv", "discovery": "disc", "throttling": "apf",
@@ -28,8 +29,9 @@ SHORT_NAMES = {"version": "ver", "inventory": "inv", "discovery": "disc", "throt
                "footprint": "own"}
 
 
-def crd_counts(app: CrdscopeApp) -> tuple[int | None, int | None]:
-    """CRDs installed and owned by crdscope: the inventory probe's, else the feed's watch."""
+def crd_counts(app: CrdscopeApp | ClusterSession) -> tuple[int | None, int | None]:
+    """CRDs installed and owned by crdscope: the inventory probe's, else the feed's watch
+    (``app``: the monitor's current cluster, or one cluster of a fleet)."""
     inventory = app.store.last_good_of(InventorySample)
     if inventory is not None:
         return inventory.crds, inventory.by_owner.get(MANAGED_BY_VALUE, 0)

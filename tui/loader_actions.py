@@ -28,6 +28,11 @@ def available(app: Any) -> list[str]:
     loader = app.loader
     if loader is None:
         return []
+    return available_for(loader)
+
+
+def available_for(loader: Any) -> list[str]:
+    """The actions that make sense now for one loader control."""
     state = loader.state
     if state == "running":
         return ["pause", "stop"]
@@ -62,23 +67,57 @@ def run_action(app: Any, action: str) -> None:
         app.run_worker(_clean(app), name="loader-clean", group="loader", exit_on_error=False)
 
 
-def _set_up_and_start(app: Any) -> None:
+def _set_up_and_start(app: Any, loaders: list[Any] | None = None) -> None:
     """Ask what to load and how (source, profile, rate, concurrency), show what the run will do,
-    then start it; cancelling writes nothing."""
+    then start it (in each of ``loaders``: the same source at the same pace; default the current
+    cluster's); cancelling writes nothing."""
     from .screens.loader_setup import LoadChoice, LoaderSetupScreen
 
-    loader = app.loader
-    current = LoadChoice(loader.source, loader.settings.profile, loader.settings.rate, loader.settings.concurrency)
+    chosen_loaders = loaders or [app.loader]
+    first = chosen_loaders[0]
+    current = LoadChoice(first.source, first.settings.profile, first.settings.rate, first.settings.concurrency)
 
     def chosen(choice: LoadChoice | None) -> None:
         if choice is None:
             app.notify("loader not started")
             return
-        loader.configure(choice.source, choice.profile, choice.rate, choice.concurrency)
-        app.run_worker(loader.run(), name="loader", group="loader", exit_on_error=False)
-        app.notify(f"loader started: {loader.source}")
+        for loader in chosen_loaders:
+            loader.configure(choice.source, choice.profile, choice.rate, choice.concurrency)
+            app.run_worker(loader.run(), name="loader", group="loader", exit_on_error=False)
+        where = f" into {len(chosen_loaders)} clusters" if len(chosen_loaders) > 1 else ""
+        app.notify(f"loader started{where}: {choice.source}")
 
     app.push_screen(LoaderSetupScreen(current), chosen)
+
+
+def load_everywhere(app: Any) -> None:
+    """The fleet screen's ``l``: the same source into every cluster at the same pace (asked once,
+    in the loader's set-up dialog); while loads run, pause, resume or stop them all."""
+    loaders = [session.loader for session in app.sessions if session.loader is not None]
+    if not loaders:
+        app.notify("no loader here (replays cannot load)", severity="warning")
+        return
+    states = {loader.state for loader in loaders}
+    if states <= {"idle", "stopped", "done"}:
+        _set_up_and_start(app, loaders)
+        return
+    actions = [action for action in ("pause", "resume", "stop")
+               if any(action in available_for(loader) for loader in loaders)]
+    if not actions:
+        app.notify(f"the loaders are {', '.join(sorted(states))}; try again in a moment", severity="warning")
+        return
+    choices = [(action, f"{action.capitalize()} every cluster's load") for action in actions]
+
+    def chosen(action: str | None) -> None:
+        if not action:
+            return
+        for loader in loaders:
+            if action in available_for(loader):
+                getattr(loader, action)()
+        app.notify(f"loaders: {action} sent to every cluster")
+
+    app.push_screen(ChoiceScreen(f"Loaders of {len(loaders)} clusters", choices,
+                                 note=", ".join(sorted(states))), chosen)
 
 
 async def _clean(app: Any) -> None:

@@ -14,6 +14,7 @@ import os
 import subprocess
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import LabHandle
 from tests.e2e.test_rules_prometheus import PROMETHEUS, Prometheus, free_port, scrape, stop
@@ -59,7 +60,9 @@ async def test_a_fleet_exporter_labels_each_cluster_and_a_rule_fires_for_the_sto
         # Every series of the fleet exporter says which cluster it is about.
         series = [line for line in text.splitlines() if line.startswith("crdscope_")]
         assert series and all('cluster="' in line for line in series), [s for s in series if 'cluster="' not in s][:3]
-        assert f'crdscope_info{{cluster="{b}",server="{lab_b.server}"' in text
+        info = {s.labels["cluster"]: s.labels for family in text_string_to_metric_families(text)
+                for s in family.samples if s.name == "crdscope_info"}
+        assert {name: labels["server"] for name, labels in info.items()} == {a: lab.server, b: lab_b.server}, info
 
         lab_b.lab.stop("apiserver")
         try:

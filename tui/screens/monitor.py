@@ -58,11 +58,16 @@ class PanelTabs(Container):
 class MonitorScreen(Screen[None]):
     """Every panel, fed from the app's sample store."""
 
-    BINDINGS = [Binding(str(n), f"show_panel({n - 1})", show=False) for n in range(1, len(PANELS) + 1)]
+    BINDINGS = [
+        *(Binding(str(n), f"show_panel({n - 1})", show=False) for n in range(1, len(PANELS) + 1)),
+        Binding("escape", "back", "Fleet"),
+    ]
 
-    def __init__(self, store: MonitorStore, *, layout: str | None = None) -> None:
+    def __init__(self, store: MonitorStore, *, layout: str | None = None, back: bool = False) -> None:
         super().__init__(id="monitor")
         self.store = store
+        #: Opened from the fleet (or compare) screen: Escape goes back to it.
+        self.back = back
         #: Forced layout ("grid"/"tabs") for tests; None follows the terminal size.
         self.forced_layout = layout
         self.layout_mode = ""
@@ -117,6 +122,15 @@ class MonitorScreen(Screen[None]):
 
     def refresh_header(self) -> None:
         self.query_one(ClusterHeader).redraw()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Escape (and its footer key) only where there is a fleet to go back to.
+        return self.back if action == "back" else True
+
+    def action_back(self) -> None:
+        """Back to the fleet (or compare) screen this monitor was opened from."""
+        if self.back:
+            self.dismiss()
 
     def action_show_panel(self, index: int) -> None:
         """Bring panel ``index`` (tab order) into view."""
