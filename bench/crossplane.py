@@ -40,18 +40,18 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+from collections.abc import Callable
 
 import httpx
 
 from crdscope.lab.binaries import ensure_binaries
 from crdscope.lab.controlplane import Lab, LabState, admin_tls
-from crdscope.probes.credentials import parse_rfc3339
 from crdscope.probes.discovery_docs import ACCEPT_AGGREGATED
 
 from .common import BENCH_DIR, BenchError, Options, Result, isolate_environment, process_cpu_seconds, say
 from .discovery import crdscope_command
-from .labs import apply_and_wait, crd_files, memory_for, wait_for_memory, wait_until_idle
+from .labs import apply_and_wait, crd_files, established_times, memory_for, wait_for_memory, wait_until_idle
 from .versions import SET, Sampler, _percentile, _summarise, _v3_lags, first_crds, unpack_whole_set
 
 INSTALLERS = ("kubectl", "load", "monolith", "family", "mrap-tenth")
@@ -62,6 +62,7 @@ DISCOVERY_SECONDS = 5.0
 WAIT_POLL_SECONDS = 2.0
 INSTALL_TIMEOUT_SECONDS = 3 * 3600.0
 TENTH_EVERY = 10
+T = TypeVar("T")
 
 
 def crd_names(directory: Path) -> list[str]:
@@ -89,22 +90,27 @@ def count_of(state: LabState, path: str) -> int:
 
 
 def established_at(state: LabState, names: set[str]) -> dict[str, float | None]:
-    """Each of ``names``: when it became Established (None: not yet), read in pages."""
-    found: dict[str, float | None] = {}
-    token = ""
-    with _client(state, 600) as client:
-        while True:
-            page = client.get(CRD_LIST, params={"limit": "250", **({"continue": token} if token else {})}).json()
-            for item in page.get("items", []):
-                name = item["metadata"]["name"]
-                if name not in names:
-                    continue
-                found[name] = next((parse_rfc3339(c.get("lastTransitionTime") or "1970-01-01T00:00:00Z")
-                                    for c in (item.get("status") or {}).get("conditions") or []
-                                    if c.get("type") == "Established" and c.get("status") == "True"), None)
-            token = (page.get("metadata") or {}).get("continue") or ""
-            if not token:
-                return found
+    """Each of ``names`` that exists: when it became Established (None: not yet)."""
+    return {name: when for name, when in established_times(state).items() if name in names}
+
+
+#: Polls in a row that may fail to connect before the run is given up (an API server restarting
+#: under the install is seen in its logs, which a failed run keeps).
+POLL_FAILURES_ALLOWED = 5
+
+
+def polled(read: Callable[[], T]) -> T:
+    """``read()``, asked again after a transport failure (a connection the busy server dropped),
+    up to :data:`POLL_FAILURES_ALLOWED` times in a row."""
+    for attempt in range(POLL_FAILURES_ALLOWED + 1):
+        try:
+            return read()
+        except httpx.TransportError as exc:
+            if attempt == POLL_FAILURES_ALLOWED:
+                raise
+            say(f"a poll failed ({type(exc).__name__}: {exc}); asking again")
+            time.sleep(WAIT_POLL_SECONDS)  # the poll's cadence
+    raise AssertionError("unreachable")
 
 
 def wait_all_established(state: LabState, names: set[str], baseline: int, deadline: float) -> float:
@@ -113,12 +119,12 @@ def wait_all_established(state: LabState, names: set[str], baseline: int, deadli
     While CRDs are still being created only a one-item LIST is polled (``baseline`` CRDs were there
     before); the whole list is read once the count is complete, and again until all are Established.
     """
-    while count_of(state, CRD_LIST) < baseline + len(names):
+    while (created := polled(lambda: count_of(state, CRD_LIST))) < baseline + len(names):
         if time.monotonic() > deadline:
-            raise BenchError(f"only {count_of(state, CRD_LIST) - baseline} of {len(names)} CRDs created in time")
+            raise BenchError(f"only {created - baseline} of {len(names)} CRDs created in time")
         time.sleep(WAIT_POLL_SECONDS)
     while True:
-        times = established_at(state, names)
+        times = polled(lambda: established_at(state, names))
         if len(times) == len(names) and all(when is not None for when in times.values()):
             return max(when for when in times.values() if when is not None)
         if time.monotonic() > deadline:
@@ -308,7 +314,7 @@ def _rounded(value: float | None) -> float | None:
 
 def _wait_count(state: LabState, path: str, expected: int, what: str, timeout: float = 1800) -> None:
     deadline = time.monotonic() + timeout
-    while (found := count_of(state, path)) < expected:
+    while (found := polled(lambda: count_of(state, path))) < expected:
         if time.monotonic() > deadline:
             raise BenchError(f"only {found} of {expected} {what} after {timeout:.0f} s")
         time.sleep(WAIT_POLL_SECONDS)

@@ -31,16 +31,12 @@ def watch(kubeconfig: str | None, context: tuple[str, ...], headless: bool, dura
           memory_limit: str | None, openapi_v2: bool, theme: str | None, source: str | None) -> None:
     """Open the monitor on a cluster (the current context by default).
 
-    Several ``--context`` watch a fleet from one process: with ``--headless``, one line stream
-    (each line prefixed with its context) and one ``--serve-metrics`` endpoint whose series carry
-    a ``cluster`` label.
+    Several ``--context`` watch a fleet from one process: on screen, the fleet screen (one row per
+    cluster, Enter opens its monitor); with ``--headless``, one line stream (each line prefixed with
+    its context) and one ``--serve-metrics`` endpoint whose series carry a ``cluster`` label.
     """
     limit = memory_limit_bytes(memory_limit)
     contexts = tuple(context)
-    if len(contexts) > 1 and not headless:
-        # The fleet and compare screens are not built yet (issue 28): say so rather than watch one.
-        raise click.UsageError("several --context need --headless for now (one exporter for a fleet); "
-                               "open one monitor per context")
     if headless:
         if source is not None:
             # The headless watch only observes; loading is `crdscope load SRC` beside it.
@@ -51,6 +47,13 @@ def watch(kubeconfig: str | None, context: tuple[str, ...], headless: bool, dura
         run_headless(kubeconfig=kubeconfig, contexts=contexts, duration=duration, record=record,
                      fail_if=fail_if, serve_metrics=serve_metrics, prometheus_url=prometheus_url,
                      memory_limit=limit, openapi_v2=openapi_v2)
+        return
+    if len(contexts) > 1:
+        from crdscope.tui.launch import open_fleet_monitor
+
+        open_fleet_monitor(contexts, kubeconfig=kubeconfig, record=None if no_record else (record or True),
+                           prometheus_url=prometheus_url, theme=theme, source=source, memory_limit=limit,
+                           openapi_v2=openapi_v2)
         return
     from crdscope.tui.launch import open_monitor
 

@@ -88,6 +88,8 @@ class CrdscopeApp(App[None]):
         self.session = self.sessions[0]
         for each in self.sessions:
             each.record_failed = self._recording_failed
+            if feed is None and isinstance(kubectl, KubectlClient):
+                each.core.know_kubectl(kubectl)
         #: True: find the kubectl on PATH once mounted; a client: that one; None/False: none.
         self._kubectl = kubectl
         #: Open on the compare screen (two clusters) rather than the fleet.

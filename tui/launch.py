@@ -13,12 +13,13 @@ import click
 from crdscope.base.logs import NOT_WRITABLE, log_to_file
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Sequence
 
     from crdscope.base.settings import Settings
     from crdscope.session.recorder import ClusterInfo, Recorder
 
     from .app import CrdscopeApp
+    from .sessions import ClusterSession
 
 log = logging.getLogger("crdscope.launch")
 
@@ -47,8 +48,10 @@ def _first_contact(kubeconfig: str | None, context: str | None) -> None:
     asyncio.run(check())
 
 
-def open_recorder(record: Any, settings: Settings, kubeconfig: str | None, context: str | None) -> Recorder | None:
-    """A Recorder for ``record`` (True: the default file, a path: that file, None: none)."""
+def open_recorder(record: Any, settings: Settings, kubeconfig: str | None, context: str | None, *,
+                  fleet: bool = False) -> Recorder | None:
+    """A Recorder for ``record`` (True: the default file, a path: that file, or in a fleet
+    ``NAME.<context>.EXT`` beside it; None: none)."""
     if record is None or record is False or (record is True and not settings.ui.record):
         return None
     from crdscope.session.recorder import DEFAULT_KEEP_BYTES, Recorder, default_recording_path
@@ -56,6 +59,10 @@ def open_recorder(record: Any, settings: Settings, kubeconfig: str | None, conte
     info = _describe(kubeconfig, context)
     if record is True:
         return Recorder(default_recording_path(info.context), info, keep_bytes=DEFAULT_KEEP_BYTES)
+    if fleet:
+        from crdscope.session.headless import recording_path
+
+        return Recorder(Path(recording_path(str(record), info.context, True)), info)
     return Recorder(Path(record), info)
 
 
@@ -66,21 +73,47 @@ def build_app(kubeconfig: str | None = None, context: str | None = None, *, reco
               app_class: Callable[..., CrdscopeApp] | None = None) -> CrdscopeApp:
     """The monitor app on a cluster, ready to run (tests drive it with ``run_test``); ``app_class``
     makes another kind of monitor (the Crossplane demo's, which installs a provider once up)."""
+    from .app import CrdscopeApp
+
+    settings = _settings(settings, openapi_v2, prometheus_url)
+    theme = _theme(theme, settings)
+    session = live_session(kubeconfig, context, settings=settings, record=record, lab=lab, source=source,
+                           memory_limit=memory_limit)
+    return (app_class or CrdscopeApp)(session.feed, settings=settings, theme=theme, loader=session.loader, lab=lab,
+                                      recorder=session.recorder, layout=layout, memory_limit=session.memory_limit,
+                                      follow_memory_limit=session.follow_memory_limit)
+
+
+def _settings(settings: Any, openapi_v2: bool, prometheus_url: str | None) -> Settings:
+    from crdscope.base.settings import load_settings, with_openapi_v2
+
+    chosen: Settings = with_openapi_v2(settings or load_settings(), openapi_v2)
+    if prometheus_url:
+        chosen = dataclasses.replace(chosen, prometheus_url=prometheus_url)
+    return chosen
+
+
+def _theme(theme: str | None, settings: Settings) -> str:
+    from .app import check_theme
+
+    return check_theme(theme or settings.ui.theme)
+
+
+def live_session(kubeconfig: str | None, context: str | None, *, settings: Settings, record: Any = None,
+                 lab: Any = None, source: str | None = None, memory_limit: int | None = None,
+                 fleet: bool = False) -> ClusterSession:
+    """One live cluster of the monitor: its probes (a feed), loader control, recorder and memory limit
+    (``fleet``: one of several, its recording named after its context)."""
     from crdscope.probes.cluster import Cluster
     from crdscope.probes.monitor import Monitor
-    from crdscope.base.settings import load_settings, with_openapi_v2
     from crdscope.session.headless import follow_memory_limit, known_memory_limit, wire_lab
 
-    from .app import CrdscopeApp, check_theme
     from .feeds import LiveFeed
     from .loader_control import LoaderControl
+    from .sessions import ClusterSession
 
-    settings = with_openapi_v2(settings or load_settings(), openapi_v2)
-    if prometheus_url:
-        settings = dataclasses.replace(settings, prometheus_url=prometheus_url)
-    theme = check_theme(theme or settings.ui.theme)
     cluster = Cluster.connect(kubeconfig, context)
-    recorder = open_recorder(record, settings, kubeconfig, context)
+    recorder = open_recorder(record, settings, kubeconfig, context, fleet=fleet)
     monitor = Monitor(cluster, settings)
     wire_lab(monitor, lab.home if lab is not None else None)
     loader = LoaderControl(monitor, settings.loader, context_flag=context, source=source)
@@ -95,9 +128,30 @@ def build_app(kubeconfig: str | None = None, context: str | None = None, *, reco
         return follow_memory_limit(cluster.server, lab_dir, limit, both)
 
     # A lab's cap changes under the monitor (`crdscope lab limit`); a limit given as a flag does not.
-    return (app_class or CrdscopeApp)(LiveFeed(monitor), settings=settings, theme=theme, loader=loader, lab=lab,
-                       recorder=recorder, layout=layout, memory_limit=limit,
-                       follow_memory_limit=None if memory_limit else follow)
+    return ClusterSession(LiveFeed(monitor), settings=settings, memory_limit=limit, loader=loader, lab=lab,
+                          recorder=recorder, follow_memory_limit=None if memory_limit else follow)
+
+
+def build_fleet_app(kubeconfig: str | None, contexts: Sequence[str], *, record: Any = None,
+                    prometheus_url: str | None = None, theme: str | None = None, settings: Any = None,
+                    layout: str | None = None, source: str | None = None, memory_limit: int | None = None,
+                    openapi_v2: bool = False, compare: bool = False) -> CrdscopeApp:
+    """The monitor on several clusters (one session each), opening on the fleet screen, or with
+    ``compare`` and two contexts on the compare screen."""
+    from crdscope.base.errors import ConfigError
+
+    from .app import CrdscopeApp
+
+    repeated = next((name for name in contexts if list(contexts).count(name) > 1), None)
+    if repeated is not None:
+        raise ConfigError(f"--context {repeated} is given twice")
+    if compare and len(contexts) != 2:
+        raise ConfigError(f"compare takes two contexts, not {len(contexts)}")
+    settings = _settings(settings, openapi_v2, prometheus_url)
+    theme = _theme(theme, settings)
+    sessions = [live_session(kubeconfig, context, settings=settings, record=record, source=source,
+                             memory_limit=memory_limit, fleet=True) for context in contexts]
+    return CrdscopeApp(settings=settings, theme=theme, layout=layout, sessions=sessions, compare=compare)
 
 
 def check_source(source: str | None) -> None:
@@ -119,16 +173,42 @@ def open_monitor(kubeconfig: str | None = None, context: str | None = None, *, r
     _first_contact(kubeconfig, context)
     app = build_app(kubeconfig, context, record=record, prometheus_url=prometheus_url, theme=theme, lab=lab,
                     source=source, memory_limit=memory_limit, openapi_v2=openapi_v2, app_class=app_class)
+    _run(app, where)
+    if lab is not None:
+        say_lab_still_running(lab)
+
+
+def _run(app: CrdscopeApp, where: str | Path) -> None:
+    """Run the app until quit; then close each cluster's recording and say where it went."""
     try:
         app.run()
     finally:
-        if app.recorder is not None:
-            app.recorder.close()
-            click.echo(f"recorded to {app.recorder.first_path}", err=True)
+        for session in app.sessions:
+            path = session.close_recorder()
+            if path is not None:
+                click.echo(f"recorded to {path}", err=True)
     if app.return_code:
         click.echo(f"crdscope: the monitor stopped on an error (details in {where})", err=True)
-    if lab is not None:
-        say_lab_still_running(lab)
+
+
+def open_fleet_monitor(contexts: Sequence[str], *, kubeconfig: str | None = None, compare: bool = False,
+                       record: Any = True, prometheus_url: str | None = None, theme: str | None = None,
+                       source: str | None = None, memory_limit: int | None = None,
+                       openapi_v2: bool = False) -> None:
+    """Open the monitor on several clusters (``--context`` repeated) and run it until quit: the fleet
+    screen, or with ``compare`` (``crdscope compare A B``) the two clusters compared."""
+    from crdscope.base.errors import CrdscopeError
+
+    check_source(source)
+    where = log_to_file() or NOT_WRITABLE
+    for context in contexts:
+        try:
+            _first_contact(kubeconfig, context)
+        except CrdscopeError as exc:
+            raise exc.about(f"context {context}") from None
+    app = build_fleet_app(kubeconfig, contexts, record=record, prometheus_url=prometheus_url, theme=theme,
+                          source=source, memory_limit=memory_limit, openapi_v2=openapi_v2, compare=compare)
+    _run(app, where)
 
 
 def say_lab_still_running(lab: Any) -> None:

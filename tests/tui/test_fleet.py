@@ -1,0 +1,155 @@
+"""The fleet and compare screens (issue 28), over recordings replayed as clusters.
+
+Two clusters: the recorded lab session (``crdscope-lab``, a 1.37 lab loading 80 CRDs) and the same
+session as a second cluster ``lab-126`` that runs 1.26, uses 31% less memory (per CRD too) and
+whose discovery is 2.5x slower.  Each plays through :class:`session.replay.ReplayFeed` at full
+speed and holds at its end, so every render is of the same samples at the same recording time.
+Update the snapshots with ``pytest tests/tui/test_fleet.py --snapshot-update`` after checking
+the SVGs by eye.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from crdscope.probes.discovery import DiscoverySample
+from crdscope.probes.health import HealthSample
+from crdscope.probes.version import VersionSample
+from crdscope.session.recorder import ClusterInfo
+from crdscope.session.replay import ReplayFeed, read_recording
+from crdscope.tui.app import CrdscopeApp
+from crdscope.tui.screens.compare import CompareScreen
+from crdscope.tui.screens.fleet import FleetScreen
+from crdscope.tui.screens.monitor import MonitorScreen
+from crdscope.tui.sessions import ClusterSession
+from tests.helpers import async_wait_for
+from tests.tui.conftest import LAB_SESSION, widget_text
+from tests.tui.test_snapshots import KUBECTL
+
+#: The first cluster's fitted MiB per CRD and cold discovery (the recording's own fit is noisy:
+#: 80 CRDs under a garbage collector), and the second cluster's figures against them.
+MIB_PER_CRD = 0.42
+COLD_SECONDS = 0.4
+MEMORY = 0.69
+DISCOVERY = 2.5
+
+
+def as_cluster(recording, *, memory: float = 1.0, discovery: float = 1.0, version: str = "",
+               context: str = ""):
+    """The recording as a cluster whose memory and discovery figures are scaled."""
+    def changed(sample):
+        if isinstance(sample, HealthSample):
+            return dataclasses.replace(
+                sample, rss_bytes=sample.rss_bytes * memory if sample.rss_bytes else sample.rss_bytes,
+                mib_per_crd=MIB_PER_CRD * memory if sample.mib_per_crd is not None else None)
+        if isinstance(sample, DiscoverySample):
+            return dataclasses.replace(sample, seconds=sample.seconds * discovery,
+                                       cold_seconds=COLD_SECONDS * discovery)
+        if isinstance(sample, VersionSample) and version:
+            return dataclasses.replace(sample, git_version=version, minor=version.split(".")[1])
+        return sample
+
+    cluster = recording.cluster
+    if context:
+        cluster = ClusterInfo(server="https://127.0.0.1:40299", context=context, kubernetes_version=version)
+    return dataclasses.replace(recording, cluster=cluster, samples=[changed(s) for s in recording.samples])
+
+
+def older_cluster(recording):
+    """The recording as another cluster: 1.26, 31% less memory, discovery 2.5x slower."""
+    return as_cluster(recording, memory=MEMORY, discovery=DISCOVERY, version="v1.26.15", context="lab-126")
+
+
+def fleet_app(*, compare: bool = False) -> CrdscopeApp:
+    recording = read_recording(LAB_SESSION)
+    sessions = [ClusterSession(ReplayFeed(played, speed=0, hold_at_end=True), kubectl=KUBECTL)
+                for played in (as_cluster(recording), older_cluster(recording))]
+    return CrdscopeApp(sessions=sessions, compare=compare, kubectl=KUBECTL, theme="crdscope-dark")
+
+
+async def all_played(pilot) -> None:
+    """Every sample of every cluster in its core, then the screen drawn from them, now."""
+    app = pilot.app
+    await async_wait_for(lambda: all(s.feed.finished.is_set() and s.core.samples == len(s.feed.samples)
+                                     for s in app.sessions), timeout=20, message="both recordings played")
+    app.screen.redraw()
+    await pilot.pause()
+
+
+def test_fleet_screen(snap_compare, utc):
+    assert snap_compare(fleet_app(), terminal_size=(160, 20), run_before=all_played)
+
+
+def test_compare_screen(snap_compare, utc):
+    assert snap_compare(fleet_app(compare=True), terminal_size=(120, 50), run_before=all_played)
+
+
+async def test_enter_opens_a_clusters_monitor_and_escape_returns(utc):
+    app = fleet_app()
+    async with app.run_test(size=(160, 30)) as pilot:
+        await all_played(pilot)
+        assert isinstance(app.screen, FleetScreen)
+        fleet = app.screen
+        # Sorted by cluster name: crdscope-lab first; down selects lab-126.
+        assert [row.name for row in fleet.rows] == ["crdscope-lab", "lab-126"]
+        await pilot.press("down", "enter")
+        assert isinstance(app.screen, MonitorScreen)
+        assert app.session.name == "lab-126" and app.screen.store is app.sessions[1].store
+        await pilot.pause()
+        header = widget_text(app.screen.query_one("#header"))
+        assert "lab-126" in header and "v1.26.15" in header
+        await pilot.press("escape")
+        assert app.screen is fleet
+        await pilot.press("up", "enter")
+        assert app.session.name == "crdscope-lab" and app.screen.store is app.sessions[0].store
+        await pilot.press("escape")
+        assert app.screen is fleet
+
+
+async def test_o_cycles_the_sort_column_and_r_reverses_it(utc):
+    app = fleet_app()
+    async with app.run_test(size=(160, 30)) as pilot:
+        await all_played(pilot)
+        fleet = app.screen
+        assert fleet.sort_column == "cluster"
+        await pilot.press("o")
+        assert fleet.sort_column == "k8s"
+        # v1.26 before v1.37, then reversed.
+        assert [row.name for row in fleet.rows] == ["lab-126", "crdscope-lab"]
+        assert "sorted by k8s ▲" in widget_text(fleet.query_one("#fleet-sort"))
+        await pilot.press("r")
+        assert [row.name for row in fleet.rows] == ["crdscope-lab", "lab-126"]
+        assert "sorted by k8s ▼" in widget_text(fleet.query_one("#fleet-sort"))
+        while fleet.sort_column != "RSS":
+            await pilot.press("o")
+        assert [row.name for row in fleet.rows] == ["crdscope-lab", "lab-126"]  # descending: the larger first
+
+
+async def test_compare_states_the_differences_and_c_toggles_with_the_fleet(utc):
+    app = fleet_app()
+    async with app.run_test(size=(120, 50)) as pilot:
+        await all_played(pilot)
+        await pilot.press("c")
+        assert isinstance(app.screen, CompareScreen)
+        await all_played(pilot)
+        said = widget_text(app.screen.query_one("#compare-differences"))
+        assert "lab-126 uses 31% less memory per CRD" in said
+        assert "discovery 2.5x slower on lab-126" in said
+        assert "crdscope-lab runs v1.37.2, lab-126 runs v1.26.15" in said
+        await pilot.press("c")
+        assert isinstance(app.screen, FleetScreen)
+
+
+async def test_the_fleet_redraws_a_few_times_a_second_however_many_samples_arrive(utc):
+    app = fleet_app()
+    async with app.run_test(size=(160, 30)) as pilot:
+        await all_played(pilot)
+        fleet = app.screen
+        before = fleet.draws
+        sample = app.sessions[0].store.last_good_of(HealthSample)
+        for _ in range(500):
+            app.take(sample, app.sessions[0])
+        await pilot.pause(1.2)  # two throttle periods
+        assert 1 <= fleet.draws - before <= 3, fleet.draws - before
