@@ -143,6 +143,7 @@ def emit(data: dict[str, Any], as_json: bool, name: str = "") -> None:
 #: Commands that live next to their feature's code.
 LAZY_COMMANDS = {
     "watch": "crdscope.cli.watch:watch",
+    "compare": "crdscope.cli.watch:compare",
     "load": "crdscope.cli.load:load",
     "clean": "crdscope.cli.load:clean",
     "replay": "crdscope.cli.session:replay",

@@ -61,3 +61,24 @@ def watch(kubeconfig: str | None, context: tuple[str, ...], headless: bool, dura
                  record=None if no_record else (record or True),
                  prometheus_url=prometheus_url, theme=theme, source=source, memory_limit=limit,
                  openapi_v2=openapi_v2)
+
+
+@click.command()
+@click.argument("first", metavar="CONTEXT_A")
+@click.argument("second", metavar="CONTEXT_B")
+@click.option("--kubeconfig", "kubeconfig", default=None, type=click.Path(dir_okay=False),
+              help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+@click.option("--no-record", is_flag=True, help="do not record the session")
+@memory_limit_option
+@click.option("--theme", default=None, help="colour theme of the monitor")
+@click.option("--source", default=None, metavar="SRC", help="what the loader loads into both clusters")
+def compare(first: str, second: str, kubeconfig: str | None, no_record: bool, memory_limit: str | None,
+            theme: str | None, source: str | None) -> None:
+    """Two clusters side by side: the same figures, the differences stated, memory, latency and
+    discovery against each cluster's CRD count; `l` loads the same source into both."""
+    if first == second:
+        raise click.UsageError("compare needs two different contexts")
+    from crdscope.tui.launch import open_fleet_monitor
+
+    open_fleet_monitor((first, second), kubeconfig=kubeconfig, compare=True, record=None if no_record else True,
+                       theme=theme, source=source, memory_limit=memory_limit_bytes(memory_limit))

@@ -320,13 +320,19 @@ class CrdscopeApp(App[None]):
             self.push_screen(HelpScreen(self.store.last_good_of(FootprintSample)))
 
     def action_toggle_pause(self) -> None:
-        """Pause or resume the probes (runs in flight finish)."""
+        """Pause or resume the probes (runs in flight finish): the shown cluster's, or on the fleet
+        and compare screens every cluster's."""
+        every = self.fleet and not isinstance(self.screen, MonitorScreen)
+        feeds = [s.feed for s in self.sessions] if every else [self.feed]
+        which = f" of {len(feeds)} clusters" if every else ""
         if self.probes_paused:
-            self.feed.resume()
-            self.notify("probes resumed")
+            for feed in feeds:
+                feed.resume()
+            self.notify(f"probes{which} resumed")
         else:
-            self.feed.pause()
-            self.notify("probes paused: press p to resume")
+            for feed in feeds:
+                feed.pause()
+            self.notify(f"probes{which} paused: press p to resume")
         self._refresh_everything()
 
     def _theme_setter(self, name: str) -> Callable[[], None]:
@@ -373,6 +379,10 @@ class CrdscopeApp(App[None]):
         open_loader_menu(self)
 
     def _refresh_everything(self) -> None:
+        for shown in self.screen_stack:
+            changed = getattr(shown, "cluster_changed", None)
+            if callable(changed):
+                changed(self.session)
         screen = self.monitor_screen
         if screen is not None:
             screen.refresh_header()

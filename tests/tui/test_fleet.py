@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 
-import pytest
-
 from crdscope.probes.discovery import DiscoverySample
 from crdscope.probes.health import HealthSample
 from crdscope.probes.version import VersionSample
 from crdscope.session.recorder import ClusterInfo
 from crdscope.session.replay import ReplayFeed, read_recording
 from crdscope.tui.app import CrdscopeApp
+from crdscope.tui.messages import SampleArrived
 from crdscope.tui.screens.compare import CompareScreen
 from crdscope.tui.screens.fleet import FleetScreen
 from crdscope.tui.screens.monitor import MonitorScreen
@@ -100,6 +99,16 @@ async def test_enter_opens_a_clusters_monitor_and_escape_returns(utc):
         await pilot.pause()
         header = widget_text(app.screen.query_one("#header"))
         assert "lab-126" in header and "v1.26.15" in header
+        # Samples of the other cluster reach its own core, and do not redraw this monitor's panels.
+        panels = app.screen.panels()
+        draws = [panel.draws for panel in panels]
+        other = app.sessions[0]
+        taken = other.core.samples
+        for _ in range(5):
+            app.post_message(SampleArrived(other.store.latest("loader"), other))  # the shown tab's probe
+        await pilot.pause(0.8)  # past the panels' redraw throttle
+        assert other.core.samples == taken + 5 and app.sessions[1].core.samples == len(app.sessions[1].feed.samples)
+        assert [panel.draws for panel in panels] == draws
         await pilot.press("escape")
         assert app.screen is fleet
         await pilot.press("up", "enter")
@@ -153,3 +162,23 @@ async def test_the_fleet_redraws_a_few_times_a_second_however_many_samples_arriv
             app.take(sample, app.sessions[0])
         await pilot.pause(1.2)  # two throttle periods
         assert 1 <= fleet.draws - before <= 3, fleet.draws - before
+
+
+def test_differences_are_stated_in_words_and_only_where_both_are_known():
+    from crdscope.tui.fleet_figures import ClusterFigures, differences
+
+    a = ClusterFigures("lab-a", version="v1.37.2", crds=800, rss_bytes=2e9, mib_per_crd=1.0,
+                       discovery_cold_seconds=0.3)
+    b = ClusterFigures("lab-b", version="v1.37.2", crds=800, rss_bytes=2.02e9, mib_per_crd=2.2,
+                       discovery_cold_seconds=0.69, canary_p99_seconds=0.2)
+    assert differences(a, b) == ["lab-b uses 2.2x the memory per CRD of lab-a", "discovery 2.3x slower on lab-b"]
+    assert differences(a, a) == []
+
+
+def test_unknown_figures_sort_last_either_way():
+    from crdscope.tui.fleet_figures import COLUMNS, ClusterFigures, sort_rows
+
+    rss = next(c for c in COLUMNS if c.header == "RSS")
+    rows = [ClusterFigures("c", rss_bytes=None), ClusterFigures("a", rss_bytes=2.0), ClusterFigures("b", rss_bytes=5.0)]
+    assert [r.name for r in sort_rows(rows, rss, descending=False)] == ["a", "b", "c"]
+    assert [r.name for r in sort_rows(rows, rss, descending=True)] == ["b", "a", "c"]

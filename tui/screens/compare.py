@@ -74,6 +74,7 @@ class CompareScreen(ThrottledScreen):
         Binding("c", "back", "Fleet"),
         Binding("1", "open(0)", "Open A"),
         Binding("2", "open(1)", "Open B"),
+        Binding("l", "load_everywhere", "Load both"),
     ]
 
     def __init__(self) -> None:
@@ -117,10 +118,15 @@ class CompareScreen(ThrottledScreen):
                                               (latency, "plot-canary", "p99", "right"),
                                               (discovery, "plot-aggregated", "discovery", "right")):
                 if points:
-                    points = sorted(points)
-                    plt.plot([x for x, _ in points], [y for _, y in points], color=plot.rgb(role),
-                             marker=marker, label=f"{name} {label}", yside=side)
+                    plt.scatter([x for x, _ in points], [y for _, y in points], color=plot.rgb(role),
+                                marker=marker, label=f"{name} {label}", yside=side)
         plot.refresh()
+
+    def action_load_everywhere(self) -> None:
+        """The same source into both clusters at the same pace."""
+        from ..loader_actions import load_everywhere
+
+        load_everywhere(self.monitor_app)
 
     def action_back(self) -> None:
         """Back to the fleet screen."""

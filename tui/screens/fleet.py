@@ -128,6 +128,9 @@ class FleetScreen(ThrottledScreen):
         title = f"[b]crdscope[/b] · fleet of [b]{len(self.rows)}[/b] clusters"
         if critical:
             title += f" · [$probe-fail b]{critical} critical[/]"
+        paused = sum(1 for s in app.sessions if s.probes_paused)
+        if paused:
+            title += f" · [$probe-warn b]⏸ probes paused in {paused}[/]"
         self.query_one("#fleet-title", Static).update(title)
         arrow = "▼" if self.descending else "▲"
         self.query_one("#fleet-sort", Static).update(
