@@ -31,20 +31,25 @@ def replay(file: str, headless: bool, as_json: bool, speed: float | None, theme:
 
 
 @click.command()
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--format", "form", type=click.Choice(["md", "html"]), default="md", show_default=True,
               help="Markdown, or one HTML page with inline SVG plots")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, help="write here instead of stdout")
-def report(file: str, form: str, output: str | None) -> None:
-    """Summarise a recorded session: CRDs, discovery, APF, OpenAPI, memory, restarts, outages."""
+def report(files: tuple[str, ...], form: str, output: str | None) -> None:
+    """Summarise a recorded session: CRDs, discovery, APF, OpenAPI, memory, restarts, outages.
+
+    Several FILES (a fleet watch records one per cluster) make one report: a row per cluster,
+    then each cluster's report."""
     from crdscope.base.errors import ConfigError
     from crdscope.session.report import summarise
-    from crdscope.session.report_render import render
+    from crdscope.session.report_render import render_fleet
 
-    summary = summarise(file)
-    text = render(summary, form)
-    if summary.damage is not None:
-        click.echo(f"crdscope: {summary.damage.message()}", err=True)
+    summaries = [summarise(file) for file in files]
+    text = render_fleet(summaries, form)
+    for summary in summaries:
+        if summary.damage is not None:
+            click.echo(f"crdscope: {summary.path.name}: {summary.damage.message()}" if len(summaries) > 1
+                       else f"crdscope: {summary.damage.message()}", err=True)
     if output is None:
         click.echo(text, nl=False)
         return

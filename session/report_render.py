@@ -260,11 +260,12 @@ def _md_cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(summary: Summary) -> str:
-    """The report as GitHub-flavoured Markdown."""
-    lines = [f"# crdscope session report: {summary.cluster.server}", ""]
+def render_markdown(summary: Summary, level: int = 1) -> str:
+    """The report as GitHub-flavoured Markdown (``level``: its title's heading level; a fleet
+    report nests each cluster's one level down)."""
+    lines = [f"{'#' * level} crdscope session report: {summary.cluster.server}", ""]
     for section in sections(summary):
-        lines += [f"## {section.title}", ""]
+        lines += [f"{'#' * (level + 1)} {section.title}", ""]
         lines += [f"- **{key}**: {_md_cell(value)}" for key, value in section.facts]
         if section.facts:
             lines.append("")
@@ -306,9 +307,21 @@ svg .flat { fill: gray; font-style: italic; font-size: 12px; }
 def render_html(summary: Summary) -> str:
     """The report as one HTML page with inline SVG charts (no scripts, nothing fetched)."""
     title = f"crdscope session report: {summary.cluster.server}"
-    body = [f"<h1>{escape(title)}</h1>"]
+    return _page(title, _html_body(summary, 1))
+
+
+def _page(title: str, body: list[str]) -> str:
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>\n"
+            + "\n".join(body) + "\n</body></html>\n")
+
+
+def _html_body(summary: Summary, level: int) -> list[str]:
+    """One cluster's report as HTML elements, its title an ``h<level>``."""
+    title = f"crdscope session report: {summary.cluster.server}"
+    body = [f"<h{level}>{escape(title)}</h{level}>"]
     for section in sections(summary):
-        body.append(f"<section><h2>{escape(section.title)}</h2>")
+        body.append(f"<section><h{level + 1}>{escape(section.title)}</h{level + 1}>")
         if section.facts:
             body.append("<dl>" + "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in section.facts)
                         + "</dl>")
@@ -322,11 +335,40 @@ def render_html(summary: Summary) -> str:
         body.append("</section>")
     body.append(f"<footer><small>Report by crdscope {escape(__version__)} from "
                 f"{escape(summary.path.name)}.</small></footer>")
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>\n"
-            + "\n".join(body) + "\n</body></html>\n")
+    return body
 
 
 def render(summary: Summary, form: str) -> str:
     """``md`` or ``html``."""
     return render_html(summary) if form == "html" else render_markdown(summary)
+
+
+def fleet_overview(summaries: Sequence[Summary]) -> Table:
+    """One row per cluster of a fleet report: what each ended with."""
+    rows: list[Sequence[str]] = []
+    for s in summaries:
+        worst = s.open_findings[0] if s.open_findings else None
+        rows.append([s.cluster.context or s.cluster.server, s.cluster.kubernetes_version or "-",
+                     fmt(s.crds_end), fmt(s.mib_per_crd, " MiB"), str(len(s.restarts)),
+                     f"{worst.severity.value}: {worst.title}" if worst else "none", s.path.name])
+    return Table(("cluster", "Kubernetes", "CRDs at the end", "MiB per CRD", "restarts", "worst open finding",
+                  "recording"), rows)
+
+
+def render_fleet(summaries: Sequence[Summary], form: str) -> str:
+    """Several clusters' recordings (a fleet watch writes one per cluster) as one report: an
+    overview row per cluster, then each cluster's report."""
+    if len(summaries) == 1:
+        return render(summaries[0], form)
+    overview = fleet_overview(summaries)
+    title = f"crdscope fleet report: {len(summaries)} clusters"
+    if form == "html":
+        head = "".join(f"<th>{escape(h)}</th>" for h in overview.header)
+        rows = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in overview.rows)
+        body = [f"<h1>{escape(title)}</h1>", f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"]
+        for summary in summaries:
+            body += ["<article>", *_html_body(summary, 2), "</article>"]
+        return _page(title, body)
+    lines = [f"# {title}", "", "| " + " | ".join(overview.header) + " |", "|" + "---|" * len(overview.header)]
+    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in overview.rows]
+    return "\n".join(lines) + "\n\n" + "\n".join(render_markdown(summary, 2) for summary in summaries)

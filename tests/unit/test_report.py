@@ -25,8 +25,8 @@ T0 = 1_800_000_000.0
 MIB = 1 << 20
 
 
-def write(path, samples, events=()):
-    with Recorder(path, ClusterInfo(server="https://10.0.0.1:6443", context="prod", kubernetes_version="v1.37.2")) as r:
+def write(path, samples, events=(), context: str = "prod"):
+    with Recorder(path, ClusterInfo(server="https://10.0.0.1:6443", context=context, kubernetes_version="v1.37.2")) as r:
         for sample in samples:
             r(sample)
         for event in events:
@@ -131,3 +131,22 @@ def test_cli_writes_the_report_and_notes_damage(tmp_path):
     assert "damaged at line" in out.read_text()
     result = CliRunner().invoke(cli, ["report", str(path)])
     assert result.exit_code == 0 and "# crdscope session report" in result.output
+
+
+def test_one_report_of_a_fleet_holds_every_cluster(tmp_path):
+    import dataclasses
+
+    # As a fleet watch writes them: one recording per cluster, named by its context.
+    first = write(tmp_path / "rec.lab-a.jsonl", session_samples(), context="lab-a")
+    second = write(tmp_path / "rec.lab-b.jsonl", [dataclasses.replace(s, timestamp=s.timestamp + 1)
+                                                   for s in session_samples(with_loader=True)], context="lab-b")
+    result = CliRunner().invoke(cli, ["report", str(first), str(second)])
+    assert result.exit_code == 0, result.output
+    text = result.output
+    assert text.startswith("# crdscope fleet report: 2 clusters")
+    overview = [line for line in text.splitlines() if line.startswith("| ") and ".jsonl" in line]
+    assert [line.split(" | ")[0].lstrip("| ") for line in overview] == ["lab-a", "lab-b"]
+    assert [line.split(" | ")[-1].rstrip(" |") for line in overview] == ["rec.lab-a.jsonl", "rec.lab-b.jsonl"]
+    assert text.count("## crdscope session report:") == 2 and text.count("### Memory") == 2
+    html = CliRunner().invoke(cli, ["report", str(first), str(second), "--format", "html"]).output
+    assert html.count("<!DOCTYPE html>") == 1 and html.count("<article>") == 2 and html.count("<svg") == 10
