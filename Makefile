@@ -43,9 +43,19 @@ test: venv lint lab-binaries system-deps
 # `make demo`: the lab (the newest Kubernetes only) and the monitor, whose loader (`l`) imitates an
 # install.  `make demo CROSSPLANE=1 [PROVIDER=SRC]`: also Crossplane's core, CLI and registry, and a
 # real provider install through it (default ../shared/crds/provider-gcp.tar.xz); it builds only that.
+# `make demo FLEET=1 [CROSSPLANE=1] [PROVIDER=SRC]`: `crdscope demo`, the same provider into a capped
+# 1.26 lab and a 1.37 lab, compared side by side; it builds both Kubernetes versions, and Crossplane
+# only with CROSSPLANE=1 (without it, the demo uses Crossplane when built, else crdscope's loader).
+ifdef FLEET
+demo: venv
+	$(BIN)/crdscope lab build $(if $(CROSSPLANE),--crossplane)
+	$(BIN)/crdscope lab build --kubernetes 1.26
+	$(BIN)/crdscope demo $(if $(CROSSPLANE),--crossplane) $(if $(PROVIDER),--provider $(PROVIDER))
+else
 demo: venv
 	$(BIN)/crdscope lab build $(if $(CROSSPLANE),--crossplane)
 	$(BIN)/crdscope lab $(if $(CROSSPLANE),--crossplane $(if $(PROVIDER),--provider $(PROVIDER)))
+endif
 
 bench: venv lab-binaries system-deps
 	$(BIN)/python -m bench

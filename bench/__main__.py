@@ -33,7 +33,8 @@ SIZE_BY_SIZE = ("discovery", "overhead", "ui_latency", "doctor")
 #: set through real Crossplane beside crdscope load and kubectl; calibrate fits the cost model.
 #: `make bench` runs versions, footprint and crossplane.
 SEPARATE = {"versions": ("versions", False), "footprint": ("footprint", True), "hang": ("hang", True),
-            "crossplane": ("crossplane", True), "calibrate": ("calibrate", False), "fleet": ("fleet", True)}
+            "crossplane": ("crossplane", True), "calibrate": ("calibrate", False), "fleet": ("fleet", True),
+            "fleet_ui": ("fleet_ui", False)}
 
 
 def steps(chosen: list[str], options: Options) -> list[tuple[str, Options]]:

@@ -18,8 +18,8 @@ would), and after ``--warmup`` (first contact, first cold discovery) the bench r
 * the requests and bytes it sent each server per minute (the exporter's
   ``crdscope_footprint_requests_total`` per ``cluster``), and whether every cluster's probes are up.
 
-Goal (issue 28): CPU per cluster under 1% of a core at 20 clusters.  The TUI's fleet screen key
-latency comes from ``bench/ui_latency.py`` once the fleet screen can be driven there.
+Goal (issue 28): CPU per cluster under 1% of a core at 20 clusters.  The fleet screen's key
+latency and the TUI's own CPU per cluster are ``python -m bench fleet_ui`` (``bench/fleet_ui.py``).
 """
 
 from __future__ import annotations

@@ -25,7 +25,8 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from crdscope.base.samples import percentile
 from crdscope.base.settings import Settings
@@ -60,6 +61,25 @@ asyncio.run(main())
 """
 
 
+class MachineFloor:
+    """``with MachineFloor() as floor:`` runs :data:`MACHINE_FLOOR_SCRIPT` beside the rounds;
+    ``floor.lateness()`` stops it and returns its wakes' lateness (killed on the way out if not)."""
+
+    def __enter__(self) -> MachineFloor:
+        self.process = subprocess.Popen([sys.executable, "-c", MACHINE_FLOOR_SCRIPT], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True)
+        return self
+
+    def lateness(self) -> list[float]:
+        """Stop the timer; how late each of its wakes was, in seconds."""
+        return list(json.loads(self.process.communicate("", timeout=60)[0]))
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
 @dataclass(frozen=True)
 class Plan:
     presses: int
@@ -89,14 +109,16 @@ class StallMeter:
 
 
 class FrameHook:
-    """Wraps ``app._display``: notes when the frame that shows an awaited tab is written."""
+    """Wraps ``app._display``: notes when the frame that shows an awaited state is written
+    (a tab, or any condition on the screen written, :meth:`expect_when`)."""
 
     def __init__(self, app) -> None:
         from textual._compositor import CompositorUpdate
 
         self.app = app
         self.update_type = CompositorUpdate
-        self.awaited: str | None = None
+        #: True of the screen being written once it shows what the key asked for.
+        self.awaited: Callable[[Any], bool] | None = None
         self.shown = asyncio.Event()
         self.shown_at = 0.0
         self.shown_cpu = 0.0
@@ -108,7 +130,7 @@ class FrameHook:
                 self.frames += 1
                 if isinstance(renderable, self.update_type) and app.is_headless:
                     renderable.render_segments(app.console)  # what a real terminal's frame costs
-                if self.awaited is not None and _active_tab(app) == self.awaited:
+                if self.awaited is not None and self.awaited(screen):
                     self.shown_at = time.perf_counter()
                     self.shown_cpu = time.process_time()
                     self.awaited = None
@@ -118,7 +140,12 @@ class FrameHook:
         app._display = display
 
     def expect(self, tab: str) -> None:
-        self.awaited = tab
+        """Await the frame that shows ``tab`` active."""
+        self.expect_when(lambda _screen: _active_tab(self.app) == tab)
+
+    def expect_when(self, shows: Callable[[Any], bool]) -> None:
+        """Await the first frame written while ``shows(the screen written)`` is true."""
+        self.awaited = shows
         self.shown.clear()
 
 
@@ -179,22 +206,17 @@ async def measure(kubeconfig: str, rounds: int, plan: Plan) -> dict:
     outcome: dict = {}
     async with app.run_test(size=TERMINAL_SIZE) as pilot:
         ticking = asyncio.create_task(meter.run())
-        floor = None
         try:
             hook = FrameHook(app)
             outcome["startup_s"] = await _wait_first_samples(app)
             outcome["startup_stall"] = max(meter.take(), default=0.0)
-            floor = subprocess.Popen([sys.executable, "-c", MACHINE_FLOOR_SCRIPT], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
-            outcome["rounds"] = await _press_rounds(pilot, hook, meter, rounds, plan)
-            outcome["machine_floor"] = json.loads(floor.communicate("", timeout=60)[0])
+            with MachineFloor() as floor:
+                outcome["rounds"] = await _press_rounds(pilot, hook, meter, rounds, plan)
+                outcome["machine_floor"] = floor.lateness()
             outcome["samples"] = {name: len(app.store.history(name)) for name in ("inventory", "discovery",
                                                                                   "openapi", "health")}
         finally:
             ticking.cancel()
-            if floor is not None and floor.poll() is None:
-                floor.kill()
-                floor.wait()
     return outcome
 
 

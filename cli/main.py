@@ -153,6 +153,7 @@ LAZY_COMMANDS = {
     "doctor": "crdscope.cli.doctor:doctor",
     "rules": "crdscope.cli.rules:rules",
     "package": "crdscope.cli.package:package",
+    "demo": "crdscope.cli.demo:demo",
 }
 
 

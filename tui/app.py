@@ -298,9 +298,24 @@ class CrdscopeApp(App[None]):
         return screen if screen is not None and screen.store is session.store else None
 
     def open_session(self, session: ClusterSession) -> None:
-        """Show ``session``'s full monitor (from the fleet or compare screen; Escape comes back)."""
+        """Show ``session``'s full monitor (from the fleet or compare screen; Escape comes back).
+
+        Each cluster's monitor screen is built once and kept (installed): building every panel
+        again on each Enter took about 190 ms (bench/fleet_ui.py).  A kept screen was not
+        redrawn while hidden, so its panels catch up from the store as it shows again.
+        """
         self.session = session
-        self.push_screen(MonitorScreen(session.store, layout=self._layout, back=True))
+        name = f"monitor-{self.sessions.index(session)}"
+        if not self.is_screen_installed(name):
+            self.install_screen(MonitorScreen(session.store, layout=self._layout, back=True, name=name), name)
+            self.push_screen(name)
+            return
+        self.push_screen(name)
+        screen = self.get_screen(name)
+        if isinstance(screen, MonitorScreen):
+            for panel in screen.panels():
+                panel.changed()
+            screen.findings_changed()
 
     def now(self) -> float:
         """The feed's clock: wall time live, recording time in a replay."""
@@ -359,10 +374,19 @@ class CrdscopeApp(App[None]):
         self.screenshots.append(saved)
         self.notify(f"screenshot saved: {saved}", timeout=6)
 
+    def _take_selected_cluster(self) -> None:
+        """On a screen of several clusters (the fleet), the highlighted one becomes the current one:
+        what ``e`` and ``f`` act on."""
+        selected = getattr(self.screen, "selected_session", None)
+        session = selected() if callable(selected) else None
+        if isinstance(session, ClusterSession):
+            self.session = session
+
     def action_estimate(self) -> None:
         """What installing a source would cost the watched API server (the cost model)."""
         from .screens.estimate import EstimateScreen
 
+        self._take_selected_cluster()
         self.push_screen(EstimateScreen(self.store))
 
     def action_findings(self) -> None:
@@ -370,6 +394,7 @@ class CrdscopeApp(App[None]):
         from .screens.findings import FindingsScreen
 
         if not isinstance(self.screen, FindingsScreen):
+            self._take_selected_cluster()
             self.push_screen(FindingsScreen())
 
     def action_loader(self) -> None:

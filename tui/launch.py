@@ -226,16 +226,18 @@ def _say(line: str) -> None:
     click.echo(line, err=True)
 
 
-def _lab_up(name: str) -> tuple[Any, Any]:
-    """The lab ``name`` (started when it is not up) and its state."""
+def _lab_up(name: str, *, kubernetes: str | None = None, options: Any = None,
+            say: Callable[[str], None] = _say) -> tuple[Any, Any]:
+    """The lab ``name`` (started when it is not up: Kubernetes ``kubernetes``, the newest by
+    default, with ``options``, a ``lab.controlplane.LabOptions``) and its state."""
     from crdscope.lab.binaries import ensure_binaries
     from crdscope.lab.controlplane import Lab
 
     lab = Lab(name=name)
     state = lab.state()
     if state is None or not lab.status()["ready"]:
-        binaries = ensure_binaries(progress=_say)
-        state = lab.up(binaries, say=_say)
+        binaries = ensure_binaries(kubernetes=kubernetes, progress=say)
+        state = lab.up(binaries, say=say, options=options)
     return lab, state
 
 
@@ -272,8 +274,6 @@ def open_crossplane_demo(provider: str | None = None, name: str = "", source: st
 
     from crdscope.lab import crossplane
     from crdscope.lab.binaries import LabError
-    from crdscope.lab.processes import pid_alive
-    from crdscope.loader.crossplane_install import package_name_of, plan_install, prepare_packages
     from crdscope.loader.sources import open_source
 
     from .crossplane_demo import CrossplaneDemoApp
@@ -286,18 +286,52 @@ def open_crossplane_demo(provider: str | None = None, name: str = "", source: st
                        "(or `make demo CROSSPLANE=1`, which builds it)")
     started = time.monotonic()
     lab, state = _lab_up(name)
+    stages = crossplane_install_stages(lab, state, chosen, binaries)
+    packages = sum(1 for stage in stages for obj in stage.objects if obj["kind"] == "Provider")
+    _say(f"ready in {time.monotonic() - started:.0f}s: the monitor installs {packages} packages "
+         "through Crossplane once it is up")
+    app_class = functools.partial(CrossplaneDemoApp, stages=stages, server=state.server, pki_dir=state.pki_dir)
+    open_monitor(kubeconfig=state.kubeconfig, context=None, lab=lab, source=source, app_class=app_class)
+
+
+def crossplane_install_stages(lab: Any, state: Any, provider: Any, binaries: Any, *,
+                              say: Callable[[str], None] = _say) -> list[Any]:
+    """The stages of ``provider``'s install (a ``loader.sources`` source) through the Crossplane of
+    ``lab``: Crossplane started there if it is not running, the packages built (or taken from the
+    cache) and pushed to the lab's registry."""
+    from crdscope.lab import crossplane
+    from crdscope.lab.processes import pid_alive
+    from crdscope.loader.crossplane_install import package_name_of, plan_install, prepare_packages
+
     core = state.components.get("crossplane")
     if core is None or not pid_alive(core.pid):
         # No default MRAP (`--activation none`), rather than upstream's '*': the packages are safe-start,
         # so the install shows each stage of Crossplane v2 (MRDs, Inactive; then an MRAP's CRDs
         # Established) instead of 800 CRDs at once, and the findings can price the kinds left inactive.
-        crossplane.start(lab, state, binaries, activations=[], say=_say)
+        crossplane.start(lab, state, binaries, activations=[], say=say)
         lab.start_supervisor(state)
-    registry = crossplane.lab_registry(name)
-    packages = prepare_packages(chosen, name=package_name_of(chosen.spec), registry=registry,
-                                crank=binaries.crank, crossplane_version=binaries.version, say=_say)
-    stages = plan_install([p.plan for p in packages], registry)
-    _say(f"ready in {time.monotonic() - started:.0f}s: the monitor installs {len(packages)} packages "
-         "through Crossplane once it is up")
-    app_class = functools.partial(CrossplaneDemoApp, stages=stages, server=state.server, pki_dir=state.pki_dir)
-    open_monitor(kubeconfig=state.kubeconfig, context=None, lab=lab, source=source, app_class=app_class)
+    registry = crossplane.lab_registry(lab.name)
+    packages = prepare_packages(provider, name=package_name_of(provider.spec), registry=registry,
+                                crank=binaries.crank, crossplane_version=binaries.version, say=say)
+    return plan_install([p.plan for p in packages], registry)
+
+
+def open_fleet_demo(provider: str | None = None, *, prefix: str = "demo", memory_limit: int | None = None,
+                    crossplane: bool | None = None, record: Any = True) -> None:
+    """``crdscope demo``: a 1.26 lab capped at ``memory_limit`` and a 1.37 lab (named ``PREFIX-126`` and
+    ``PREFIX-137``, started unless up), the compare screen on both, the same provider installed into
+    each (through Crossplane when built, ``crossplane`` True demands it and False declines it), narrated;
+    quitting leaves both labs up and says how to take them down."""
+    from .fleet_demo import DEFAULT_MEMORY_LIMIT, build_demo_app, findings_line, prepare_demo
+
+    where = log_to_file() or NOT_WRITABLE
+    demo = prepare_demo(provider or default_provider(), prefix=prefix,
+                        memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT, crossplane=crossplane, say=_say)
+    if demo.fallback:
+        _say(demo.fallback)
+    app = build_demo_app(demo, record=record)
+    _run(app, where)
+    for session in app.sessions:
+        _say(findings_line(session, session.core.open_findings()))
+    for lab in demo.labs:
+        say_lab_still_running(lab)

@@ -115,6 +115,37 @@ async def test_enter_opens_a_clusters_monitor_and_escape_returns(utc):
         assert app.session.name == "crdscope-lab" and app.screen.store is app.sessions[0].store
         await pilot.press("escape")
         assert app.screen is fleet
+        # Each cluster's monitor is built once: Enter again shows the same screen, caught up.
+        await pilot.press("down", "enter")
+        again = app.screen
+        assert isinstance(again, MonitorScreen) and again.store is app.sessions[1].store
+        await pilot.press("escape", "enter")
+        assert app.screen is again
+
+
+async def test_e_and_f_act_on_the_selected_cluster(utc):
+    from crdscope.tui.screens.estimate import EstimateScreen
+    from crdscope.tui.screens.findings import FindingsScreen
+
+    app = fleet_app()
+    async with app.run_test(size=(160, 30)) as pilot:
+        await all_played(pilot)
+        fleet = app.screen
+        first, second = app.sessions
+        await pilot.press("down", "e")
+        assert isinstance(app.screen, EstimateScreen) and app.screen.store is second.store
+        await pilot.press("escape")
+        assert app.screen is fleet
+        await pilot.press("f")
+        assert isinstance(app.screen, FindingsScreen)
+        # Both clusters play the same recording: the same findings, each cluster's own objects.
+        listed = app.current_findings()
+        assert listed and all(a is b for a, b in zip(listed, second.current_findings(), strict=True))
+        await pilot.press("escape", "up", "f")
+        assert isinstance(app.screen, FindingsScreen)
+        assert all(a is b for a, b in zip(app.current_findings(), first.current_findings(), strict=True))
+        await pilot.press("escape", "e")
+        assert isinstance(app.screen, EstimateScreen) and app.screen.store is first.store
 
 
 async def test_o_cycles_the_sort_column_and_r_reverses_it(utc):

@@ -4,6 +4,7 @@ The default screen when the monitor watches two or more clusters.  Each row is
 :func:`tui.fleet_figures.figures_of` a cluster's store; Enter opens that cluster's full
 monitor (Escape comes back), ``o`` cycles the sort column and ``r`` reverses it, ``l`` starts
 the same load into every cluster, and with exactly two clusters ``c`` shows them compared.
+The app's ``e`` and ``f`` (estimate, findings) act on the selected row's cluster.
 
 However many samples arrive, the table redraws at most every ``MIN_REDRAW_SECONDS``: a
 fleet of twenty clusters sends hundreds of samples a minute, and a key press must not wait
@@ -147,6 +148,7 @@ class FleetScreen(ThrottledScreen):
         self.redraw()
 
     def selected_session(self) -> ClusterSession | None:
+        """The highlighted row's cluster (what Enter opens and ``e``/``f`` act on)."""
         return next((s for s in self.monitor_app.sessions if s.name == self.selected), None)
 
     def action_open(self) -> None:

@@ -24,6 +24,15 @@ HELP = """\
   [b]1[/b]-[b]7[/b]      show a panel (tabbed layout, small terminals)
   [b]ctrl+p[/b]   command palette: every action, themes, lab faults
 
+[b]Fleet[/b] (several --context: one row per cluster)
+  [b]up[/b]/[b]down[/b]  choose a cluster     [b]enter[/b]  its full monitor
+  [b]escape[/b]   from a cluster's monitor back to the fleet
+  [b]o[/b]        sort by next column  [b]r[/b]  reverse the sort
+  [b]e[/b] [b]f[/b]      estimate and findings of the chosen cluster
+  [b]l[/b]        load the same source into every cluster
+  [b]p[/b]        pause / resume every cluster's probes
+  [b]c[/b]        two clusters side by side ([b]1[/b]/[b]2[/b] open one, [b]c[/b] back)
+
 [b]Panels[/b]
   Loader      progress of crdscope's own CRD load
   Inventory   CRDs by state and by owner, install rate and ETA

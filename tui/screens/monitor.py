@@ -63,8 +63,10 @@ class MonitorScreen(Screen[None]):
         Binding("escape", "back", "Fleet"),
     ]
 
-    def __init__(self, store: MonitorStore, *, layout: str | None = None, back: bool = False) -> None:
-        super().__init__(id="monitor")
+    def __init__(self, store: MonitorStore, *, layout: str | None = None, back: bool = False,
+                 name: str = "monitor") -> None:
+        # A fleet keeps one monitor screen per cluster: each needs an id of its own.
+        super().__init__(id=name)
         self.store = store
         #: Opened from the fleet (or compare) screen: Escape goes back to it.
         self.back = back

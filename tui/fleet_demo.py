@@ -1,0 +1,347 @@
+"""``crdscope demo``: the same provider into a capped 1.26 lab and a 1.37 lab, compared side by side.
+
+:func:`prepare_demo` brings the two named labs up (or finds them up from an earlier demo) and
+plans each one's install: through the lab's real Crossplane (:func:`tui.launch.crossplane_install_stages`,
+the driver of ``crdscope lab --crossplane``, once per lab) when Crossplane is built, else with
+crdscope's own loader (the compare screen's ``l``, without its dialog).  :class:`FleetDemoApp` is
+the monitor on both, opened on the compare screen: once up it starts both installs and narrates
+what to look at, one notification per stage (memory nearing the cap, the OOM kill and the
+supervisor's restart), and ends with each cluster's open findings.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from crdscope.base.errors import ConfigError
+from crdscope.findings.model import Finding
+from crdscope.lab.binaries import LabError
+from crdscope.loader.crossplane_install import LabClient, Stage, run_install
+
+from .app import CrdscopeApp
+from .crossplane_demo import InstallSaid
+from .fleet_figures import figures_of
+from .format import size
+from .sessions import ClusterSession
+
+log = logging.getLogger("crdscope.tui.demo")
+
+MIB = 2**20
+#: The 1.26 lab's memory cap.  1.26 spends about 6.5 MiB per CRD and 1.37 about 2.3 (bench/RESULTS.md);
+#: an idle lab with Crossplane holds about 450 MiB and the GCP family's 817 inactive MRDs add a few
+#: hundred more.  2.5 GiB is crossed by 1.26 a few hundred CRDs in, and 1.37 stays well within it.
+DEFAULT_MEMORY_LIMIT = 2560 * MIB
+OLD, NEW = "1.26", "1.37"
+#: Seconds a narration line stays on screen (the last ones, the findings, stay longer).
+NOTE_SECONDS = 30.0
+END_SECONDS = 600.0
+#: Memory over this fraction of the cap is a stage worth a line: the kill is near.
+NEAR_CAP = 0.8
+FOLLOW_SECONDS = 2.0
+
+
+@dataclass
+class LabInstall:
+    """One lab of the demo and how the provider goes into it."""
+
+    lab: Any
+    state: Any
+    kubernetes: str
+    memory_limit: int
+    #: Through Crossplane (the driver's stages), or None: crdscope's own loader.
+    stages: list[Stage] | None = None
+    #: True once installed, False when it stopped short, None while it runs (or before it starts).
+    result: bool | None = None
+
+    @property
+    def label(self) -> str:
+        """``demo-126 (1.26, capped at 2.5 GiB)``: the lab as the narration names it."""
+        cap = f", capped at {size(self.memory_limit)}" if self.memory_limit else ""
+        return f"{self.lab.name} ({self.kubernetes}{cap})"
+
+
+@dataclass
+class FleetDemo:
+    """What :func:`prepare_demo` set up: the labs (capped 1.26 first), the provider and the way in."""
+
+    installs: list[LabInstall]
+    provider: str
+    #: Why the built-in loader installs instead of Crossplane ("" when Crossplane does).
+    fallback: str = ""
+    labs: list[Any] = field(default_factory=list)
+
+
+def lab_names(prefix: str) -> tuple[str, str]:
+    """The demo's two labs: ``PREFIX-126`` (capped) and ``PREFIX-137``."""
+    return f"{prefix}-{OLD.replace('.', '')}", f"{prefix}-{NEW.replace('.', '')}"
+
+
+def check_not_taken(lab: Any, kubernetes: str, memory_limit: int) -> None:
+    """A lab of that name that is up but is not the demo's (another version or cap): a one-line error."""
+    state = lab.state()
+    if state is None:
+        return
+    version_ok = state.kubernetes_version.startswith(f"v{kubernetes}.")
+    if version_ok and state.memory_limit == memory_limit:
+        return  # the demo's own, from an earlier run: watched again
+    cap = f"capped at {size(state.memory_limit)}" if state.memory_limit else "no memory cap"
+    raise LabError(f"a lab named {lab.name} is already up ({state.kubernetes_version}, {cap}) and is not the "
+                   f"demo's: `crdscope lab down --name {lab.name}`, or `crdscope demo --name OTHER`")
+
+
+def _binaries_for(kubernetes: str, say: Callable[[str], None]) -> None:
+    """Kubernetes ``kubernetes`` built (or cached) before any lab starts: what stops a build is one line."""
+    import shutil
+
+    from crdscope.lab.binaries import build, find_binaries
+
+    if find_binaries(kubernetes=kubernetes) is not None:
+        return
+    again = f"`crdscope lab build --kubernetes {kubernetes}`"
+    if not shutil.which("go"):
+        raise LabError(f"Kubernetes {kubernetes} is not built and Go is not installed to build it "
+                       f"(`make system-deps`, then {again})")
+    try:
+        build(kubernetes, progress=say)
+    except LabError as exc:  # Go's own output (the detail) goes to the log, not the screen
+        log.error("building Kubernetes %s failed: %s\n%s", kubernetes, exc, exc.detail or "")
+        raise LabError(f"Kubernetes {kubernetes} is not built and cannot be: {exc} ({again} once the Go "
+                       "module proxy is reachable)") from None
+
+
+def crossplane_binaries(crossplane: bool | None) -> tuple[Any, str]:
+    """Crossplane's binaries when the demo installs through it, and else the line saying why not
+    (``crossplane``: True demands it, False declines it, None takes it when built)."""
+    from crdscope.lab import crossplane as lab_crossplane
+
+    if crossplane is False:
+        return None, "--no-crossplane: crdscope's loader installs the provider's CRDs in both labs"
+    binaries = lab_crossplane.cached_binaries()
+    if binaries is None:
+        if crossplane:
+            raise LabError("Crossplane is not built: run `crdscope lab build --crossplane` "
+                           "(or `make demo FLEET=1 CROSSPLANE=1`, which builds it)")
+        return None, ("Crossplane is not built (`crdscope lab build --crossplane`): crdscope's loader installs "
+                      "the provider's CRDs in both labs instead")
+    return binaries, ""
+
+
+def prepare_demo(provider: str, *, prefix: str = "demo", memory_limit: int = DEFAULT_MEMORY_LIMIT,
+                 crossplane: bool | None = None, say: Callable[[str], None] = lambda _: None) -> FleetDemo:
+    """Both labs up (1.26 capped at ``memory_limit``, 1.37 not), each install planned; every input
+    checked before anything starts."""
+    from crdscope.lab.components import LabOptions
+    from crdscope.lab.controlplane import Lab
+    from crdscope.loader.sources import open_source
+
+    from .launch import _lab_up, crossplane_install_stages
+
+    if memory_limit < 256 * MIB:
+        raise ConfigError(f"--memory-limit {size(memory_limit)} is below what an idle API server needs "
+                          "(256 MiB at least)")
+    source = open_source(provider)  # a one-line error before anything starts
+    binaries, fallback = crossplane_binaries(crossplane)
+    wanted = list(zip(lab_names(prefix), (OLD, NEW), (memory_limit, 0), strict=True))
+    for name, kubernetes, cap in wanted:
+        check_not_taken(Lab(name=name), kubernetes, cap)
+    if memory_limit:
+        from crdscope.lab.cgroups import check_available
+
+        check_available()
+    for _, kubernetes, _ in wanted:
+        _binaries_for(kubernetes, say)
+    installs = []
+    for name, kubernetes, cap in wanted:
+        def said(line: str, lab: str = name) -> None:
+            say(f"{lab}: {line}")
+
+        lab, state = _lab_up(name, kubernetes=kubernetes, options=LabOptions(name=name, memory_limit=cap),
+                             say=said)
+        stages = crossplane_install_stages(lab, state, source, binaries, say=said) if binaries else None
+        installs.append(LabInstall(lab, lab.require(), kubernetes, cap, stages))
+    return FleetDemo(installs, source.spec, fallback, [i.lab for i in installs])
+
+
+def build_demo_app(demo: FleetDemo, *, record: Any = None, settings: Any = None, theme: str | None = None,
+                   layout: str | None = None) -> FleetDemoApp:
+    """The monitor on the demo's labs, opening on the compare screen (tests drive it with ``run_test``)."""
+    from .launch import _settings, _theme, live_session
+
+    settings = _settings(settings, False, None)
+    sessions = [live_session(i.state.kubeconfig, i.state.admin_context, settings=settings, record=record, lab=i.lab,
+                             source=demo.provider, fleet=True) for i in demo.installs]
+    return FleetDemoApp(settings=settings, theme=_theme(theme, settings), layout=layout, sessions=sessions,
+                        compare=True, demo=demo)
+
+
+def findings_line(session: ClusterSession, findings: list[Finding]) -> str:
+    """One cluster's open findings in one line (most severe first)."""
+    if not findings:
+        return f"findings of {session.name}: none open"
+    listed = "; ".join(f"{f.severity.value}: {f.title}" for f in findings[:4])
+    more = f" (+{len(findings) - 4} more: f lists them)" if len(findings) > 4 else ""
+    return f"findings of {session.name} ({len(findings)}): {listed}{more}"
+
+
+class FleetDemoApp(CrdscopeApp):
+    """The compare screen on the demo's two labs, installing the same provider into both and
+    narrating it (``narration`` keeps every line said, in order)."""
+
+    def __init__(self, *args: Any, demo: FleetDemo, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.demo = demo
+        self.narration: list[str] = []
+        #: True once every install ended (or the capped lab was killed and the others ended).
+        self.ended = False
+        self._stop = threading.Event()
+        self._near_cap_said = False
+        self._restarts_said = 0
+        self._seen_findings: set[tuple[str, str]] = set()
+
+    @property
+    def pairs(self) -> list[tuple[LabInstall, ClusterSession]]:
+        """Each lab's install beside its session (same order)."""
+        return list(zip(self.demo.installs, self.sessions, strict=True))
+
+    # -- narration ---------------------------------------------------------------------
+    def say(self, line: str, severity: str = "information", timeout: float = NOTE_SECONDS) -> None:
+        """One line of narration, on screen (from the event loop's thread)."""
+        log.info("demo: %s", line)
+        self.narration.append(line)
+        self.notify(line, title="demo", severity=severity, timeout=timeout)  # type: ignore[arg-type]
+
+    def on_install_said(self, message: InstallSaid) -> None:
+        self.say(message.line, message.severity)
+
+    # -- the stages --------------------------------------------------------------------
+    def on_ready(self) -> None:
+        old, new = self.demo.installs[0], self.demo.installs[1]
+        self.say(f"{old.label} beside {new.label}: watch 'memory' and 'MiB/CRD' in the table and the RSS "
+                 "against CRDs on the chart")
+        how = ("through each lab's Crossplane (ImageConfig, family Provider, members' MRDs, then an MRAP's CRDs)"
+               if not self.demo.fallback else "with crdscope's loader, at the same pace")
+        self.say(f"installing {self.demo.provider} into both {how}")
+        if self.demo.fallback:
+            self.say(self.demo.fallback, "warning")
+        for install, session in self.pairs:
+            if install.stages is not None:
+                self.run_worker(functools.partial(self._install, install), thread=True,
+                                name=f"install {install.lab.name}", group="demo-install", exit_on_error=False)
+            else:
+                self.run_worker(self._load(install, session), name=f"load {install.lab.name}", group="demo-install",
+                                exit_on_error=False)
+        self.set_interval(FOLLOW_SECONDS, self.follow)
+
+    def on_unmount(self) -> None:
+        self._stop.set()  # the install threads end at their next request or poll
+        super().on_unmount()
+
+    def _install(self, install: LabInstall) -> None:
+        """One lab's install through its Crossplane (a thread: the driver blocks on the lab)."""
+        assert install.stages is not None
+        name = install.lab.name
+
+        def said(line: str, severity: str = "information") -> None:
+            self.post_message(InstallSaid(f"{name}: {line}", severity))  # thread-safe
+
+        client = LabClient(install.state.server, install.state.pki_dir)
+        try:
+            install.result = run_install(install.stages, client, say=said, stop=self._stop)
+        except Exception as exc:  # the monitor keeps running; the line says what failed
+            log.exception("the Crossplane install into %s failed", name)
+            install.result = False
+            said(f"the install stopped: {exc}", "error")
+        finally:
+            client.close()
+
+    async def _load(self, install: LabInstall, session: ClusterSession) -> None:
+        """One lab's install with crdscope's loader (the same source and pace in each lab)."""
+        loader = session.loader
+        loader.configure(self.demo.provider, loader.settings.profile, loader.settings.rate,
+                         loader.settings.concurrency)
+        final = await loader.run()
+        install.result = final is not None and final.state == "done" and not final.error
+        if not install.result:
+            why = (final.error if final is not None else "") or "it did not finish"
+            self.say(f"{install.lab.name}: the load stopped short: {why}", "warning")
+
+    def follow(self) -> None:
+        """Every few seconds: say what changed worth a look (memory near the cap, a kill), and end."""
+        capped = [(i, s) for i, s in self.pairs if i.memory_limit]
+        for install, session in capped:
+            figures = figures_of(session)
+            if (not self._near_cap_said and figures.rss_bytes
+                    and figures.rss_bytes >= NEAR_CAP * install.memory_limit):
+                self._near_cap_said = True
+                self.say(f"{install.lab.name} at {figures.rss_bytes / install.memory_limit:.0%} of its cap with "
+                         f"{figures.crds or 0} CRDs; " + self._others_memory(session), "warning")
+            restarts = figures.restarts or 0
+            if restarts > self._restarts_said:
+                first = self._restarts_said == 0
+                self._restarts_said = restarts
+                if first:
+                    killed = "OOM-killed by its cgroup" if _oom_killed(session) else "killed"
+                    self.say(f"{install.lab.name} was {killed} at its {size(install.memory_limit)} cap and "
+                             f"restarted by the lab's supervisor (it reloads every CRD and may be killed again); "
+                             + self._others_memory(session), "error")
+        if not self.ended and self._finished(capped):
+            self.end()
+        elif self.ended:
+            self._say_new_findings()
+
+    def _others_memory(self, capped: ClusterSession) -> str:
+        parts = []
+        for session in self.sessions:
+            if session is capped:
+                continue
+            figures = figures_of(session)
+            rss = size(figures.rss_bytes) if figures.rss_bytes else "?"
+            per = f", {figures.mib_per_crd:.1f} MiB per CRD" if figures.mib_per_crd else ""
+            parts.append(f"{session.name} holds {figures.crds or 0} CRDs in {rss}{per}")
+        return "; ".join(parts)
+
+    def _finished(self, capped: list[tuple[LabInstall, ClusterSession]]) -> bool:
+        """Every install ended, or every uncapped one did and each capped lab was killed at least once."""
+        others = [i for i, _ in self.pairs if not i.memory_limit]
+        if any(i.result is None for i in others):
+            return False
+        return all(i.result is not None or (figures_of(s).restarts or 0) > 0 for i, s in capped)
+
+    def end(self) -> None:
+        """The last stage: each cluster's open findings, then how to leave."""
+        self.ended = True
+        done = ", ".join(f"{i.lab.name} {'installed' if i.result else 'not installed'}" for i in self.demo.installs)
+        self.say(f"the end ({done}): each cluster's findings follow (f opens them in a cluster's monitor)",
+                 timeout=END_SECONDS)
+        for session in self.sessions:
+            findings = session.core.open_findings()
+            self._seen_findings |= {(session.name, f.id) for f in findings}
+            self.say(findings_line(session, findings), _severity_of(findings), timeout=END_SECONDS)
+        self.say("q quits and leaves both labs up (it says how to take them down)", timeout=END_SECONDS)
+
+    def _say_new_findings(self) -> None:
+        """After the end, a finding that opens (a crash loop confirmed) is one more line."""
+        for session in self.sessions:
+            for finding in session.core.open_findings():
+                if (session.name, finding.id) not in self._seen_findings:
+                    self._seen_findings.add((session.name, finding.id))
+                    self.say(f"new finding of {session.name}: {finding.severity.value}: {finding.title}",
+                             _severity_of([finding]), timeout=END_SECONDS)
+
+
+def _severity_of(findings: list[Finding]) -> str:
+    worst = max((f.severity.rank for f in findings), default=0)
+    return {0: "information", 1: "information", 2: "warning"}.get(worst, "error")
+
+
+def _oom_killed(session: ClusterSession) -> bool:
+    """Whether the lab counted an OOM kill of the API server (its memory group's counter)."""
+    from crdscope.probes.health import HealthSample
+
+    samples = (session.store.latest_of(HealthSample), session.store.last_good_of(HealthSample))
+    return any(sample is not None and (sample.oom_kills or 0) > 0 for sample in samples)
