@@ -11,7 +11,7 @@ import click
                    "[default: ../shared/crds/provider-gcp.tar.xz]")
 @click.option("--memory-limit", default=None, metavar="SIZE",
               help="the 1.26 lab's memory cap, past which its API server is OOM-killed and restarted "
-                   "[default: 2560Mi]")
+                   "[default: 4608Mi through Crossplane, 3584Mi with crdscope's loader]")
 @click.option("--crossplane/--no-crossplane", "crossplane", default=None,
               help="install through each lab's real Crossplane (default: when built; `crdscope lab build "
                    "--crossplane` builds it) or with crdscope's loader")

@@ -318,15 +318,15 @@ def crossplane_install_stages(lab: Any, state: Any, provider: Any, binaries: Any
 
 def open_fleet_demo(provider: str | None = None, *, prefix: str = "demo", memory_limit: int | None = None,
                     crossplane: bool | None = None, record: Any = True) -> None:
-    """``crdscope demo``: a 1.26 lab capped at ``memory_limit`` and a 1.37 lab (named ``PREFIX-126`` and
-    ``PREFIX-137``, started unless up), the compare screen on both, the same provider installed into
-    each (through Crossplane when built, ``crossplane`` True demands it and False declines it), narrated;
-    quitting leaves both labs up and says how to take them down."""
-    from .fleet_demo import DEFAULT_MEMORY_LIMIT, build_demo_app, findings_line, prepare_demo
+    """``crdscope demo``: a 1.26 lab capped at ``memory_limit`` (None: the demo's default) and a 1.37
+    lab (named ``PREFIX-126`` and ``PREFIX-137``, started unless up), the compare screen on both, the
+    same provider installed into each (through Crossplane when built; ``crossplane`` True demands it,
+    False declines it), narrated; quitting leaves both labs up and says how to take them down."""
+    from .fleet_demo import build_demo_app, findings_line, prepare_demo
 
     where = log_to_file() or NOT_WRITABLE
     demo = prepare_demo(provider or default_provider(), prefix=prefix,
-                        memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT, crossplane=crossplane, say=_say)
+                        memory_limit=memory_limit, crossplane=crossplane, say=_say)
     if demo.fallback:
         _say(demo.fallback)
     app = build_demo_app(demo, record=record)
