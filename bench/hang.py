@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 from crdscope.findings.checks import NOT_ANSWERING
-from crdscope.findings.engine import FindingsEngine
 from crdscope.findings.model import CLOSED, OPENED, FindingChange
 from crdscope.lab.binaries import ensure_binaries
 from crdscope.lab.controlplane import Lab, LabState
@@ -48,6 +47,7 @@ from crdscope.probes.monitor import Monitor
 from crdscope.probes.responsiveness import ResponsivenessSample
 from crdscope.base.samples import Sample, percentile
 from crdscope.base.settings import Settings
+from crdscope.session.core import WatchCore
 
 from .common import BenchError, Options, Result, append_row, isolate_environment, say, size_label
 from .labs import apply_and_wait, memory_for, wait_for_memory, wait_until_idle
@@ -69,16 +69,16 @@ GOAL_SECONDS = 5.0
 
 
 class Watcher:
-    """One in-process monitor with its findings engine; remembers when "not answering" opened and closed."""
+    """One in-process monitor with its session core (as every front end has); remembers when "not
+    answering" opened and closed."""
 
     def __init__(self, name: str, state: LabState, settings: Settings) -> None:
         self.name = name
         self.cluster = Cluster.connect(state.kubeconfig, state.admin_context)
         self.monitor = Monitor(self.cluster, settings)
-        self.engine = FindingsEngine(settings.thresholds)
-        self.monitor.add_sink(self.engine)
+        self.core = WatchCore(self.monitor, thresholds=settings.thresholds, cluster=state.admin_context)
         self.monitor.add_sink(self._sample)
-        self.engine.sinks.append(self._change)
+        self.core.add_listener(lambda taken: [self._change(change) for change in taken.changes])
         #: (time.monotonic(), the change) of every "not answering" transition.
         self.changes: list[tuple[float, FindingChange]] = []
         self.latest: ResponsivenessSample | None = None
@@ -129,7 +129,7 @@ class Watcher:
         return next(((t, c) for t, c in self.changes if t >= since and c.change == CLOSED), None)
 
     def is_open(self) -> bool:
-        return NOT_ANSWERING in self.engine.open
+        return NOT_ANSWERING in self.core.findings.open
 
     def settled(self) -> bool:
         """Nothing of its own in flight and, where PINGs are used, the latest one answered."""

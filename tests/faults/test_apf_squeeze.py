@@ -35,18 +35,17 @@ pytestmark = pytest.mark.lab
 
 @contextlib.asynccontextmanager
 async def watched_findings(lab):
-    """A monitor running only the throttling probe (every second) into a findings engine."""
-    from crdscope.findings.engine import FindingsEngine
+    """A monitor running only the throttling probe (every second) into a session core."""
     from crdscope.probes.monitor import Monitor
     from crdscope.base.settings import Settings
+    from crdscope.session.core import WatchCore
 
-    engine = FindingsEngine()
     samples: list = []
     opened: list = []  # every finding that opened (the squeeze's may close again once the load is done)
-    engine.sinks.append(lambda change: change.change == "opened" and opened.append(change.finding))
     async with Cluster.connect(lab.kubeconfig, lab.admin_context) as admin:
         monitor = Monitor(admin, Settings().override("cadences", **steady_cadences(throttling=1.0)), probes=["throttling"])
-        monitor.add_sink(engine)
+        core = WatchCore(monitor)
+        core.add_listener(lambda taken: opened.extend(c.finding for c in taken.changes if c.change == "opened"))
         monitor.add_sink(samples.append)
         task = asyncio.create_task(monitor.run())
         try:
