@@ -106,7 +106,7 @@ async def test_enter_opens_a_clusters_monitor_and_escape_returns(utc):
         taken = other.core.samples
         for _ in range(5):
             app.post_message(SampleArrived(other.store.latest("loader"), other))  # the shown tab's probe
-        await pilot.pause(0.8)  # past the panels' redraw throttle
+        await pilot.pause(0.8)  # deliberate: nothing must happen, so wait past the panels' redraw throttle
         assert other.core.samples == taken + 5 and app.sessions[1].core.samples == len(app.sessions[1].feed.samples)
         assert [panel.draws for panel in panels] == draws
         await pilot.press("escape")
@@ -185,7 +185,7 @@ async def test_the_fleet_redraws_a_few_times_a_second_however_many_samples_arriv
         sample = app.sessions[0].store.last_good_of(HealthSample)
         for _ in range(500):
             app.take(sample, app.sessions[0])
-        await pilot.pause(1.2)  # two throttle periods
+        await pilot.pause(1.2)  # deliberate: the throttle is under test, so count redraws over two of its periods
         assert 1 <= fleet.draws - before <= 3, fleet.draws - before
 
 
