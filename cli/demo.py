@@ -32,7 +32,7 @@ def demo(provider: str | None, memory_limit: str | None, crossplane: bool | None
     """
     from crdscope.cli.lab import check_lab_name
     from crdscope.cli.main import memory_limit_bytes
-    from crdscope.tui.launch import open_fleet_demo
+    from crdscope.tui.fleet_demo import open_fleet_demo
 
     check_lab_name(prefix)
     open_fleet_demo(provider, prefix=prefix, memory_limit=memory_limit_bytes(memory_limit), crossplane=crossplane,

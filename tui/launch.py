@@ -314,24 +314,3 @@ def crossplane_install_stages(lab: Any, state: Any, provider: Any, binaries: Any
     packages = prepare_packages(provider, name=package_name_of(provider.spec), registry=registry,
                                 crank=binaries.crank, crossplane_version=binaries.version, say=say)
     return plan_install([p.plan for p in packages], registry)
-
-
-def open_fleet_demo(provider: str | None = None, *, prefix: str = "demo", memory_limit: int | None = None,
-                    crossplane: bool | None = None, record: Any = True) -> None:
-    """``crdscope demo``: a 1.26 lab capped at ``memory_limit`` (None: the demo's default) and a 1.37
-    lab (named ``PREFIX-126`` and ``PREFIX-137``, started unless up), the compare screen on both, the
-    same provider installed into each (through Crossplane when built; ``crossplane`` True demands it,
-    False declines it), narrated; quitting leaves both labs up and says how to take them down."""
-    from .fleet_demo import build_demo_app, findings_line, prepare_demo
-
-    where = log_to_file() or NOT_WRITABLE
-    demo = prepare_demo(provider or default_provider(), prefix=prefix,
-                        memory_limit=memory_limit, crossplane=crossplane, say=_say)
-    if demo.fallback:
-        _say(demo.fallback)
-    app = build_demo_app(demo, record=record)
-    _run(app, where)
-    for session in app.sessions:
-        _say(findings_line(session, session.core.open_findings()))
-    for lab in demo.labs:
-        say_lab_still_running(lab)

@@ -93,9 +93,8 @@ def test_the_demo_installs_a_family_through_crossplane_stage_by_stage(demo_lab, 
     mrap = stages[-1].objects[0]
     activated = {n for n in crds if any(fnmatch.fnmatch(n, p) for p in mrap["spec"]["activate"])}
     assert activated and activated < set(crds)
-    established = {c["metadata"]["name"] for c in kubectl_json(demo_lab, "get", "crds")["items"]
-                   if established(c)}
-    assert established & set(crds) == activated
+    ready = {c["metadata"]["name"] for c in kubectl_json(demo_lab, "get", "crds")["items"] if established(c)}
+    assert ready & set(crds) == activated
 
 
 def test_bad_demo_input_is_one_line_before_anything_starts(tmp_path):

@@ -27,6 +27,7 @@ import yaml
 from crdscope.lab.controlplane import free_port
 from crdscope.lab.pki import CertificateAuthority
 from crdscope.base.settings import LoaderSettings, Settings
+from tests.e2e.test_rules_prometheus import probes_up
 from tests.faults.helpers import crdscope, spawn
 from tests.helpers import async_wait_for, secrets_of, start_loader_as_configured, wait_for
 from crdscope.tui.launch import build_app
@@ -69,7 +70,7 @@ async def test_no_artefact_of_a_session_holds_key_material(fresh_lab, tmp_path, 
             text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
         except httpx.HTTPError:
             return None
-        return text if 'crdscope_probe_up{probe="health"} 1.0' in text else None
+        return text if "health" in probes_up(text) else None
 
     (out / "exporter.txt").write_text(wait_for(scraped, timeout=60, interval=0.5, message="an exporter scrape"))
     stdout, stderr = watch.communicate(timeout=120)

@@ -26,7 +26,7 @@ from ..panels.health import memory_points
 from ..panels.plots import RolePlot
 from ..panels.text import columns
 from ..sessions import ClusterSession
-from .fleet import ThrottledScreen
+from .throttled import ThrottledScreen
 
 #: Series markers: the colour says the figure (its theme role), the marker the cluster.
 MARKERS = ("braille", "dot")
