@@ -51,7 +51,8 @@ class Sample:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict of every field, in declaration order (tuples become lists, NaN and
-        infinities become null), as msgspec encodes it."""
+        infinities become null), as msgspec encodes it.  The recorder writes that same encoding
+        straight to its lines, without this dict (``session.recorder.sample_line``)."""
         data: dict[str, Any] = _DECODER.decode(_ENCODER.encode(self))
         return data
 

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
+import httpx
+
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_MD = BENCH_DIR / "RESULTS.md"
 #: Where the notes under the results table start (profiles of missed goals).
@@ -73,6 +75,27 @@ def process_cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process so far (``/proc/<pid>/stat``)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def scrape_metrics(port: int, timeout: float = 10.0) -> str:
+    """The exposition a local exporter (``--serve-metrics 127.0.0.1:PORT``) serves now; "" while it
+    does not answer 200 (not listening yet, busy, gone).  The e2e tests scrape with this too."""
+    try:
+        response = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=timeout)
+    except httpx.HTTPError:
+        return ""
+    return response.text if response.status_code == 200 else ""
+
+
+def stop_process(process: subprocess.Popen[Any], grace: float = 30.0) -> None:
+    """SIGTERM a child, SIGKILL it if it is still there after ``grace`` seconds; returns once it is reaped.
+    The e2e tests stop their children with this too."""
+    process.terminate()
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def say(line: str) -> None:

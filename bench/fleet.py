@@ -34,7 +34,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -42,7 +41,8 @@ from crdscope.lab.binaries import ensure_binaries
 from crdscope.lab.components import LabOptions
 from crdscope.lab.controlplane import Lab, LabState, free_port
 
-from .common import BenchError, Options, Result, isolate_environment, process_cpu_seconds, say
+from .common import (BenchError, Options, Result, isolate_environment, process_cpu_seconds, say, scrape_metrics,
+                     stop_process)
 
 CLUSTERS = (1, 5, 20)
 SCRAPE_EVERY_SECONDS = 15.0
@@ -68,14 +68,6 @@ def fleet_kubeconfig(state: LabState, path: Path) -> list[str]:
     path.write_text(yaml.safe_dump(document))
     path.chmod(0o600)
     return names
-
-
-def _scrape(port: int) -> str:
-    try:
-        response = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10)
-    except httpx.HTTPError:
-        return ""
-    return response.text if response.status_code == 200 else ""
 
 
 def _per_cluster(text: str, name: str) -> dict[str, float]:
@@ -121,14 +113,14 @@ def measure_fleet(kubeconfig: Path, contexts: list[str], seconds: float, warmup:
                                  f"{(process.stderr.read() if process.stderr else '').strip()[-300:]}")
             now = time.monotonic()
             if now >= next_scrape:
-                text = _scrape(port) or text
+                text = scrape_metrics(port) or text
                 next_scrape = now + SCRAPE_EVERY_SECONDS
             if cpu_start is None and now - started >= warmup and text:
                 cpu_start = process_cpu_seconds(process.pid)
                 requests_start = _per_cluster(text, "crdscope_footprint_requests_total")
                 window_start = now
             time.sleep(1.0)  # the bench's own cadence, not a wait for a condition
-        text = _scrape(port) or text
+        text = scrape_metrics(port) or text
         window = time.monotonic() - window_start
         if cpu_start is None or requests_start is None:
             raise BenchError("the fleet watch served no metrics within the warm-up")
@@ -138,12 +130,7 @@ def measure_fleet(kubeconfig: Path, contexts: list[str], seconds: float, warmup:
         per_minute = [(requests_end.get(c, 0.0) - requests_start.get(c, 0.0)) / window * 60 for c in contexts]
         up = _probes_up(text)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
     n = len(contexts)
     return {"clusters": n, "window_s": round(window), "cpu_percent_of_a_core": round(cpu_percent, 2),
             "cpu_percent_per_cluster": round(cpu_percent / n, 3), "rss_mib": round(memory),

@@ -12,6 +12,7 @@ import httpx
 import pytest
 import yaml
 
+from bench.common import stop_process
 from crdscope.lab.controlplane import free_port
 from tests.helpers import wait_for
 
@@ -72,12 +73,7 @@ def prometheus(tmp_path, exporter):
         wait_for(ready, timeout=60, message="prometheus ready")
         yield base
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
         log.close()
 
 

@@ -17,7 +17,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import LabHandle
-from tests.e2e.test_rules_prometheus import PROMETHEUS, Prometheus, free_port, scrape, stop
+from bench.common import scrape_metrics, stop_process
+from tests.e2e.test_rules_prometheus import PROMETHEUS, Prometheus, free_port
 from tests.faults.helpers import spawn
 from tests.helpers import async_wait_for, wait_for
 
@@ -54,9 +55,9 @@ async def test_a_fleet_exporter_labels_each_cluster_and_a_rule_fires_for_the_sto
                    "--context", b, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     prometheus = Prometheus(lab, tmp_path, fleet_port, more_exporters=[single_port])
     try:
-        text = wait_for(lambda: (t := scrape(fleet_port)) and up_in(t, a) and up_in(t, b) and t, timeout=120,
-                        message="both clusters' probes up in the fleet exporter")
-        wait_for(lambda: up_in(scrape(single_port), b), timeout=120, message="the second exporter up")
+        text = wait_for(lambda: (t := scrape_metrics(fleet_port)) and up_in(t, a) and up_in(t, b) and t,
+                        timeout=120, message="both clusters' probes up in the fleet exporter")
+        wait_for(lambda: up_in(scrape_metrics(single_port), b), timeout=120, message="the second exporter up")
         # Every series of the fleet exporter says which cluster it is about.
         series = [line for line in text.splitlines() if line.startswith("crdscope_")]
         assert series and all('cluster="' in line for line in series), [s for s in series if 'cluster="' not in s][:3]
@@ -71,13 +72,13 @@ async def test_a_fleet_exporter_labels_each_cluster_and_a_rule_fires_for_the_sto
                 and {x["labels"]["instance"] for x in found} == {f"127.0.0.1:{fleet_port}", f"127.0.0.1:{single_port}"}
                 and found, timeout=60, message="CrdscopeAPIServerNotAnswering firing from both exporters")
             assert {x["labels"]["cluster"] for x in firing} == {b}, firing
-            assert up_in(scrape(fleet_port), a)  # A is still watched, and fine
+            assert up_in(scrape_metrics(fleet_port), a)  # A is still watched, and fine
         finally:
             lab_b.lab.start("apiserver")
     finally:
         prometheus.close()
-        stop(single)
-        stop(fleet)
+        stop_process(single)
+        stop_process(fleet)
     lines = fleet.stdout.read().splitlines()
     assert any(line.startswith(f"{a}: watching {lab.server}") for line in lines), lines[:5]
     assert any(line.startswith(f"{b}: watching {lab_b.server}") for line in lines), lines[:5]

@@ -22,6 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.common import scrape_metrics, stop_process
 from crdscope.loader.engine import LoadEngine
 from crdscope.loader.sources import open_source
 from crdscope.probes.cluster import Cluster
@@ -48,29 +49,12 @@ def exporter(lab, port: int, env: dict | None = None) -> subprocess.Popen:
                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def scrape(port: int) -> str:
-    try:
-        response = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5)
-    except httpx.HTTPError:
-        return ""
-    return response.text if response.status_code == 200 else ""
-
-
 def probes_up(text: str) -> set[str]:
     """The probes whose latest run succeeded, by the exporter's ``crdscope_probe_up`` (any cluster)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     return {s.labels["probe"] for family in text_string_to_metric_families(text) for s in family.samples
             if s.name == "crdscope_probe_up" and s.value == 1.0}
-
-
-def stop(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 def test_the_live_exporter_passes_promtool_check_metrics(lab):
@@ -80,10 +64,10 @@ def test_the_live_exporter_passes_promtool_check_metrics(lab):
     process = exporter(lab, port)
     try:
         # Every probe has reported (and succeeded) at least once: all names are on show.
-        text = wait_for(lambda: (t := scrape(port)) and set(monitor_probes()) <= probes_up(t) and t,
+        text = wait_for(lambda: (t := scrape_metrics(port)) and set(monitor_probes()) <= probes_up(t) and t,
                         timeout=120, message="every probe up in the exporter")
     finally:
-        stop(process)
+        stop_process(process)
     done = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "crdscope_responsiveness_unanswered_seconds" in text
@@ -144,7 +128,7 @@ class Prometheus:
         return f"targets {health}; rejected series {series['data']['result'][:3]}"
 
     def close(self) -> None:
-        stop(self.process)
+        stop_process(self.process)
         self.log.close()
 
 
@@ -161,7 +145,7 @@ async def test_a_real_prometheus_fires_apf_rejecting_and_not_answering(fresh_lab
     watcher = exporter(fresh_lab, port, env={"XDG_CONFIG_HOME": str(config_home)})
     prometheus = Prometheus(fresh_lab, tmp_path, port)
     try:
-        await async_wait_for(lambda: "throttling" in probes_up(scrape(port)), timeout=90,
+        await async_wait_for(lambda: "throttling" in probes_up(scrape_metrics(port)), timeout=90,
                              message="the exporter's throttling figures")
         async with Cluster.connect(str(kubeconfig), USER) as cluster:
             engine = LoadEngine(cluster, open_source(f"synthetic:{COUNT}", seed=SEED), profile="burst",
@@ -186,4 +170,4 @@ async def test_a_real_prometheus_fires_apf_rejecting_and_not_answering(fresh_lab
         assert hung[0]["labels"]["severity"] == "critical"
     finally:
         prometheus.close()
-        stop(watcher)
+        stop_process(watcher)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import subprocess
 import sys
@@ -17,7 +18,8 @@ from crdscope.base.errors import ConfigError
 from crdscope.probes.health import HealthSample, Outage
 from crdscope.base.samples import Sample
 from crdscope.session.events import Event
-from crdscope.session.recorder import FORMAT_VERSION, ClusterInfo, Recorder, part_path, prune
+from crdscope.session.recorder import (FORMAT_VERSION, ClusterInfo, Recorder, encode, part_path, prune, sample_line,
+                                       sample_record)
 from crdscope.session.replay import RecordingReader, read_recording
 from crdscope.cli.main import cli
 
@@ -80,6 +82,25 @@ def test_round_trip_samples_and_events_equal(tmp_path):
     assert recording.events == events
     assert recording.damage is None and recording.ended
     assert recording.cluster == CLUSTER
+
+
+def test_a_sample_line_decodes_to_the_record_of_the_dict_path(tmp_path):
+    # NaN and infinities (null), a tuple of dataclasses, a dict, non-ASCII text and an exponent float.
+    sample = RecordingTestSample(timestamp=1000.5, seconds=math.nan, count=3, maybe=1e-05,
+                                 levels=(Level("global", math.inf), Level("wörkload-high", 2.5e20)),
+                                 by_verb={"GET": -math.inf, "LIST": 0.25}, error="délai dépassé")
+    dict_path = encode(sample_record(sample))
+    path = tmp_path / "session.jsonl"
+    record(path, [sample])
+    recorded = lines(path)[1]
+    assert recorded == sample_line(sample) and recorded.endswith(b"}\n") and recorded.count(b"\n") == 1
+    assert json.loads(recorded) == json.loads(dict_path)
+    assert json.loads(recorded) == {
+        "type": "sample", "probe": "recording-test",
+        "data": {"timestamp": 1000.5, "error": "délai dépassé", "seconds": None, "count": 3, "maybe": 1e-05,
+                 "levels": [{"name": "global", "rejected_per_s": None},
+                            {"name": "wörkload-high", "rejected_per_s": 2.5e20}],
+                 "by_verb": {"GET": None, "LIST": 0.25}}}
 
 
 def test_header_names_cluster_and_versions(tmp_path):

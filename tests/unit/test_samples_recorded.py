@@ -13,6 +13,7 @@ import lzma
 from pathlib import Path
 
 from crdscope.probes.registry import monitor_probes, sample_type
+from crdscope.session.recorder import sample_line
 from crdscope.session.replay import read_recording
 
 RECORDING = Path(__file__).parent.parent / "data" / "recording-0.1.0-handwritten-encoder.jsonl.xz"
@@ -25,6 +26,15 @@ def test_every_recorded_sample_rebuilds_and_encodes_back_to_what_was_recorded():
     for record in samples:
         rebuilt = sample_type(record["probe"]).from_json(record["data"])
         assert rebuilt.to_json() == record["data"], record["probe"]
+
+
+def test_the_recorder_writes_each_recorded_sample_back_to_the_same_bytes():
+    lines = lzma.decompress(RECORDING.read_bytes()).splitlines(keepends=True)
+    sample_lines = [line for line in lines if json.loads(line)["type"] == "sample"]
+    assert sample_lines
+    for line in sample_lines:
+        record = json.loads(line)
+        assert sample_line(sample_type(record["probe"]).from_json(record["data"])) == line, record["probe"]
 
 
 def test_the_old_recording_replays_without_damage(tmp_path):
