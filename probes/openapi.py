@@ -22,6 +22,17 @@ The group-version documents read to settle stages are budgeted
 (``budgets.openapi_v3_documents`` per minute), and the index is read on the idle
 cadence once nothing changes or waits.  Both heavy reads wait while the guard holds
 (:mod:`probes.guard`: the server near its memory limit).
+
+**Servers before 1.27 are read only once CRDs settle.**  Their kube-openapi (1.26.15 vendors
+the 2022-10 one) builds the index by marshalling and hashing every group-version changed since
+the previous read, holding the lock the CRD OpenAPI controller needs to publish, and keeps
+the JSON; a server nobody reads the index of never does that work.  Reading it every 10 s of
+an install made a watched 1.26 install 1.15x as long (``bench/RESULTS.md``, footprint).  On
+those servers the index waits until no CRD changed for ``cadences.settle`` seconds, and the
+``openapi_v3`` stage of new CRDs is timed from the server's own record instead: its
+``apiextensions_openapi_v3_regeneration_count`` series (one per CRD version, created when the
+controller publishes it; 1.26 never increments it, so its appearance is what counts), read
+from the shared ``/metrics`` scrape other probes take anyway.
 """
 
 from __future__ import annotations
@@ -63,6 +74,11 @@ CONTENT_FETCHES_PER_ROUND = 4
 #: server the cost of v2 is not observable passively (the fields stay None).
 REQUEST_DURATION_FAMILY = "apiserver_request_duration_seconds"
 V2_SUBRESOURCE = "openapi/v2"
+#: The CRD OpenAPI v3 controller's record of each CRD version it published (see the module doc).
+REGENERATION_FAMILY = "apiextensions_openapi_v3_regeneration_count"
+#: Kubernetes minors from which reading the /openapi/v3 index no longer marshals every changed
+#: group-version under the controller's lock (kube-openapi's 2023 cached handler, 1.27).
+LAZY_INDEX_MINOR = 27
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -116,6 +132,9 @@ class OpenAPISample(Sample):
     #: requests it served to any client since it started, and their seconds in all.
     v2_server_requests: int | None = None
     v2_server_seconds: float | None = None
+    #: Why the index was not read this round ("" when it was): on servers before 1.27 it waits
+    #: for CRDs to settle; the index figures above are then the last read's.
+    v3_deferred: str = ""
 
 
 # --------------------------------------------------------------------------- fetching
@@ -269,15 +288,25 @@ class OpenAPIObserver:
         self.discovery = ConditionalGet(cluster, "/apis", DISCOVERY_ACCEPT)
         self.v2 = V2Fetcher(cluster)
         self._view_timestamp: float | None = None
+        self._last_index: tuple[float, int] = (0.0, 0)  # the last read's seconds and paths
 
-    async def observe(self, crds: dict[str, CRDRecord], discovery_view: Any = None) -> OpenAPISample:
+    async def observe(self, crds: dict[str, CRDRecord], discovery_view: Any = None, *,
+                      index_deferred: str = "") -> OpenAPISample:
         """One round: v3 index and discovery, stage bookkeeping, and a sample (v2 fields left empty).
 
         ``discovery_view`` is the discovery probe's published view
         (``monitor.shared.discovery``, with ``timestamp`` and ``served``); when
-        given, it replaces this probe's own fetch of ``/apis``.
+        given, it replaces this probe's own fetch of ``/apis``.  ``index_deferred`` (why)
+        skips the index and the group-version documents this round: discovery and the
+        stages already placed still make a sample.
         """
         self.tracker.update_crds(crds)
+        if index_deferred:
+            received = time.time()
+            unobservable = await self._discovery_round(crds, discovery_view)
+            seconds, paths = self._last_index
+            sample = self._sample(crds, received, seconds, False, paths, unobservable)
+            return dataclasses.replace(sample, v3_deferred=index_deferred)
         started = time.time()
         clock = time.perf_counter()
         try:
@@ -289,17 +318,21 @@ class OpenAPIObserver:
         v3_seconds = time.perf_counter() - clock
         received = time.time()
         self.tracker.observe_index(started, received, index_hashes(index))
-        if discovery_view is not None:
-            if discovery_view.timestamp != self._view_timestamp:
-                self._view_timestamp = discovery_view.timestamp
-                self.tracker.observe_discovery(discovery_view.timestamp, set(discovery_view.served), crds)
-            discovery_unobservable = None
-        else:
-            discovery_unobservable = await self._observe_discovery(crds)
+        self._last_index = (v3_seconds, len(index.get("paths") or {}))
+        discovery_unobservable = await self._discovery_round(crds, discovery_view)
         await self._read_wanted_documents(crds, received)
         self.tracker.place_openapi(crds)
         return self._sample(crds, received, v3_seconds, changed, len(index.get("paths") or {}),
                             discovery_unobservable)
+
+    async def _discovery_round(self, crds: dict[str, CRDRecord], discovery_view: Any) -> str | None:
+        """The discovery stage from the shared view when given, else from this probe's own fetch."""
+        if discovery_view is None:
+            return await self._observe_discovery(crds)
+        if discovery_view.timestamp != self._view_timestamp:
+            self._view_timestamp = discovery_view.timestamp
+            self.tracker.observe_discovery(discovery_view.timestamp, set(discovery_view.served), crds)
+        return None
 
     async def _read_wanted_documents(self, crds: dict[str, CRDRecord], now: float) -> None:
         """Read the few group-version documents that settle CRDs the hashes alone cannot place.
@@ -415,6 +448,7 @@ class OpenAPIProbe:
         self._v2_events: int | None = None  # watch events when v2 was last fetched
         self._v2_started = 0.0
         self._waiting = False  # CRDs waited for publication at the last run
+        self._regenerations_read: float | None = None  # the scrape whose regenerations were read
 
     @property
     def tracker(self) -> PublicationTracker:
@@ -432,11 +466,39 @@ class OpenAPIProbe:
             return OpenAPISample(error=not_synced)
         if self._v2_events is None:
             self._v2_events = watch.status.events  # changes are counted from the first run on
-        sample = await self.observer.observe(watch.crds, self._discovery_view())
+        deferred = ""
+        if self._index_costs_the_server():
+            self.monitor.metrics.want(REGENERATION_FAMILY)
+            self._place_by_regenerations(watch.crds)
+            if self._crds_changing():
+                deferred = INDEX_DEFERRED_NOTE
+        sample = await self.observer.observe(watch.crds, self._discovery_view(), index_deferred=deferred)
         self._waiting = sample.backlog > 0 or bool(self.tracker.content_wanted(watch.crds, time.time()))
         note = self._maybe_start_v2(watch)
         sample = with_v2(sample, self.observer.v2.last, note)
         return with_server_builds(sample, self.monitor.metrics.last)
+
+    def _index_costs_the_server(self) -> bool:
+        """True on a server before 1.27, whose index read marshals every changed group-version
+        under its OpenAPI controller's lock (module doc); False while the version is unknown."""
+        version = self.monitor.scheduler.latest.get("version")
+        minor = server_minor(getattr(version, "minor", ""))
+        return minor is not None and minor < LAZY_INDEX_MINOR
+
+    def _crds_changing(self) -> bool:
+        """A CRD changed within ``cadences.settle`` seconds (an install in progress)."""
+        last = self.monitor.shared.last_crd_change
+        return last is not None and time.time() - last < self.monitor.settings.cadences.settle
+
+    def _place_by_regenerations(self, crds: dict[str, CRDRecord]) -> None:
+        """Time the v3 stage of new CRDs from the server's regeneration series in the latest shared scrape."""
+        scrape = self.monitor.metrics.last
+        if scrape is None or not scrape.ok or not scrape.covers((REGENERATION_FAMILY,)):
+            return
+        if scrape.timestamp == self._regenerations_read:
+            return
+        self._regenerations_read = scrape.timestamp
+        self.tracker.observe_regenerations(scrape.timestamp, published_versions(scrape), crds)
 
     def _discovery_view(self) -> Any:
         """The discovery probe's view when it is fresh (then /apis is not fetched twice), else None."""
@@ -461,6 +523,25 @@ class OpenAPIProbe:
         self._v2_started = time.time()
         self._v2_task = asyncio.create_task(self.observer.v2.fetch(), name="openapi-v2")
         return "fetching"
+
+
+def server_minor(minor: str) -> int | None:
+    """The minor of ``/version`` as a number (``"26+"`` -> 26); None when it is not one."""
+    digits = minor.rstrip("+")
+    return int(digits) if digits.isdigit() else None
+
+
+def published_versions(scrape: Scrape) -> set[tuple[str, str]]:
+    """(CRD name, version) the server's CRD OpenAPI v3 controller has published, from its
+    regeneration series (reasons ``add``/``update``; ``remove`` is a withdrawal)."""
+    return {(labels.get("crd", ""), labels.get("version", "")) for labels, _ in scrape.series(REGENERATION_FAMILY)
+            if labels.get("reason") != "remove"}
+
+
+#: Why the index waits on a server before 1.27 (the panel and --json say so).
+INDEX_DEFERRED_NOTE = ("read once CRDs settle: on this server each read marshals every changed group-version "
+                       "under the lock its OpenAPI controller needs; new CRDs are timed from its "
+                       "regeneration metric meanwhile")
 
 
 #: Why /openapi/v2 is not fetched by default (the panel and --json say so).

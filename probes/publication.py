@@ -25,7 +25,10 @@ Stages, and which clock each one uses:
   for ``CONTENT_CHECK_AFTER`` seconds is settled by the group-version document
   itself (``/openapi/v3/apis/<group>/<version>?hash=...``, fetched once per
   hash): when its resource is in the document, the stage is timed at the later
-  of ``established`` and the fetch that first showed that hash.
+  of ``established`` and the fetch that first showed that hash.  On servers before
+  1.27 the index is not read while CRDs change (``probes.openapi``): there the stage is
+  the end of the first ``/metrics`` scrape listing the CRD's versions in the server's
+  ``apiextensions_openapi_v3_regeneration_count`` series.
 
 A stage seen already reached at the first observation ("before monitoring")
 has no time: it counts as reached but stays out of the lag figures.  Lags are
@@ -152,6 +155,8 @@ class PublicationTracker:
         self.contents: dict[tuple[str, str], frozenset[str]] = {}
         #: CRD versions placed by a group-version document rather than by a hash change.
         self.placed_by_content = 0
+        #: CRDs placed by the server's regeneration series rather than by the index.
+        self.placed_by_regeneration = 0
 
     # -- CRDs ------------------------------------------------------------------------
     def update_crds(self, records: dict[str, CRDRecord]) -> None:
@@ -240,6 +245,24 @@ class PublicationTracker:
                     stages.openapi_untimed = True
                 else:
                     stages.openapi_v3 = max(times)
+
+    def observe_regenerations(self, at: float, published: set[tuple[str, str]],
+                              records: dict[str, CRDRecord]) -> None:
+        """The server's own list of the CRD versions its OpenAPI v3 controller published, read at ``at``
+        (servers before 1.27, whose index is read only once CRDs settle: see ``probes.openapi``).
+
+        A CRD the watch saw become Established, with every served version listed, reached
+        ``openapi_v3`` by ``at`` (resolution: the scrape cadence).  CRDs Established before
+        monitoring are left to the index (untimed), as are CRDs not yet listed.
+        """
+        for record in records.values():
+            stages = self.stages.get(record.uid)
+            if (stages is None or stages.in_openapi or stages.established is None or not record.established_live
+                    or not record.served_versions):
+                continue
+            if all((record.name, version) in published for version in record.served_versions):
+                stages.openapi_v3 = max(at, stages.established)
+                self.placed_by_regeneration += 1
 
     def _shown_by_content(self, path: str, history: GroupVersionHistory, plural: str) -> IndexChange | None:
         """The change that brought the current hash, when that hash's document lists ``plural``."""

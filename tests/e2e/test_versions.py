@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -23,7 +24,7 @@ from crdscope.lab.supervisor import read_events
 from tests.conftest import LabHandle
 from tests.crdsets import tiny_crd
 from tests.e2e.monitoring import running_monitor
-from tests.helpers import async_wait_for
+from tests.helpers import async_wait_for, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -141,6 +142,47 @@ def test_loader_run_of_200_crds_on_126(old_lab):
     assert len(listed.split()) == 200
     walk = probe(old_lab, "discovery", "--legacy")
     assert walk["group_versions"] >= 200 // 10  # the synthetic groups are now in the legacy walk
+
+
+def test_on_126_the_v3_index_waits_for_the_load_to_settle_and_the_stage_is_still_timed(old_lab, tmp_path):
+    """1.26 marshals every changed group-version under its OpenAPI controller's lock for each index
+    read (``probes.openapi``): a watch reads no index while CRDs change, and times each new CRD's
+    v3 stage from the server's regeneration series instead."""
+    from crdscope.base.settings import Cadences
+    from tests.e2e.test_footprint import footprints, latest_of, start_watch, stop_watch
+    from tests.faults.helpers import crdscope as run_crdscope
+
+    recording = tmp_path / "watch-126.jsonl"
+    watch = start_watch(old_lab, recording)
+    try:
+        index = "GET /openapi/v3"
+        # Start-up reads the index once (nothing changes yet): the footprint must have counted it.
+        before = wait_for(lambda: next((f for f in footprints(recording)[::-1]
+                                        if f["by_path"].get(index, {}).get("requests")), None),
+                          timeout=120, message="the first index read counted")
+        load_started = time.time()
+        done = run_crdscope("load", "synthetic:60", "--seed", "261", "--kubeconfig", old_lab.kubeconfig,
+                            "--context", old_lab.admin_context, timeout=600)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+        loaded_at = time.time()
+        # The first footprint after the load: well inside the 60 s the install takes to count as settled.
+        during = wait_for(lambda: next((f for f in footprints(recording) if f["timestamp"] >= loaded_at), None),
+                          timeout=30, message="a footprint sample after the load")
+
+        def timed() -> dict | None:
+            openapi = latest_of(recording, "openapi") or {}
+            count = ((openapi.get("lag_seconds") or {}).get("openapi_v3") or {}).get("count") or 0
+            return openapi if count >= 60 else None
+        openapi = wait_for(timed, timeout=150, message="the v3 stage of all 60 CRDs timed")
+    finally:
+        stop_watch(watch)
+    read = during["by_path"].get(index, {}).get("requests", 0) - before["by_path"].get(index, {}).get("requests", 0)
+    assert read == 0, f"{read} index reads while CRDs changed on 1.26: {during['by_path']}"
+    rounds = [r["data"] for r in map(json.loads, recording.read_text().splitlines()[:-1])
+              if r.get("probe") == "openapi" and load_started + 5 <= r["data"]["timestamp"] <= loaded_at + 40]
+    assert rounds and all(r["v3_deferred"].startswith("read once CRDs settle") for r in rounds), rounds[-1:]
+    # Timed by the regeneration series, not by an index read once settled (that would be >= 60 s after the last change).
+    assert openapi["lag_seconds"]["openapi_v3"]["max"] < Cadences().settle, openapi["lag_seconds"]
 
 
 def test_feature_gate_turns_aggregated_discovery_on_in_126(old_binaries, tmp_path: Path):

@@ -170,3 +170,41 @@ def test_openapi_sample_round_trips():
                            group_versions={"g.test/v1": GroupVersionPublication(first_seen=1.0, hash="AB")},
                            backlog=1, backlog_names=("a.g.test",), v2_bytes=10)
     assert OpenAPISample.from_json(sample.to_json()) == sample
+
+
+def test_regeneration_series_time_the_v3_stage_of_crds_established_while_watched():
+    """Servers before 1.27: the index waits for CRDs to settle, the server's regeneration series times the stage."""
+    tracker = PublicationTracker()
+    old = dataclasses.replace(record("old.g.test", created=50.0, established=51.0), established_live=False)
+    crds = {"old.g.test": old, "a.g.test": record("a.g.test", created=100.0, established=None, versions=("v1", "v2"))}
+    tracker.update_crds(crds)
+    tracker.observe_regenerations(99.0, {("old.g.test", "v1")}, crds)
+    assert tracker.placed_by_regeneration == 0  # Established before monitoring: left to the index
+    crds["a.g.test"] = record("a.g.test", created=100.0, established=101.0, versions=("v1", "v2"))
+    tracker.update_crds(crds)
+    # One of its two versions published: not yet in OpenAPI.
+    tracker.observe_regenerations(105.0, {("old.g.test", "v1"), ("a.g.test", "v1")}, crds)
+    assert tracker.stages["uid-a.g.test"].openapi_v3 is None
+    assert tracker.backlog(crds) == [("old.g.test", 51.0), ("a.g.test", 101.0)]
+    tracker.observe_regenerations(110.0, {("old.g.test", "v1"), ("a.g.test", "v1"), ("a.g.test", "v2")}, crds)
+    assert tracker.stages["uid-a.g.test"].openapi_v3 == 110.0 and tracker.placed_by_regeneration == 1
+    assert tracker.lag_seconds()["openapi_v3"].max == pytest.approx(10.0)
+    # Placed once: a later look changes nothing.
+    tracker.observe_regenerations(120.0, {("old.g.test", "v1"), ("a.g.test", "v1"), ("a.g.test", "v2")}, crds)
+    assert tracker.stages["uid-a.g.test"].openapi_v3 == 110.0 and tracker.stages["uid-old.g.test"].openapi_v3 is None
+
+
+def test_published_versions_and_server_minor_from_a_real_exposition():
+    from crdscope.probes.metrics import parse_text
+    from crdscope.probes.openapi import REGENERATION_FAMILY, published_versions, server_minor
+
+    # As kube-apiserver 1.26.15 exposes it: created by With() and never incremented, so every value is 0.
+    text = (f"# HELP {REGENERATION_FAMILY} [ALPHA] Counter of OpenAPI v3 spec regeneration count broken down by "
+            "group, version, causing CRD and reason.\n"
+            f"# TYPE {REGENERATION_FAMILY} counter\n"
+            f'{REGENERATION_FAMILY}{{crd="a.g.test",group="g.test",reason="add",version="v1"}} 0\n'
+            f'{REGENERATION_FAMILY}{{crd="b.g.test",group="g.test",reason="update",version="v1"}} 0\n'
+            f'{REGENERATION_FAMILY}{{crd="c.g.test",group="g.test",reason="remove",version="v1"}} 0\n')
+    scrape = parse_text(text, [REGENERATION_FAMILY])
+    assert published_versions(scrape) == {("a.g.test", "v1"), ("b.g.test", "v1")}
+    assert [server_minor(m) for m in ("26", "26+", "37", "", "x")] == [26, 26, 37, None, None]

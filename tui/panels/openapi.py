@@ -88,6 +88,8 @@ class OpenAPIPanel(ProbePanel):
         names = sample.backlog_names[:BACKLOG_NAMES_SHOWN]
         if names:
             summary += "\n[$probe-warn]waiting: " + one_line(", ".join(map(str, names))) + "[/]"
+        if sample.v3_deferred:  # a server before 1.27, while CRDs change: the index figures are the last read's
+            summary += f"\n[$probe-idle]index {one_line(sample.v3_deferred)}[/]"
         if sample.discovery_unobservable:
             summary += f"\n[$probe-idle]discovery stage: {one_line(sample.discovery_unobservable)}[/]"
         self.query_one("#openapi-summary", Static).update(summary)
