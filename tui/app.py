@@ -34,7 +34,7 @@ from crdscope.themes import DEFAULT_THEME, THEME_NAMES, THEMES, role_defaults
 
 from .commands import CrdscopeCommands
 from .feeds import Feed
-from .frozen_heap import SETTLE_EVERY_SECONDS, FrozenHeap
+from .frozen_heap import HOLD_COLLECTIONS_SECONDS, SETTLE_EVERY_SECONDS, FrozenHeap
 from .messages import SampleArrived
 from .sessions import ClusterSession, LimitFollower
 from .screens.help import HelpScreen
@@ -97,7 +97,8 @@ class CrdscopeApp(App[None]):
         self.mode_label = mode_label
         self._layout = layout
         self.screenshots: list[str] = []
-        self.heap = FrozenHeap()
+        self.heap = FrozenHeap(may_freeze=self._only_home_screens)
+        self._home_screens = 1
         for candidate in THEMES:
             self.register_theme(candidate)
         self.theme = check_theme(theme or self.settings.ui.theme or DEFAULT_THEME)
@@ -174,6 +175,11 @@ class CrdscopeApp(App[None]):
         """The local kubectl the findings and the discovery panel judge by (None: not known)."""
         return self.core.kubectl
 
+    def _only_home_screens(self) -> bool:
+        """No screen that will be dismissed is up: only those the app opened on (the monitor, or the
+        fleet and the compare screen a two-cluster fleet opens over it)."""
+        return len(self.screen_stack) <= self._home_screens
+
     def on_mount(self) -> None:
         if not self.fleet:
             self.push_screen(MonitorScreen(self.store, layout=self._layout))
@@ -184,6 +190,7 @@ class CrdscopeApp(App[None]):
             self.push_screen(FleetScreen())
             if self._compare and len(self.sessions) == 2:
                 self.push_screen(CompareScreen())
+        self._home_screens = len(self.screen_stack)
         for each in self.sessions:
             self._wire(each)
         if self._kubectl is True:
@@ -304,8 +311,12 @@ class CrdscopeApp(App[None]):
         against 36 ms at 20 clusters, ``bench fleet_ui``) and Enter no faster.
         """
         self.session = session
-        self.push_screen(MonitorScreen(session.store, layout=self._layout, back=True,
-                                       name=f"monitor-{self.sessions.index(session)}"))
+        screen = MonitorScreen(session.store, layout=self._layout, back=True,
+                               name=f"monitor-{self.sessions.index(session)}")
+        # Building it allocates enough to make a full collection due: it runs after the first frame.
+        self.heap.hold_collections(screen.after_first_frame)
+        self.set_timer(HOLD_COLLECTIONS_SECONDS, self.heap.release_collections)
+        self.push_screen(screen)
 
     def now(self) -> float:
         """The feed's clock: wall time live, recording time in a replay."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -74,6 +76,7 @@ class MonitorScreen(Screen[None]):
         self.forced_layout = layout
         self.layout_mode = ""
         self._active_tab: str | None = None
+        self._first_frame: list[Callable[[], None]] = []
 
     def compose(self) -> ComposeResult:
         yield ClusterHeader(id="header")
@@ -83,6 +86,12 @@ class MonitorScreen(Screen[None]):
 
     async def on_mount(self) -> None:
         await self.apply_layout(self.size)
+        for callback in self._first_frame:
+            self.call_after_refresh(callback)
+
+    def after_first_frame(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once the screen has drawn its panels the first time."""
+        self._first_frame.append(callback)
 
     async def on_resize(self, event: events.Resize) -> None:
         await self.apply_layout(event.size)
