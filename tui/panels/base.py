@@ -24,12 +24,12 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.dom import DOMNode
 from textual.markup import escape
-from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Static
 
 from ..format import age
 from ..store import MonitorStore
+from ..throttle import RedrawThrottle
 
 log = logging.getLogger("crdscope.tui")
 
@@ -52,8 +52,7 @@ class ProbePanel(Vertical):
     def __init__(self, store: MonitorStore, *, id: str | None = None) -> None:
         super().__init__(id=id or f"panel-{self.key()}", classes="probe-panel")
         self.store = store
-        self._redraw_timer: Timer | None = None
-        self._drawn_at = 0.0
+        self._throttle = RedrawThrottle(self, self.redraw, self.MIN_REDRAW_SECONDS)
         self._draw_error: str | None = None
         self._behind = False  # samples arrived while hidden
         self._status_shown: str | None = None
@@ -107,16 +106,11 @@ class ProbePanel(Vertical):
         if self.hidden():
             self._behind = True
             return
-        if self._redraw_timer is not None:
-            return
-        # Textual timers cannot take a zero delay; 50 ms also merges a burst of samples.
-        delay = max(0.05, self._drawn_at + self.MIN_REDRAW_SECONDS - time.monotonic())
-        self._redraw_timer = self.set_timer(delay, self.redraw)
+        self._throttle.request()
 
     def redraw(self) -> None:
         """Draw now from the store; a display bug becomes a one-line status, never a traceback."""
-        self._redraw_timer = None
-        self._drawn_at = time.monotonic()
+        self._throttle.drawn()
         try:
             self.draw()
             self._draw_error = None

@@ -3,11 +3,10 @@ and compare screens): however many samples arrive, a key press never waits behin
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, ClassVar, cast
 
 from textual.screen import Screen
-from textual.timer import Timer
+from ..throttle import RedrawThrottle
 
 if TYPE_CHECKING:
     from ..app import CrdscopeApp
@@ -21,8 +20,7 @@ class ThrottledScreen(Screen[None]):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._redraw_timer: Timer | None = None
-        self._drawn_at = 0.0
+        self._throttle = RedrawThrottle(self, self.redraw, self.MIN_REDRAW_SECONDS)
         #: Redraws so far (tests and the benchmark count them).
         self.draws = 0
 
@@ -35,19 +33,18 @@ class ThrottledScreen(Screen[None]):
         self.redraw()
 
     def on_screen_resume(self) -> None:
-        self.redraw()  # back from a cluster's monitor: samples arrived meanwhile
+        # Back from a cluster's monitor: samples arrived meanwhile.  The screen appears at once
+        # with what it last drew, the catch-up follows after that frame (as a panel's on_show).
+        self.call_after_refresh(self.redraw)
 
     def cluster_changed(self, session: ClusterSession) -> None:
         """A sample of ``session`` arrived: redraw soon (merged with the others of the moment)."""
-        if self._redraw_timer is not None or not self.is_current:
-            return
-        delay = max(0.05, self._drawn_at + self.MIN_REDRAW_SECONDS - time.monotonic())
-        self._redraw_timer = self.set_timer(delay, self.redraw)
+        if self.is_current:
+            self._throttle.request()
 
     def redraw(self) -> None:
         """Draw from the stores now."""
-        self._redraw_timer = None
-        self._drawn_at = time.monotonic()
+        self._throttle.drawn()
         self.draws += 1
         self.draw()
 
