@@ -79,9 +79,7 @@ def build_app(kubeconfig: str | None = None, context: str | None = None, *, reco
     theme = _theme(theme, settings)
     session = live_session(kubeconfig, context, settings=settings, record=record, lab=lab, source=source,
                            memory_limit=memory_limit)
-    return (app_class or CrdscopeApp)(session.feed, settings=settings, theme=theme, loader=session.loader, lab=lab,
-                                      recorder=session.recorder, layout=layout, memory_limit=session.memory_limit,
-                                      follow_memory_limit=session.follow_memory_limit)
+    return (app_class or CrdscopeApp)(settings=settings, theme=theme, layout=layout, sessions=[session])
 
 
 def _settings(settings: Any, openapi_v2: bool, prometheus_url: str | None) -> Settings:
