@@ -314,9 +314,18 @@ class CrdscopeApp(App[None]):
         screen = MonitorScreen(session.store, layout=self._layout, back=True,
                                name=f"monitor-{self.sessions.index(session)}")
         # Building it allocates enough to make a full collection due: it runs after the first frame.
-        self.heap.hold_collections(screen.after_first_frame)
-        self.set_timer(HOLD_COLLECTIONS_SECONDS, self.heap.release_collections)
+        self.hold_collections(screen.after_first_frame)
         self.push_screen(screen)
+
+    def hold_collections(self, until: Callable[[Callable[[], None]], Any] | None = None) -> None:
+        """Hold the garbage collector off until the next frame (``until``: a screen's first frame):
+        a screen opening or closing answers its key first, and collects after."""
+        self.heap.hold_collections(until or self.call_after_refresh)
+        self.set_timer(HOLD_COLLECTIONS_SECONDS, self.heap.release_collections)
+
+    def cluster_name(self) -> str:
+        """The current cluster's name where several are watched (dialogs say whose they are), else ""."""
+        return self.session.name if self.fleet else ""
 
     def now(self) -> float:
         """The feed's clock: wall time live, recording time in a replay."""
@@ -388,7 +397,7 @@ class CrdscopeApp(App[None]):
         from .screens.estimate import EstimateScreen
 
         self._take_selected_cluster()
-        self.push_screen(EstimateScreen(self.store))
+        self.push_screen(EstimateScreen(self.store, cluster=self.cluster_name()))
 
     def action_findings(self) -> None:
         """Every open finding, with the selected one's evidence, cause and remedy."""
@@ -396,7 +405,7 @@ class CrdscopeApp(App[None]):
 
         if not isinstance(self.screen, FindingsScreen):
             self._take_selected_cluster()
-            self.push_screen(FindingsScreen())
+            self.push_screen(FindingsScreen(cluster=self.cluster_name()))
 
     def action_loader(self) -> None:
         """The loader's menu (start, pause, resume, stop, clean)."""

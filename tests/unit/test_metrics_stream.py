@@ -8,6 +8,7 @@ by its verbs and 24 buckets, as kube-apiserver exposes it, plus the APF families
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 import time
 import tracemalloc
@@ -228,13 +229,21 @@ async def test_event_loop_keeps_ticking_during_a_big_scrape():
                 figures["held_cpu"] = max(figures["held_cpu"], time.thread_time() - cpu_before)
                 figures["ticks"] += 1
 
-        ticking = asyncio.create_task(timer())
-        await asyncio.sleep(0)  # let the timer start
-        started = time.perf_counter()
-        scrape = await source.scrape()
-        figures["seconds"] = time.perf_counter() - started
-        done.set()
-        await ticking
+        # What the test process holds (hundreds of earlier tests' objects) is frozen, as the monitor
+        # freezes its own settled heap (tui/frozen_heap.py): a full collection of it can take longer
+        # than the bound below, and that is not the parser's doing.
+        gc.collect()
+        gc.freeze()
+        try:
+            ticking = asyncio.create_task(timer())
+            await asyncio.sleep(0)  # let the timer start
+            started = time.perf_counter()
+            scrape = await source.scrape()
+            figures["seconds"] = time.perf_counter() - started
+            done.set()
+            await ticking
+        finally:
+            gc.unfreeze()
         assert scrape.ok and scrape.has("apiserver_request_duration_seconds_bucket")
         return figures
 

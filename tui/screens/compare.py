@@ -12,7 +12,7 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.markup import escape
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from crdscope.probes.discovery import DiscoverySample
 from crdscope.probes.health import HealthSample
@@ -21,6 +21,7 @@ from crdscope.probes.latency import LatencySample
 from crdscope.session.core import SessionStore
 from crdscope.session.values import finite_number
 
+from ..footer import KeyFooter
 from ..fleet_figures import COLUMNS, differences, figures_of
 from ..panels.health import memory_points
 from ..panels.plots import RolePlot
@@ -85,7 +86,7 @@ class CompareScreen(ThrottledScreen):
         yield Static("", id="compare-table")
         yield Static("", id="compare-differences")
         yield RolePlot(id="compare-plot")
-        yield Footer()
+        yield KeyFooter()
 
     @property
     def pair(self) -> tuple[ClusterSession, ClusterSession]:

@@ -27,13 +27,16 @@ class EstimateScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape", "dismiss_none", "Close")]
 
-    def __init__(self, store: MonitorStore) -> None:
+    def __init__(self, store: MonitorStore, *, cluster: str = "") -> None:
         super().__init__(classes="dialog-screen")
         self.store = store
+        #: Whose API server (a fleet's cluster; "" when only one is watched).
+        self.cluster = cluster
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Static("Estimate: what would installing SOURCE cost this API server?", classes="dialog-title",
+            server = f"the API server of {self.cluster}" if self.cluster else "this API server"
+            yield Static(f"Estimate: what would installing SOURCE cost {server}?", classes="dialog-title",
                          markup=False)
             yield Input(placeholder="a directory, an archive, YAML, synthetic:N or a .xpkg", id="estimate-source")
             with VerticalScroll():

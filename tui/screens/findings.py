@@ -41,13 +41,15 @@ class FindingsScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,f,q", "close", "Close")]
 
-    def __init__(self) -> None:
+    def __init__(self, *, cluster: str = "") -> None:
         super().__init__(classes="dialog-screen")
         self._shown: list[Finding] = []
+        #: Whose findings (a fleet's cluster; "" when only one is watched).
+        self.cluster = cluster
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog findings"):
-            yield Static("Findings", classes="dialog-title")
+            yield Static(f"Findings of {escape(self.cluster)}" if self.cluster else "Findings", classes="dialog-title")
             yield OptionList(id="findings-list")
             with VerticalScroll(id="finding-details-scroll"):
                 yield Static(id="finding-details")

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.markup import escape
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
+from ..footer import KeyFooter
 from ..fleet_figures import COLUMNS, ClusterFigures, figures_of, sort_rows
 from ..panels.text import columns
 from .throttled import ThrottledScreen
@@ -55,7 +56,7 @@ class FleetScreen(ThrottledScreen):
         yield Static("", id="fleet-title")
         yield Static("", id="fleet-table")
         yield Static("", id="fleet-sort")
-        yield Footer()
+        yield KeyFooter()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "compare":

@@ -10,8 +10,10 @@ from textual.binding import Binding
 from textual.containers import Container, Grid
 from textual.geometry import Size
 from textual.screen import Screen
-from textual.widgets import Footer, TabbedContent, TabPane
+from textual.widget import Widget
+from textual.widgets import TabbedContent, TabPane
 
+from ..footer import KeyFooter
 from ..header import ClusterHeader
 from ..panels.findings import FindingsStrip
 from ..panels.base import ProbePanel
@@ -81,13 +83,24 @@ class MonitorScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield ClusterHeader(id="header")
         yield FindingsStrip(id="findings-strip")
-        yield Container(id="body")
-        yield Footer()
+        # The panels are composed with the screen (not mounted after it): the first frame has them,
+        # and Textual lays the screen out once rather than again for each later mount.
+        self.layout_mode = self.forced_layout or layout_for(self.app.size)
+        self.set_class(self.layout_mode == "grid", "-grid")
+        self.set_class(self.layout_mode == "tabs", "-tabs")
+        with Container(id="body"):
+            yield self._panels_in(self.layout_mode)
+        yield KeyFooter()
 
-    async def on_mount(self) -> None:
-        await self.apply_layout(self.size)
+    def on_mount(self) -> None:
         for callback in self._first_frame:
             self.call_after_refresh(callback)
+
+    def _panels_in(self, mode: str) -> Widget:
+        """The panels laid out as ``mode``: a grid, or tabs."""
+        if mode == "grid":
+            return Grid(*(panel(self.store) for panel in GRID_ORDER), id="grid")
+        return PanelTabs(self.store, initial=self._active_tab or "")
 
     def after_first_frame(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` once the screen has drawn its panels the first time."""
@@ -106,10 +119,7 @@ class MonitorScreen(Screen[None]):
             self._active_tab = self.query_one(TabbedContent).active or None
         self.layout_mode = mode
         await body.remove_children()
-        if mode == "grid":
-            await body.mount(Grid(*(panel(self.store) for panel in GRID_ORDER), id="grid"))
-        else:
-            await body.mount(PanelTabs(self.store, initial=self._active_tab or ""))
+        await body.mount(self._panels_in(mode))
         self.set_class(mode == "grid", "-grid")
         self.set_class(mode == "tabs", "-tabs")
 
@@ -141,6 +151,9 @@ class MonitorScreen(Screen[None]):
     def action_back(self) -> None:
         """Back to the fleet (or compare) screen this monitor was opened from."""
         if self.back:
+            hold = getattr(self.app, "hold_collections", None)
+            if callable(hold):  # closing it frees its widgets: collect after the fleet's frame
+                hold()
             self.dismiss()
 
     def action_show_panel(self, index: int) -> None:
