@@ -121,9 +121,13 @@ def _headroom(obs: Observations, health: HealthSample) -> list[Finding]:
     window = obs.thresholds.crashloop_window_seconds
     events = (obs.latest(HealthSample) or health).restart_events
     rss, held = health.rss_bytes, ""
-    if events and obs.now - max(e.at for e in events) <= window:
-        peak = max((s.rss_bytes for s in obs.health_history() if s.rss_bytes and s.timestamp >= obs.now - window),
-                   default=rss)
+    recent = [s for s in obs.health_history() if s.rss_bytes and s.timestamp >= obs.now - window]
+    # The new process's first figures can arrive before its restart is counted (the supervisor's
+    # file, the Lease, the start time are read on their own cadences): a process start time that
+    # changed within the window is a restart too.
+    started = {s.start_time for s in recent if s.start_time is not None}
+    if (events and obs.now - max(e.at for e in events) <= window) or len(started) > 1:
+        peak = max((s.rss_bytes for s in recent if s.rss_bytes), default=rss)
         if peak > rss:
             rss, held = peak, (f" (the highest of the last {window / 60:.0f} min: the API server restarted, "
                                f"a fresh process starts small; now {health.rss_bytes / MIB:,.0f} MiB)")

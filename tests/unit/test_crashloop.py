@@ -122,3 +122,15 @@ def test_without_the_platforms_word_memory_near_the_limit_makes_oom_likely_and_w
     unknown = FindingsEngine()  # no limit known: no OOM verdict, and it says why
     unknown.observe(loop_sample(60.0, deaths, down=False, rss=210 * MIB))
     assert any("memory limit unknown" in e for e in unknown.open[CRASH_LOOP].evidence)
+
+
+def test_headroom_holds_when_the_new_process_reports_before_its_restart_is_counted():
+    """The first figures of a restarted server (a new start time, small) may come before any source
+    counted the restart: the headroom finding must not close and reopen around it."""
+    found = engine()
+    changes = []
+    for t, rss, start in ((0.0, 650, 1000.0), (5.0, 680, 1000.0), (10.0, 300, 1011.0), (15.0, 310, 1011.0)):
+        changes += found.observe(HealthSample(timestamp=t, rss_bytes=rss * MIB, crds=600, start_time=start))
+    headroom = [c.change for c in changes if c.finding.id == "memory-headroom"]
+    assert headroom.count(OPENED) == 1 and CLOSED not in headroom and "memory-headroom" in found.open
+    assert "the highest of the last" in found.open["memory-headroom"].evidence[0]
