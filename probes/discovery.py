@@ -70,12 +70,6 @@ MAX_WALK_DEFERRALS = 4
 WALK_ORIGIN = "discovery-walk"
 
 
-def _changing(shared: SharedState | None, settle: float) -> bool:
-    """True while CRDs changed within the last ``settle`` seconds (an install in progress)."""
-    last = shared.last_crd_change if shared is not None else None
-    return last is not None and time.time() - last < settle
-
-
 @dataclass(frozen=True)
 class GroupVersionLatency:
     """One group-version's GET in the legacy walk."""
@@ -408,7 +402,7 @@ class DiscoveryProbe:
         age = now - self._walk.timestamp
         if self.shared is not None and not self.shared.guard.allows("discovery_walk"):
             return False
-        if _changing(self.shared, self.settle):
+        if self.shared is not None and self.shared.crds_changing(self.settle):
             return age >= self.legacy_cadence * MAX_WALK_DEFERRALS
         if age >= (self.legacy_cadence if self._legacy_only else self.legacy_refresh):
             return True

@@ -470,7 +470,7 @@ class OpenAPIProbe:
         if self._index_costs_the_server():
             self.monitor.metrics.want(REGENERATION_FAMILY)
             self._place_by_regenerations(watch.crds)
-            if self._crds_changing():
+            if self.monitor.shared.crds_changing(self.monitor.settings.cadences.settle):
                 deferred = INDEX_DEFERRED_NOTE
         sample = await self.observer.observe(watch.crds, self._discovery_view(), index_deferred=deferred)
         self._waiting = sample.backlog > 0 or bool(self.tracker.content_wanted(watch.crds, time.time()))
@@ -484,11 +484,6 @@ class OpenAPIProbe:
         version = self.monitor.scheduler.latest.get("version")
         minor = server_minor(getattr(version, "minor", ""))
         return minor is not None and minor < LAZY_INDEX_MINOR
-
-    def _crds_changing(self) -> bool:
-        """A CRD changed within ``cadences.settle`` seconds (an install in progress)."""
-        last = self.monitor.shared.last_crd_change
-        return last is not None and time.time() - last < self.monitor.settings.cadences.settle
 
     def _place_by_regenerations(self, crds: dict[str, CRDRecord]) -> None:
         """Time the v3 stage of new CRDs from the server's regeneration series in the latest shared scrape."""

@@ -11,6 +11,7 @@ Samples are not shared here: a probe that reads another probe's sample reads
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -44,3 +45,12 @@ class SharedState:
     crds_in_use: frozenset[str] | None = None
     #: Holds heavy optional reads back while the server is near its memory limit (:mod:`probes.guard`).
     guard: Guard = field(default_factory=Guard)
+
+    def crds_changing(self, settle: float) -> bool:
+        """True while a CRD changed within the last ``settle`` seconds (an install in progress).
+
+        Unlike :meth:`probes.monitor.Monitor.quiet`, the monitor's own start is not a change:
+        the reads that wait on this (the legacy walk, the v3 index before 1.27) are wanted at once.
+        """
+        last = self.last_crd_change
+        return last is not None and time.time() - last < settle
