@@ -306,7 +306,7 @@ def replay_headless(recording: Any, *, speed: float = 0.0, as_json: bool = False
 
     from crdscope.base.settings import load_settings
 
-    from .recorder import event_record, finding_record, sample_record
+    from .recorder import event_record, finding_record, sample_line
     from .replay import ReplayFeed
 
     out = out or sys.stdout
@@ -319,7 +319,8 @@ def replay_headless(recording: Any, *, speed: float = 0.0, as_json: bool = False
     def lines(taken: Taken) -> None:
         try:
             if as_json:
-                print(json.dumps(sample_record(taken.sample)), file=out, flush=True)
+                out.write(sample_line(taken.sample).decode())  # the recorder's own encoding, one pass
+                out.flush()
             for event in taken.events:
                 print(json.dumps(event_record(event)) if as_json else event.line(), file=out, flush=True)
             for change in taken.changes:
