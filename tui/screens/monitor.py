@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
 
 from textual import events
 from textual.app import ComposeResult
@@ -25,6 +26,9 @@ from ..panels.loader import LoaderPanel
 from ..panels.openapi import OpenAPIPanel
 from ..panels.throttling import ThrottlingPanel
 from ..store import MonitorStore
+
+if TYPE_CHECKING:
+    from ..app import CrdscopeApp
 
 #: Every panel once, in tab order (and the 1-7 keys: what someone watching an install looks at
 #: first), with its place in the grid (three columns; discovery and health span two, see monitor.tcss).
@@ -150,10 +154,9 @@ class MonitorScreen(Screen[None]):
 
     def action_back(self) -> None:
         """Back to the fleet (or compare) screen this monitor was opened from."""
-        if self.back:
-            hold = getattr(self.app, "hold_collections", None)
-            if callable(hold):  # closing it frees its widgets: collect after the fleet's frame
-                hold()
+        if self.back:  # only crdscope's app opens a monitor from a fleet
+            # Closing it frees its widgets: collect after the fleet's frame, not inside the key.
+            cast("CrdscopeApp", self.app).hold_collections()
             self.dismiss()
 
     def action_show_panel(self, index: int) -> None:
