@@ -14,6 +14,8 @@ from pathlib import Path
 
 import httpx
 
+from bench.common import stop_process
+
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 
 
@@ -91,10 +93,5 @@ class PrometheusServer:
             return []
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process, grace=20)
         self.log.close()

@@ -26,6 +26,7 @@ import tracemalloc
 from pathlib import Path
 
 
+from bench.common import stop_process
 from crdscope.probes.cluster import Cluster, ClusterConfig
 from crdscope.probes.discovery import DiscoveryProbe
 from crdscope.probes.health import HEALTH_FAMILIES
@@ -54,15 +55,6 @@ def standin(mode: str, tmp_path: Path):
                     message="the stand-in server listening")
     config = ClusterConfig(server=f"http://127.0.0.1:{port}", context="stand-in", user="", kubeconfig=())
     return process, Cluster(config)
-
-
-def stop(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 async def peak_during(coroutine) -> tuple[object, int]:
@@ -94,7 +86,7 @@ async def test_a_100mb_metrics_and_a_10000_group_version_discovery_fit_in_memory
         body = len((await cluster.client.get("/apis")).content)  # the document's size, measured apart
     finally:
         await cluster.aclose()
-        stop(process)
+        stop_process(process, grace=10)
     print(f"\n/metrics {scrape.bytes / 1e6:.0f} MB in {scrape.seconds:.1f}s, peak {scrape_peak / MIB:.1f} MiB; "
           f"/apis {body / 1e6:.1f} MB ({sample.group_versions} GVs), peak {discovery_peak / MIB:.1f} MiB "
           f"({discovery_peak / body:.1f}x the document)")
@@ -124,7 +116,7 @@ async def test_a_server_sending_a_byte_a_second_is_cut_off(tmp_path):
         assert scheduler.health()["version"].consecutive_failures == 1
     finally:
         await cluster.aclose()
-        stop(process)
+        stop_process(process, grace=10)
 
 
 class TrickledVersion:
