@@ -109,6 +109,10 @@ class RequestBudgets:
     metrics: float = 6.0
     crd_watch: float = 2.0
     legacy_walks_per_hour: float = 12.0
+    #: The CRD list+watch asks for protobuf, the encoding the server's own controllers watch in:
+    #: far less work for the server than marshalling every CRD to JSON (bench/RESULTS.md, footprint).
+    #: false: JSON, for a proxy in between that cannot pass protobuf (a server that cannot answers JSON anyway).
+    crd_watch_protobuf: bool = True
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,6 +19,7 @@ import httpx
 
 from . import USER_AGENT
 from .credentials import TokenSource
+from .crd_proto import decode_status, is_protobuf
 from crdscope.base.errors import ClusterError, ConfigError
 from .kubeconfig import (  # noqa: F401 - re-exported: callers know the cluster module
     ClusterConfig, _first_line, kubeconfig_paths, list_contexts, load_config, load_in_cluster_config,
@@ -444,6 +445,11 @@ def status_message(response: httpx.Response) -> str:
     except httpx.ResponseNotRead:
         return response.reason_phrase
     if len(content) <= 65536:
+        if is_protobuf(response.headers.get("content-type")):
+            try:
+                return str(decode_status(content).get("message") or response.reason_phrase)
+            except ValueError:
+                return response.reason_phrase
         try:
             body = json.loads(content)
             if isinstance(body, dict) and body.get("message"):

@@ -39,6 +39,7 @@ import httpx
 
 from .cluster import Cluster, explain, status_message
 from .credentials import parse_rfc3339
+from . import crd_proto
 from .crd_decode import decode_event, decode_page
 from .traffic import CRD_WATCH, LOADER, REQUEST_ORIGIN
 from .transport import TRANSPORT_ERRORS
@@ -216,8 +217,14 @@ def slim(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _decode_page(raw: bytes) -> dict[str, Any]:
-    """A list page with its items slimmed (their schemas are never built: :mod:`probes.crd_decode`)."""
+def _decode_page(raw: bytes, content_type: str | None = None) -> dict[str, Any]:
+    """A list page with its items slimmed (their schemas are never built).
+
+    Protobuf pages (:mod:`probes.crd_proto`) come out slim; JSON ones are decoded by
+    :mod:`probes.crd_decode` and slimmed here.
+    """
+    if crd_proto.is_protobuf(content_type):
+        return crd_proto.decode_page(raw)
     page = decode_page(raw)
     page["items"] = [slim(item) for item in page.get("items") or []]
     return page
@@ -236,10 +243,11 @@ class CRDEvent:
 Listener = Callable[[CRDEvent], None]
 
 
-async def _decode(raw: bytes) -> Any:
+async def _decode(raw: bytes, protobuf: bool = False) -> Any:
+    decoder = crd_proto.decode_event if protobuf else decode_event
     if len(raw) > THREAD_DECODE_BYTES:
-        return await asyncio.to_thread(decode_event, raw)
-    return decode_event(raw)
+        return await asyncio.to_thread(decoder, raw)
+    return decoder(raw)
 
 
 class LineSplitter:
@@ -286,6 +294,9 @@ class WatchStatus:
     resource_version: str = ""
     #: Wall-clock time of the last completed list.
     last_list: float | None = None
+    #: How the server encoded the last list page and watch stream: "protobuf" or "json".
+    list_encoding: str = ""
+    watch_encoding: str = ""
     errors: list[str] = field(default_factory=list)
 
 
@@ -305,9 +316,11 @@ class CRDWatch:
     """Keeps :attr:`crds` equal to the server's CRDs, and tells listeners what changed."""
 
     def __init__(self, cluster: Cluster, *, label_selector: str | None = None,
-                 backoff_max: float = 10.0) -> None:
+                 backoff_max: float = 10.0, protobuf: bool = True) -> None:
         self.cluster = cluster
         self.label_selector = label_selector
+        #: Ask for protobuf (JSON where the server cannot): see :mod:`probes.crd_proto`.
+        self.protobuf = protobuf
         self.crds: dict[str, CRDRecord] = {}
         self.status = WatchStatus()
         self.synced = asyncio.Event()
@@ -369,6 +382,11 @@ class CRDWatch:
             self._changed.notify_all()
 
     # -- list and watch ----------------------------------------------------------
+    def _accept(self, *, watch: bool) -> dict[str, str]:
+        if not self.protobuf:
+            return {"Accept": "application/json"}
+        return {"Accept": crd_proto.WATCH_ACCEPT if watch else crd_proto.LIST_ACCEPT}
+
     def _params(self, **extra: Any) -> dict[str, Any]:
         params = dict(extra)
         if self.label_selector:
@@ -385,13 +403,15 @@ class CRDWatch:
                 params = self._params(limit=LIST_PAGE)
                 if token:
                     params["continue"] = token
-                response = await self.cluster.client.get(CRD_PATH, params=params)
+                response = await self.cluster.client.get(CRD_PATH, params=params, headers=self._accept(watch=False))
                 if response.status_code == 410 and token:
                     break  # the continue token expired (compaction): take a new snapshot
                 if response.status_code != 200:
                     raise WatchError(f"list CRDs answered {response.status_code}: {status_message(response)}",
                                      response.status_code)
-                page = await asyncio.to_thread(_decode_page, response.content)
+                content_type = response.headers.get("content-type")
+                self.status.list_encoding = "protobuf" if crd_proto.is_protobuf(content_type) else "json"
+                page = await asyncio.to_thread(_decode_page, response.content, content_type)
                 for item in page["items"]:
                     name = item["metadata"].get("name")
                     if name:
@@ -446,8 +466,8 @@ class CRDWatch:
         timeout = httpx.Timeout(connect=5.0, read=WATCH_TIMEOUT_SECONDS + 30.0, write=10.0, pool=10.0)
         # The watch streams every CRD of an install three times or more: over the cluster's
         # streaming client (HTTP/1.1), see Cluster.streaming_client.
-        async with self.cluster.streaming_client().stream("GET", CRD_PATH, params=params,
-                                                         timeout=timeout) as response:
+        async with self.cluster.streaming_client().stream("GET", CRD_PATH, params=params, timeout=timeout,
+                                                         headers=self._accept(watch=True)) as response:
             if response.status_code == 410:
                 raise _GoneError()
             if response.status_code != 200:
@@ -458,11 +478,13 @@ class CRDWatch:
                 log.info("CRD watch recovered")
             self.status.connected = True
             self.status.last_error = None
-            lines = LineSplitter()
+            protobuf = crd_proto.is_protobuf(response.headers.get("content-type"))
+            self.status.watch_encoding = "protobuf" if protobuf else "json"
+            splitter: LineSplitter | crd_proto.FrameSplitter = crd_proto.FrameSplitter() if protobuf else LineSplitter()
             async for chunk in response.aiter_bytes():
-                for line in lines.feed(chunk):
-                    if line.strip():
-                        resource_version = await self._apply(await _decode(line), resource_version)
+                for item in splitter.feed(chunk):
+                    if protobuf or item.strip():
+                        resource_version = await self._apply(await _decode(item, protobuf), resource_version)
         return resource_version
 
     async def _apply(self, event: dict[str, Any], resource_version: str) -> str:
