@@ -144,6 +144,24 @@ def test_loader_run_of_200_crds_on_126(old_lab):
     assert walk["group_versions"] >= 200 // 10  # the synthetic groups are now in the legacy walk
 
 
+async def test_on_126_the_crd_list_comes_in_protobuf_with_the_records_json_gives(old_lab):
+    """The oldest supported server answers the CRD list in protobuf too (crdscope's CRDs of the
+    loader test above, and whatever else is there), record for record as in JSON."""
+    from crdscope.probes.crdwatch import CRDWatch
+
+    async with old_lab.cluster() as cluster:
+        in_protobuf, in_json = CRDWatch(cluster), CRDWatch(cluster, protobuf=False)
+        assert await in_protobuf.sync_once() is None and await in_json.sync_once() is None
+    assert (in_protobuf.status.list_encoding, in_json.status.list_encoding) == ("protobuf", "json")
+    assert in_protobuf.crds and set(in_protobuf.crds) == set(in_json.crds)
+    for name, record in in_protobuf.crds.items():
+        other = in_json.crds[name]
+        assert (record.uid, record.resource_version, record.served_versions, record.owner, record.run_id,
+                record.established, record.names_accepted, record.created) == (
+            other.uid, other.resource_version, other.served_versions, other.owner, other.run_id,
+            other.established, other.names_accepted, other.created), name
+
+
 def test_on_126_the_v3_index_waits_for_the_load_to_settle_and_the_stage_is_still_timed(old_lab, tmp_path):
     """1.26 marshals every changed group-version under its OpenAPI controller's lock for each index
     read (``probes.openapi``): a watch reads no index while CRDs change, and times each new CRD's
