@@ -114,6 +114,10 @@ def _headroom(obs: Observations, health: HealthSample) -> list[Finding]:
     loop.  Within ``crashloop_window_seconds`` of a restart it judges the highest figure of
     that window instead, and says so.
     """
+    # A good sample can lack the figure (a fresh process answering /readyz before /metrics): it does
+    # not say the memory fell, so the newest sample that has it is judged.
+    if not health.rss_bytes:
+        health = next((s for s in reversed(obs.health_history()) if s.rss_bytes), health)
     # A limit given (--memory-limit, the lab's cap) wins over the one Prometheus shows.
     limit = obs.memory_limit_bytes or health.memory_limit_bytes
     if not limit or not health.rss_bytes:

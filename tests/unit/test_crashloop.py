@@ -134,3 +134,17 @@ def test_headroom_holds_when_the_new_process_reports_before_its_restart_is_count
     headroom = [c.change for c in changes if c.finding.id == "memory-headroom"]
     assert headroom.count(OPENED) == 1 and CLOSED not in headroom and "memory-headroom" in found.open
     assert "the highest of the last" in found.open["memory-headroom"].evidence[0]
+
+
+def test_headroom_holds_through_a_good_sample_without_a_memory_figure():
+    """Seen in CI: between two OOM kills a fresh process answered the health checks before it served
+    /metrics, a good sample without an RSS figure.  That says nothing of the memory: the finding holds."""
+    found = engine()
+    changes = []
+    samples = ((0.0, 279, 1000.0), (10.0, 633, 1000.0), (21.0, 427, 1017.0), (32.0, 531, 1028.0),
+               (44.0, None, None), (54.0, 540, 1050.0))
+    for t, rss, start in samples:
+        changes += found.observe(HealthSample(timestamp=t, rss_bytes=rss and rss * MIB, crds=600, start_time=start))
+    headroom = [c.change for c in changes if c.finding.id == "memory-headroom"]
+    assert headroom == [OPENED], headroom
+    assert "memory-headroom" in found.open
