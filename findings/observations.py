@@ -54,6 +54,17 @@ class Observations:
         observations, so a finding stands until a good sample says otherwise."""
         return self.store.good(kind)
 
+    def newest_health_with(self, figure: str) -> HealthSample | None:
+        """The newest good health sample that has ``figure`` (else the newest good one).
+
+        A good sample can lack a figure (a fresh process answers /readyz before it serves /metrics):
+        that does not say the figure changed, so a finding judged on it stands until one that has it.
+        """
+        for sample in reversed(self.store.good_history_of(HealthSample)):
+            if getattr(sample, figure) is not None:
+                return sample
+        return self.good(HealthSample)
+
     def health_history(self) -> list[HealthSample]:
         """The last :data:`HEALTH_HISTORY` good health samples, oldest first."""
         return self.store.good_history_of(HealthSample)[-HEALTH_HISTORY:]

@@ -114,10 +114,9 @@ def _headroom(obs: Observations, health: HealthSample) -> list[Finding]:
     loop.  Within ``crashloop_window_seconds`` of a restart it judges the highest figure of
     that window instead, and says so.
     """
-    # A good sample can lack the figure (a fresh process answering /readyz before /metrics): it does
-    # not say the memory fell, so the newest sample that has it is judged.
-    if not health.rss_bytes:
-        health = next((s for s in reversed(obs.health_history()) if s.rss_bytes), health)
+    # Judged on the newest sample with a figure: a fresh process between two OOM kills answered
+    # /readyz before /metrics, and the finding closed and reopened around it (CI, the crash-loop test).
+    health = obs.newest_health_with("rss_bytes") or health
     # A limit given (--memory-limit, the lab's cap) wins over the one Prometheus shows.
     limit = obs.memory_limit_bytes or health.memory_limit_bytes
     if not limit or not health.rss_bytes:
@@ -178,7 +177,7 @@ def _growth(obs: Observations) -> list[Finding]:
 
 def unused_crds(obs: Observations) -> list[Finding]:
     """Most CRDs have no objects: they cost memory and discovery for nothing."""
-    health = obs.good(HealthSample)
+    health = obs.newest_health_with("crds_without_objects")
     if health is None:
         return []
     unused = health.crds_without_objects

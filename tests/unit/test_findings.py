@@ -104,6 +104,17 @@ def test_unused_crds_count_from_object_counts_with_the_memory_they_hold():
     assert FindingsEngine().observe(HealthSample(timestamp=1.0, crds=50, crds_without_objects=50)) == []
 
 
+def test_unused_crds_stand_through_a_sample_that_could_not_count_objects():
+    """A fresh process answering before it serves /metrics has no object counts: the finding holds,
+    and closes once a sample with counts says so."""
+    engine = FindingsEngine()
+    changes = engine.observe(HealthSample(timestamp=1.0, crds=2065, crds_without_objects=1950))
+    changes += engine.observe(HealthSample(timestamp=11.0, crds=2065))
+    assert [c.change for c in changes] == [OPENED] and "unused-crds" in engine.open
+    changes = engine.observe(HealthSample(timestamp=21.0, crds=2065, crds_without_objects=10))
+    assert [c.change for c in changes] == [CLOSED]
+
+
 def test_the_kubectl_finding_estimates_a_legacy_walk_behind_its_limits():
     from crdscope.findings.kubectl import KubectlClient, kubectl_check, parse_client_version
     from crdscope.probes.discovery import DiscoverySample
