@@ -6,7 +6,7 @@ NAME is any of: discovery, loader, overhead, ui_latency, metrics_parse, cli, doc
 ``python -m bench footprint [--help]`` measures what watching an install costs the API server (bench/footprint.py).
 ``python -m bench hang [--help]`` measures how soon a frozen API server is "not answering" (bench/hang.py).
 ``python -m bench crossplane [--help]`` installs the AWS set through real Crossplane v2 (bench/crossplane.py).
-``python -m bench crd_encoding [--help]`` what one copy of every CRD costs the server, JSON vs protobuf.
+``python -m bench request_cost [--help]`` what each of the monitor's requests costs a loaded API server.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ SIZE_BY_SIZE = ("discovery", "overhead", "ui_latency", "doctor")
 #: `make bench` runs versions, footprint and crossplane.
 SEPARATE = {"versions": ("versions", False), "footprint": ("footprint", True), "hang": ("hang", True),
             "crossplane": ("crossplane", True), "calibrate": ("calibrate", False), "fleet": ("fleet", True),
-            "fleet_ui": ("fleet_ui", False), "crd_encoding": ("crd_encoding", True)}
+            "fleet_ui": ("fleet_ui", False), "request_cost": ("request_cost", True)}
 
 
 def steps(chosen: list[str], options: Options) -> list[tuple[str, Options]]:

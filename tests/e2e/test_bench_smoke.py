@@ -215,22 +215,24 @@ def test_footprint_counts_add_up_by_path_and_by_origin(footprint):
         assert 0 < run["install_bytes"] <= counts["bytes_total"]
 
 
-def test_crd_encoding_lists_every_crd_in_both_encodings(tmp_path):
-    """``python -m bench crd_encoding`` at a tiny size: each encoding was asked for and answered (the
-    benchmark refuses an answer in the other one), the server's CPU was read around each list."""
+def test_request_cost_timed_every_request_on_the_loaded_lab(tmp_path):
+    """``python -m bench request_cost`` at a tiny size: every request was answered in the media type
+    asked for (the benchmark refuses another), the server's CPU was read around each one."""
     if not SHARED_CRDS.is_dir():
         pytest.skip(f"{SHARED_CRDS} is absent (real Crossplane CRD sets live beside the checkout)")
     before = _digest()
-    done = subprocess.run([sys.executable, "-m", "bench", "crd_encoding", "--size", "40", "--rounds", "2",
+    done = subprocess.run([sys.executable, "-m", "bench", "request_cost", "--size", "40", "--rounds", "2",
                            "--output", str(tmp_path), "--no-results-md"], cwd=ROOT, capture_output=True, text=True,
                           timeout=SMOKE_TIMEOUT_SECONDS)
-    assert done.returncode == 0, f"python -m bench crd_encoding failed:\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, f"python -m bench request_cost failed:\n{done.stderr[-3000:]}"
     assert _digest() == before
     document = json.loads(Path(json.loads(done.stdout)["result"]).read_text())
     figures = document["figures"]
     assert figures["crds"] == 40 and document["kubernetes"].startswith("v1.")
-    for encoding in ("json", "protobuf"):
-        runs = figures["runs"][encoding]
-        assert len(runs) == 2 and all(run["cpu_s"] >= 0 and run["wall_s"] > 0 for run in runs), runs
-        # Every round received the same collection: the 40 real CRDs, schemas and all (tens of KB each).
+    assert set(figures["runs"]) == {"crd_list_json", "crd_list_protobuf", "metrics", "apis"}
+    for runs in figures["runs"].values():
+        assert len(runs) == 2 and all(run["cpu_s"] >= 0 and run["wall_s"] > 0 and run["mb"] > 0 for run in runs), runs
+    # Each list received the same collection: the 40 real CRDs, schemas and all (tens of KB each).
+    for name in ("crd_list_json", "crd_list_protobuf"):
+        runs = figures["runs"][name]
         assert len({run["mb"] for run in runs}) == 1 and runs[0]["mb"] > 40 * 0.01, runs
