@@ -61,6 +61,7 @@ bench: venv lab-binaries system-deps
 	$(BIN)/python -m bench
 	$(BIN)/python -m bench versions
 	$(BIN)/python -m bench footprint --kubernetes 1.37,1.26
+	$(BIN)/python -m bench request_cost --kubernetes 1.26
 	$(BIN)/python -m bench crossplane --kubernetes 1.37,1.26
 
 soak: venv lab-binaries system-deps
