@@ -265,6 +265,9 @@ class Plan:
     #: Headless runs watch this much longer after the after-window: the monitor's steady state on a
     #: cluster holding the whole set (its CPU, resident memory, requests and bytes per second).
     steady_seconds: float = 0.0
+    #: The watch runs at this niceness: in the lab it shares the API server's cores, which a monitor on an
+    #: operator's machine does not; 19 leaves the server (and the loader) every cycle they want.
+    watch_nice: int = 0
 
 
 def load_argv(directory: Path, state: LabState) -> list[str]:
@@ -289,7 +292,8 @@ def measure_run(plan: Plan, mode: Mode, pair: int, binaries: Any) -> dict[str, A
             wait_until_idle(state)
             before = cpu_seconds(pid)
             if mode.watch:
-                watch = Watch(mode, state, lab.home, Path(home) / "watch")
+                watch = Watch(mode, state, lab.home, Path(home) / "watch", nice=plan.watch_nice)
+                figures["watch_nice"] = plan.watch_nice
                 watch.start()
                 figures["watch_ready_s"] = round(watch.wait_ready(), 1)
             # The watch's start-up requests are not the install's: the load starts once they settled.  A
@@ -389,12 +393,12 @@ def alternate_runs(plan: Plan) -> Iterator[dict[str, Any]]:
 
 def run(options: Options, minors: list[str | None], size: int | None, modes: tuple[Mode, ...], pairs: int,
         after_seconds: float, keep_recordings: Path | None = None,
-        steady_seconds: float = 0.0) -> Iterator[tuple[Result, str]]:
+        steady_seconds: float = 0.0, watch_nice: int = 0) -> Iterator[tuple[Result, str]]:
     """One Result per Kubernetes version, with the table printed for it."""
     directory = first_crds(size) if size else unpack_whole_set()
     total = len(list(directory.glob("*.yaml")))
     for minor in minors:
-        plan = Plan(minor, directory, total, modes, pairs, after_seconds, keep_recordings, steady_seconds)
+        plan = Plan(minor, directory, total, modes, pairs, after_seconds, keep_recordings, steady_seconds, watch_nice)
         runs = list(alternate_runs(plan))
         kubernetes = next((r["kubernetes"] for r in runs if r.get("kubernetes")), minor or "")
         figures, goals, notes = summarise(plan, runs)
@@ -439,6 +443,9 @@ def main(argv: list[str] | None = None) -> int:
                              "steady state on the loaded cluster [default: 0, none]")
     parser.add_argument("--keep-recordings", type=Path, default=None, metavar="DIR",
                         help="copy every watch's recording into DIR")
+    parser.add_argument("--watch-nice", type=int, default=0, choices=range(20), metavar="N",
+                        help="run the watch at niceness N (0-19): it then takes no cycle the co-located API "
+                             "server wants, as a monitor on another machine would not [default: 0]")
     args = parser.parse_args(argv)
     try:
         variants = dict(VARIANTS)
@@ -458,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     after = args.after_seconds if args.after_seconds is not None else (
         QUICK_AFTER_SECONDS if args.quick else AFTER_SECONDS)
     for result, printed in run(options, minors, size, modes, pairs, after, args.keep_recordings,
-                               args.steady_seconds):
+                               args.steady_seconds, args.watch_nice):
         path = write(result, options)
         print(json.dumps({"benchmark": result.name, "kubernetes": result.kubernetes, "sizes": result.sizes,
                           "result": str(path), "goals": result.goals}), flush=True)

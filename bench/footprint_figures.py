@@ -40,6 +40,8 @@ def summarise(plan: Plan, runs: list[dict[str, Any]]) -> tuple[dict[str, Any], d
     figures: dict[str, Any] = {}
     goals: dict[str, bool | None] = {}
     notes: list[str] = []
+    if plan.watch_nice:
+        notes.append(f"the watch ran at nice {plan.watch_nice}: it took no cycle the co-located API server wanted")
 
     def quiet(key: str) -> list[float | None]:
         return series(runs, "quiet", key)

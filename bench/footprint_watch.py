@@ -85,7 +85,7 @@ class Watch:
     watches crdscope's lab as ``crdscope watch`` beside ``crdscope lab up`` does.
     """
 
-    def __init__(self, mode: Mode, state: LabState, lab_home: Path, directory: Path) -> None:
+    def __init__(self, mode: Mode, state: LabState, lab_home: Path, directory: Path, *, nice: int = 0) -> None:
         self.mode = mode
         self.directory = directory
         self.recording = directory / "recording.jsonl"
@@ -94,7 +94,9 @@ class Watch:
         self.socket = directory / "tmux.sock"
         self.env = {"XDG_CONFIG_HOME": str(directory / "config"), "XDG_DATA_HOME": str(directory / "data"),
                     "XDG_STATE_HOME": str(directory / "state"), "CRDSCOPE_LAB_HOME": str(lab_home)}
-        self.argv = [*crdscope_command(), "watch", *(["--headless"] if mode.watch == "headless" else []),
+        # `nice` execs the watch: the pid read below is crdscope's own either way.
+        self.argv = [*(["nice", "-n", str(nice)] if nice else []),
+                     *crdscope_command(), "watch", *(["--headless"] if mode.watch == "headless" else []),
                      "--record", str(self.recording), "--kubeconfig", state.kubeconfig,
                      "--context", state.admin_context]
         self.process: subprocess.Popen[bytes] | None = None
