@@ -8,12 +8,15 @@ Stages, and which clock each one uses:
   watch keeps no sub-second time for it, and it follows creation within
   milliseconds: on the same (server) clock as ``created`` its lag is 0 or 1 s of
   truncation, with no client/server clock skew in it.
-- ``established``: the watch's ``seen_established`` (sub-second, local clock)
-  when the watch saw the transition happen; the condition time when the CRD was
+- ``established``: the watch's ``seen_established`` (sub-second, local clock, at most
+  one pause of ``CRDWatch.coalesce`` late) when the watch saw the transition happen; the condition time when the CRD was
   already Established at the first list (the monitor started later).  The later
   stages are observed on the local clock too, so their order is comparable.
 - ``discovery``: the end of the first aggregated-discovery fetch that showed the
-  CRD's resource in every served group-version (resolution: the probe cadence).
+  CRD's resource in every served group-version (resolution: the probe cadence), and
+  never before ``established``: the server lists only Established CRDs, and the watch
+  that reads an install's events in bursts (``CRDWatch.coalesce``) may report the
+  transition up to one pause after a fetch already showed it.
 - ``openapi_v3``: the end of the first ``/openapi/v3`` index fetch, started after
   the CRD was Established, in which every served group-version's hash differs from
   its hash before (or the path appeared).  The server publishes a CRD's schema
@@ -186,6 +189,10 @@ class PublicationTracker:
             stages = self.stages.get(record.uid)
             if stages is None or stages.in_discovery or not record.served_versions:
                 continue
+            if stages.established is None:
+                # The server lists a CRD only once it is Established: a watch that has not said so
+                # yet is behind (it reads an install's events in bursts), and the stage waits for it.
+                continue
             keys = [(record.group, version, record.plural) for version in record.served_versions]
             if not all(key in self.discovery_appeared for key in keys):
                 continue
@@ -195,7 +202,8 @@ class PublicationTracker:
                 # Visible before we looked, or the resource belongs to an earlier CRD of the same name.
                 stages.discovery_untimed = True
             else:
-                stages.discovery = max(times)
+                # Never before Established: a watch that reads in bursts reports it up to a pause late.
+                stages.discovery = max(times + [stages.established or 0.0])
 
     # -- /openapi/v3 -----------------------------------------------------------------------
     def observe_index(self, started: float, received: float, hashes: dict[str, str]) -> None:

@@ -163,6 +163,29 @@ def test_discovery_stage():
     assert tracker.lag_seconds()["discovery"].count == 0
 
 
+def test_discovery_is_never_timed_before_the_watch_reports_established():
+    """A watch that reads an install's events in bursts reports Established up to a pause late: a
+    fetch that already lists the CRD waits for it, keeps the time it first showed it, and is never
+    earlier than Established."""
+    tracker = PublicationTracker()
+    crds = {"a.g.test": record("a.g.test", created=10.0, established=10.2)}
+    tracker.update_crds(crds)
+    tracker.observe_discovery(10.5, {("g.test", "v1", "a")}, crds)  # the first look
+    crds["b.g.test"] = record("b.g.test", created=11.0, established=None)
+    tracker.update_crds(crds)
+    tracker.observe_discovery(11.5, {("g.test", "v1", "a"), ("g.test", "v1", "b")}, crds)
+    assert not tracker.stages["uid-b.g.test"].in_discovery  # listed, but not yet Established to us
+    crds["b.g.test"] = record("b.g.test", created=11.0, established=11.6)  # reported after the fetch
+    tracker.update_crds(crds)
+    tracker.observe_discovery(12.5, {("g.test", "v1", "a"), ("g.test", "v1", "b")}, crds)
+    stages = tracker.stages["uid-b.g.test"]
+    assert stages.discovery == 11.6 and stages.established == 11.6
+    crds["c.g.test"] = record("c.g.test", created=13.0, established=13.1)
+    tracker.update_crds(crds)
+    tracker.observe_discovery(14.0, {("g.test", "v1", p) for p in "abc"}, crds)
+    assert tracker.stages["uid-c.g.test"].discovery == 14.0  # the fetch's own time when it is later
+
+
 def test_openapi_sample_round_trips():
     from crdscope.probes.openapi import GroupVersionPublication, OpenAPISample
 
