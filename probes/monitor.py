@@ -39,7 +39,8 @@ class Monitor:
         self.cluster = cluster
         self.settings = settings or Settings()
         self.metrics = MetricsSource(cluster)
-        self.crds = CRDWatch(cluster, protobuf=self.settings.budgets.crd_watch_protobuf)
+        self.crds = CRDWatch(cluster, protobuf=self.settings.budgets.crd_watch_protobuf,
+                             coalesce=self.settings.budgets.crd_watch_coalesce_seconds)
         #: Probes with an ``*_idle`` cadence slow down once no CRD changed for ``cadences.settle`` s.
         self.scheduler = Scheduler(quiet=self.quiet)
         self._tasks: list[asyncio.Task[None]] = []

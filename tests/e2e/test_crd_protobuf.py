@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from crdscope.base.settings import Settings
 from crdscope.probes.crdwatch import CRD_PATH, CRDRecord, CRDWatch
 from tests.crdsets import crd_names, delete_crds, extract
 from tests.helpers import async_wait_for
@@ -35,7 +36,10 @@ async def test_protobuf_and_json_watches_see_the_same_crds(lab, shared_crds: Pat
     names = crd_names(paths)
     assert len(names) >= 10, "the slice should hold real CRDs of several groups"
     async with lab.cluster() as pb_cluster, lab.cluster() as json_cluster:
-        pb_watch, json_watch = CRDWatch(pb_cluster), CRDWatch(json_cluster, protobuf=False)
+        # The protobuf watch as the monitor runs it (pausing once drained), the JSON one reading each
+        # event as it comes: the pauses must lose nothing.
+        pb_watch = CRDWatch(pb_cluster, coalesce=Settings().budgets.crd_watch_coalesce_seconds)
+        json_watch = CRDWatch(json_cluster, protobuf=False)
         tasks = [asyncio.create_task(w.run()) for w in (pb_watch, json_watch)]
         try:
             for watch in (pb_watch, json_watch):
@@ -79,6 +83,7 @@ async def test_protobuf_and_json_watches_see_the_same_crds(lab, shared_crds: Pat
             await async_wait_for(lambda: not set(names) & (set(pb_watch.crds) | set(json_watch.crds)), timeout=120,
                                  message="both watches to drop the deleted CRDs")
             assert pb_watch.status.reconnects == 0, pb_watch.status.errors
+            assert pb_watch.status.pauses > 0 and json_watch.status.pauses == 0
         finally:
             for task in tasks:
                 task.cancel()
