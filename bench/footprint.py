@@ -334,6 +334,10 @@ def measure_run(plan: Plan, mode: Mode, pair: int, binaries: Any) -> dict[str, A
                 mib_per_crd_own=round(own, 3) if own is not None else None,
                 own_r2=round(own_r2, 4) if own_r2 is not None else None,
                 own_fit_points=len(sampler.points),
+                # [seconds after the load started, CRDs stored, RSS MiB]: the points of its own fit, to
+                # set beside the ones crdscope fitted (its recording's health samples).
+                own_points=[[round(at - load_started, 1), crds, round(rss / MIB, 1)]
+                            for at, crds, rss in sampler.points],
                 rss_mib_every_second=sampler.series(load_started),
             )
             if watch is not None and mode.watch == "headless" and plan.steady_seconds > 0:
