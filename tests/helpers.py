@@ -188,3 +188,14 @@ def steady_cadences(**cadences: float) -> dict[str, float]:
         if f"{name}_idle" in known:
             steady.setdefault(f"{name}_idle", value)
     return steady
+
+
+def mock_cluster(handler: Callable[..., Any]) -> Any:
+    """A stand-in for ``probes.cluster.Cluster`` whose client (the streaming one too) answers with
+    ``handler`` through ``httpx.MockTransport``: for unit tests of what a probe makes of answers."""
+    import types
+
+    import httpx
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler), base_url="https://lab.test")
+    return types.SimpleNamespace(client=client, server="https://lab.test", streaming_client=lambda: client)

@@ -5,12 +5,12 @@ truncated and foreign bytes, and the watch choosing its decoder by the answer's 
 from __future__ import annotations
 
 import json
-import types
 
 import httpx
 import pytest
 
 from crdscope.probes import crd_proto
+from tests.helpers import mock_cluster
 from crdscope.probes.crdwatch import CRDWatch, record_from, slim
 
 
@@ -187,11 +187,6 @@ def test_media_types():
 
 
 # -- the watch picks its decoder by what the server answered --------------------------------------------
-def fake_cluster(handler) -> types.SimpleNamespace:
-    client = httpx.AsyncClient(transport=httpx.MockTransport(handler), base_url="https://lab.test")
-    return types.SimpleNamespace(client=client, server="https://lab.test", streaming_client=lambda: client)
-
-
 @pytest.mark.parametrize("server_speaks_protobuf", [True, False])
 async def test_the_watch_asks_for_protobuf_and_reads_what_comes(server_speaks_protobuf):
     accepts: list[str] = []
@@ -214,7 +209,7 @@ async def test_the_watch_asks_for_protobuf_and_reads_what_comes(server_speaks_pr
         return httpx.Response(200, json={"items": [json_crd("a.g.test", "ua", "1")],
                                          "metadata": {"resourceVersion": "2"}})
 
-    watch = CRDWatch(fake_cluster(handler))  # type: ignore[arg-type]
+    watch = CRDWatch(mock_cluster(handler))  # type: ignore[arg-type]
     assert await watch.list_once() == "2"
     assert await watch._watch("2") == "3"
     assert sorted(watch.crds) == ["a.g.test", "b.g.test"]
@@ -228,6 +223,6 @@ async def test_a_protobuf_error_answer_is_read_as_one_line():
                           + field(4, "Forbidden") + field(6, 403))
         return httpx.Response(403, content=status, headers={"content-type": crd_proto.PROTOBUF})
 
-    watch = CRDWatch(fake_cluster(handler))  # type: ignore[arg-type]
+    watch = CRDWatch(mock_cluster(handler))  # type: ignore[arg-type]
     reason = await watch.sync_once()
     assert reason == 'list CRDs answered 403: customresourcedefinitions is forbidden: User "x"'

@@ -4,11 +4,11 @@ lines cut anywhere, a name reused by another uid."""
 from __future__ import annotations
 
 import json
-import types
 
 import httpx
 import pytest
 
+from tests.helpers import mock_cluster
 from crdscope.probes.crdwatch import CRD_PATH, CRDWatch, LineSplitter, WatchError, record_from
 
 
@@ -23,11 +23,6 @@ def crd(name: str, uid: str, rv: str, established: bool = True) -> dict:
                      "versions": [{"name": "v1", "served": True, "storage": True,
                                    "schema": {"openAPIV3Schema": {"type": "object"}}}]},
             "status": {"conditions": conditions}}
-
-
-def fake_cluster(handler) -> types.SimpleNamespace:
-    client = httpx.AsyncClient(transport=httpx.MockTransport(handler), base_url="https://lab.test")
-    return types.SimpleNamespace(client=client, server="https://lab.test", streaming_client=lambda: client)
 
 
 @pytest.mark.parametrize("size", [1, 7, 64, 16384])
@@ -74,7 +69,7 @@ async def test_gone_mid_watch_relists_and_reconciles():
         items = lists.pop(0)
         return httpx.Response(200, json={"metadata": {"resourceVersion": "9"}, "items": items})
 
-    watch = CRDWatch(fake_cluster(handler), backoff_max=0.01)
+    watch = CRDWatch(mock_cluster(handler), backoff_max=0.01)
     events = []
     watch.add_listener(lambda e: events.append((e.type, e.record.name, e.record.uid)))
     await watch.list_once()
@@ -105,7 +100,7 @@ async def test_expired_continue_token_starts_the_list_again():
         items, nxt = pages[None]
         return httpx.Response(200, json={"metadata": {"resourceVersion": "4", "continue": nxt}, "items": items})
 
-    watch = CRDWatch(fake_cluster(handler))
+    watch = CRDWatch(mock_cluster(handler))
     await watch.list_once()
     assert served == [None, "tok-1", None, "tok-1"]
     assert sorted(watch.crds) == ["a.g.test", "b.g.test"]
@@ -115,7 +110,7 @@ async def test_a_forbidden_list_is_one_line():
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(403, json={"message": 'customresourcedefinitions.apiextensions.k8s.io is forbidden'})
 
-    watch = CRDWatch(fake_cluster(handler))
+    watch = CRDWatch(mock_cluster(handler))
     reason = await watch.sync_once()
     assert reason == "list CRDs answered 403: customresourcedefinitions.apiextensions.k8s.io is forbidden"
     with pytest.raises(WatchError):
