@@ -23,6 +23,8 @@ class KeyFooter(Footer):
 
     def bindings_changed(self, screen: Screen[object]) -> None:
         """The screen's bindings may have changed: look once, after this frame."""
+        # As Footer.bindings_changed does: Footer.compose shows nothing until this is set (a private
+        # attribute; tests/tui/test_key_footer.py fails should Textual rename it).
         self._bindings_ready = True
         if not screen.app.app_focus or self._look_pending:
             return
