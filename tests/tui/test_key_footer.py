@@ -31,7 +31,7 @@ def shows_the_app_keys(app: App) -> bool:
 
 async def test_the_footer_shows_the_screen_keys():
     app = FooterApp()
-    async with app.run_test() as pilot:
+    async with app.run_test():
         await async_wait_for(lambda: shows_the_app_keys(app), timeout=10,
                              message="the footer to show the app's keys")
 
