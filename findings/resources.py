@@ -67,7 +67,6 @@ def memory(obs: Observations) -> list[Finding]:
             "install only the CRDs you use (Crossplane v2: ManagedResourceActivationPolicy), and size the "
             "API server's memory for the CRD count you plan"))
     found += _growth(obs)
-    # A limit given (--memory-limit, the lab's cap) wins over the one Prometheus shows.
     found += _headroom(obs, health)
     now_health = obs.latest(HealthSample) or health
     restarts = now_health.restarts or 0
