@@ -8,10 +8,11 @@ Stages, and which clock each one uses:
   watch keeps no sub-second time for it, and it follows creation within
   milliseconds: on the same (server) clock as ``created`` its lag is 0 or 1 s of
   truncation, with no client/server clock skew in it.
-- ``established``: the watch's ``seen_established`` (sub-second, local clock, at most
-  one pause of ``CRDWatch.coalesce`` late) when the watch saw the transition happen; the condition time when the CRD was
-  already Established at the first list (the monitor started later).  The later
-  stages are observed on the local clock too, so their order is comparable.
+- ``established``: the watch's ``seen_established`` (sub-second, local clock, at
+  most one pause of ``CRDWatch.coalesce`` late) when the watch saw the transition
+  happen; the condition time when the CRD was already Established at the first
+  list (the monitor started later).  The later stages are observed on the local
+  clock too, so their order is comparable.
 - ``discovery``: the end of the first aggregated-discovery fetch that showed the
   CRD's resource in every served group-version (resolution: the probe cadence), and
   never before ``established``: the server lists only Established CRDs, and the watch
@@ -203,7 +204,7 @@ class PublicationTracker:
                 stages.discovery_untimed = True
             else:
                 # Never before Established: a watch that reads in bursts reports it up to a pause late.
-                stages.discovery = max(times + [stages.established or 0.0])
+                stages.discovery = max(*times, stages.established)
 
     # -- /openapi/v3 -----------------------------------------------------------------------
     def observe_index(self, started: float, received: float, hashes: dict[str, str]) -> None:
