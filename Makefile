@@ -15,11 +15,13 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 # kube-apiserver and etcd from Go modules (lab/go.mod), cached in ~/.cache/crdscope; also the
-# oldest supported Kubernetes (1.26), which the version tests (tests/e2e/test_versions.py) run,
-# and Crossplane's core, CLI and registry (lab/crossplane-module/go.mod; tests/e2e/test_crossplane.py).
+# oldest supported Kubernetes (1.26), which the version tests (tests/e2e/test_versions.py) run, one
+# minor in between (1.33: tests/e2e/test_every_minor.py runs every built minor), and Crossplane's
+# core, CLI and registry (lab/crossplane-module/go.mod; tests/e2e/test_crossplane.py).
 lab-binaries: venv
 	$(BIN)/crdscope lab build --crossplane
 	$(BIN)/crdscope lab build --kubernetes 1.26
+	$(BIN)/crdscope lab build --kubernetes 1.33
 
 # Debian packages the end-to-end tests use as real components (Prometheus server, tmux, haproxy, chromium).
 system-deps:

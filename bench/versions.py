@@ -21,6 +21,7 @@ run stops after ``--capped-minutes``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -259,6 +260,9 @@ def _after_load(state: LabState, figures: dict[str, Any]) -> None:
     figures["client_models_s"] = {m["name"]: round(m["seconds"], 1) for m in walk.get("client_models") or []}
     aggregated = _probe_json(state, "discovery")
     figures["aggregated_discovery"] = aggregated.get("mode") == "aggregated"
+    if figures["aggregated_discovery"]:
+        figures["aggregated_discovery_bytes"] = aggregated.get("bytes")
+        figures["aggregated_discovery_format"] = aggregated.get("format")
     figures["discovery_fallback_reason"] = aggregated.get("fallback_reason")
     with httpx.Client(base_url=state.server, verify=admin_tls(state.pki_dir), timeout=1800) as client:
         started = time.perf_counter()
@@ -277,6 +281,9 @@ def _after_load(state: LabState, figures: dict[str, Any]) -> None:
 
 
 def _summarise(sampler: Sampler, state: LabState, figures: dict[str, Any]) -> None:
+    idle = [m for m in sampler.memory if m["crds"] == 0]
+    if idle:  # before the first CRD: what the version costs with nothing installed
+        figures["rss_idle_mib"] = round(idle[-1]["rss"] / 2**20)
     points = [m for m in sampler.memory if m["crds"] > 0]
     if points:
         figures["crds_stored"] = int(max(m["crds"] for m in points))
@@ -299,6 +306,8 @@ def _summarise(sampler: Sampler, state: LabState, figures: dict[str, Any]) -> No
         lags = []
         figures["openapi_v3_lag_unobservable"] = f"CRD list failed at the end: {exc}"
     p95 = _percentile(lags, 0.95)
+    p50 = _percentile(lags, 0.50)
+    figures["openapi_v3_lag_p50_s"] = round(p50, 1) if p50 is not None else None
     figures["openapi_v3_lag_p95_s"] = round(p95, 1) if p95 is not None else None
     figures["openapi_v3_lag_max_s"] = round(max(lags), 1) if lags else None
     events = read_events(state.events_log) if state.events_log else []
@@ -413,25 +422,123 @@ def table(documents: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+#: (column, figure keys) of the per-minor table: one row per minor, the issue's columns.
+MINOR_COLUMNS = (
+    ("minor", ("kubernetes",)),
+    ("CRDs", ("crds_stored",)),
+    ("RSS MiB/CRD", ("rss_mib_per_crd",)),
+    ("idle RSS MiB", ("rss_idle_mib",)),
+    ("RSS at the end MiB", ("rss_end_mib",)),
+    ("aggregated discovery (bytes)", ("aggregated_discovery_format", "aggregated_discovery_bytes")),
+    ("legacy walk: requests / bytes", ("discovery_requests", "discovery_bytes")),
+    ("OpenAPI v3 lag p50 / p95 s", ("openapi_v3_lag_p50_s", "openapi_v3_lag_p95_s")),
+    ("install s", ("load_seconds",)),
+    ("etcd connections / per CRD", ("etcd_connections_end", "etcd_connections_per_crd")),
+)
+#: A change of MiB per CRD or v3 lag p95 of this fraction from one minor to the next is a step.
+STEP_FRACTION = 0.25
+
+
+def _minor_of(document: dict[str, Any]) -> tuple[int, int]:
+    from crdscope.lab.binaries import minor_key, minor_of
+
+    return minor_key(minor_of(document["kubernetes"]))  # type: ignore[return-value]
+
+
+def minor_rows(documents: list[dict[str, Any]]) -> str:
+    """The per-minor table of RESULTS.md: one row per run, oldest minor first."""
+    ordered = sorted(documents, key=_minor_of)
+    lines = ["| " + " | ".join(label for label, _ in MINOR_COLUMNS) + " |", "|---" * len(MINOR_COLUMNS) + "|"]
+    for document in ordered:
+        figures = {**document["figures"], "kubernetes": document["kubernetes"]}
+        if not figures.get("aggregated_discovery"):
+            figures["aggregated_discovery_format"] = "not served"
+        cells = [" / ".join("-" if figures.get(k) is None else str(figures[k]) for k in keys)
+                 for _, keys in MINOR_COLUMNS]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def steps(documents: list[dict[str, Any]], key: str, fraction: float = STEP_FRACTION) -> list[str]:
+    """Where ``key`` changed by more than ``fraction`` from one measured minor to the next."""
+    ordered = [d for d in sorted(documents, key=_minor_of) if isinstance(d["figures"].get(key), (int, float))]
+    found = []
+    for before, after in itertools.pairwise(ordered):
+        old, new = before["figures"][key], after["figures"][key]
+        if old and abs(new - old) / old > fraction:
+            found.append(f"{key}: {old} on {before['kubernetes']} -> {new} on {after['kubernetes']} "
+                         f"({(new - old) / old:+.0%})")
+    return found
+
+
+def minor_chart(documents: list[dict[str, Any]]) -> str:
+    """An SVG of memory per CRD and OpenAPI v3 lag p95 against the minor (x: the minor number)."""
+    from crdscope.session.svgplot import Series, chart
+
+    ordered = sorted(documents, key=_minor_of)
+
+    def points(key: str) -> list[tuple[float, float]]:
+        return [(float(_minor_of(d)[1]), float(d["figures"][key])) for d in ordered
+                if isinstance(d["figures"].get(key), (int, float))]
+
+    memory = chart("kube-apiserver RSS per CRD (provider-aws) by Kubernetes minor (1.x)",
+                   [Series("MiB per CRD", points("rss_mib_per_crd"))], x_label="minor (1.x)", y_label="MiB/CRD")
+    lag = chart("OpenAPI v3 publication lag p95 by Kubernetes minor (1.x)",
+                [Series("v3 lag p95 (s)", points("openapi_v3_lag_p95_s"))], x_label="minor (1.x)", y_label="s")
+    return stack_charts([memory, lag])
+
+
+def stack_charts(charts: list[str], height: int = 260, width: int = 720) -> str:
+    """One standalone SVG file of ``charts`` (svgplot's, styled by the report's sheet) one under another."""
+    from crdscope.session.report_render import STYLE
+
+    placed = [chart.replace('<svg class="chart" ', f'<svg class="chart" x="0" y="{index * height}" '
+                            f'width="{width}" height="{height}" ', 1) for index, chart in enumerate(charts)]
+    sheet = "\n".join(line for line in STYLE.splitlines() if line.startswith(("svg ", "  stroke")))
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height * len(charts)}" '
+            f'viewBox="0 0 {width} {height * len(charts)}">\n<style>\n{sheet}\n</style>\n'
+            f'<rect width="100%" height="100%" fill="white"/>\n' + "\n".join(placed) + "\n</svg>\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m bench versions [--kubernetes LIST] [--memory-limit SIZE] [--limit N]``."""
     parser = argparse.ArgumentParser(prog="python -m bench versions", description=__doc__)
-    parser.add_argument("--kubernetes", default="", help="comma-separated minors (default: every built one)")
+    parser.add_argument("--kubernetes", default="",
+                        help="comma-separated minors, or 'all' (every supported one, built first when not yet) "
+                             "(default: every built one)")
     parser.add_argument("--memory-limit", default="", help="cap the API server (e.g. 2Gi) and count kills")
     parser.add_argument("--capped-minutes", type=float, default=20.0, help="stop a capped run after this long")
     parser.add_argument("--limit", type=int, default=None, help="load only the first N CRDs of the set")
     parser.add_argument("--output", type=Path, default=None, help="directory of the JSON results")
     parser.add_argument("--table", nargs="+", type=Path, metavar="JSON", help="print the RESULTS.md table of results")
+    parser.add_argument("--minor-table", nargs="+", type=Path, metavar="JSON",
+                        help="print the per-minor table (a row per minor) and the step changes of results")
+    parser.add_argument("--chart", type=Path, default=None, metavar="SVG",
+                        help="write the chart (MiB per CRD, v3 lag against the minor) of --minor-table's results or of "
+                             "this run's (e.g. docs/versions.svg)")
     args = parser.parse_args(argv)
     if args.table:
         print(table([json.loads(path.read_text()) for path in args.table]))
+        return 0
+    if args.minor_table:
+        documents = [json.loads(path.read_text()) for path in args.minor_table]
+        print(minor_rows(documents))
+        for line in steps(documents, "rss_mib_per_crd") + steps(documents, "openapi_v3_lag_p95_s"):
+            print(f"step: {line}")
+        if args.chart:
+            args.chart.write_text(minor_chart(documents))
         return 0
     options = Options(append_results_md=False)
     isolate_environment()
     if args.output:
         options.output = args.output
-    minors = [m.strip() for m in args.kubernetes.split(",") if m.strip()] or None
+    minors = ([*supported_minors()] if args.kubernetes == "all"
+              else [m.strip() for m in args.kubernetes.split(",") if m.strip()] or None)
     limit = parse_size(args.memory_limit) if args.memory_limit else 0
+    written = []
     for result in run(options, minors, limit, args.limit, args.capped_minutes):
-        print(json.dumps({"benchmark": result.name, "result": str(result.write(options))}), flush=True)
+        written.append(result.write(options))
+        print(json.dumps({"benchmark": result.name, "result": str(written[-1])}), flush=True)
+    if len(written) > 1:  # a row per minor, its step changes, and (--chart) the chart: one command for all
+        return main(["--minor-table", *map(str, written), *(["--chart", str(args.chart)] if args.chart else [])])
     return 0

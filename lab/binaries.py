@@ -24,6 +24,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from collections.abc import Callable
 
 from crdscope.base.errors import CrdscopeError
@@ -34,11 +35,57 @@ APISERVER_PKG = "k8s.io/kubernetes/cmd/kube-apiserver"
 ETCD_PKG = "go.etcd.io/etcd/server/v3"
 KUBERNETES_MODULE = "k8s.io/kubernetes"
 
-#: Older minors, each pinned to one patch release (the newest minor is pinned in lab/go.mod).
+#: Older minors, each pinned to the newest patch the Go module proxy served on 2026-12-06 (the newest
+#: minor is pinned in lab/go.mod). The proxy's version list omits some releases (it lists v1.29.6 as
+#: 1.29's newest and nothing of 1.26-1.28), so :func:`newest_patch` asks for each patch by name;
+#: ``crdscope lab versions --newest`` says where a pin is behind.
 OLDER_RELEASES = {
     "1.26": "v1.26.15",
+    "1.27": "v1.27.16",
+    "1.28": "v1.28.15",
+    "1.29": "v1.29.15",
     "1.30": "v1.30.14",
+    "1.31": "v1.31.14",
+    "1.32": "v1.32.13",
+    "1.33": "v1.33.13",
+    "1.34": "v1.34.12",
+    "1.35": "v1.35.8",
+    "1.36": "v1.36.5",
 }
+
+@dataclass(frozen=True)
+class ServedDefaults:
+    """What a minor serves by default, where minors differ in what crdscope measures.
+
+    The lab turns no gate on, so a minor is measured as shipped; ``lab versions`` prints these and
+    ``tests/e2e/test_every_minor.py`` checks them against each built server.
+    """
+
+    #: the aggregated discovery formats ``/apis`` answers (newest first; none: the legacy walk only)
+    aggregated_discovery: tuple[str, ...]
+    #: the newest ``flowcontrol.apiserver.k8s.io`` version served (APF's priority levels)
+    flowcontrol: str
+
+    def notes(self) -> str:
+        """One line for ``lab versions``."""
+        discovery = ("aggregated discovery " + " and ".join(self.aggregated_discovery) if self.aggregated_discovery
+                     else "no aggregated discovery (alpha, off: --feature-gates AggregatedDiscoveryEndpoint=true)")
+        return f"{discovery}; APF flowcontrol {self.flowcontrol}"
+
+
+def served_defaults(minor: str) -> ServedDefaults:
+    """What ``minor`` serves by default (kubernetes-facts: aggregated discovery alpha in 1.26, beta
+    v2beta1 1.27-1.29, v2 from 1.30 with v2beta1 off from 1.33; flowcontrol v1 from 1.29)."""
+    key = minor_key(minor)
+    if key < (1, 27):
+        discovery: tuple[str, ...] = ()
+    elif key < (1, 30):
+        discovery = ("v2beta1",)
+    elif key < (1, 33):
+        discovery = ("v2", "v2beta1")
+    else:
+        discovery = ("v2",)
+    return ServedDefaults(aggregated_discovery=discovery, flowcontrol="v1" if key >= (1, 29) else "v1beta3")
 
 
 class LabError(CrdscopeError):
@@ -88,7 +135,7 @@ def pinned_versions(go_mod: Path = GO_MOD) -> Versions:
 def supported_minors() -> list[str]:
     """Every minor ``lab up --kubernetes`` accepts, oldest first."""
     minors = {*OLDER_RELEASES, pinned_versions().minor}
-    return sorted(minors, key=lambda m: tuple(int(p) for p in m.split(".")))
+    return sorted(minors, key=minor_key)
 
 
 def versions_for(minor: str | None = None) -> Versions:
@@ -102,6 +149,34 @@ def versions_for(minor: str | None = None) -> Versions:
     if wanted in OLDER_RELEASES:
         return Versions(kubernetes=OLDER_RELEASES[wanted], etcd=newest.etcd)
     raise LabError(f"Kubernetes {minor} is not supported by the lab (supported: {', '.join(supported_minors())})")
+
+
+def minor_key(minor: str) -> tuple[int, ...]:
+    """``1.9`` sorts before ``1.26``."""
+    return tuple(int(part) for part in minor.split("."))
+
+
+def newest_patch(minor: str, *, after: str = "", misses: int = 3, env: dict[str, str] | None = None) -> str:
+    """The newest ``v1.MINOR.PATCH`` the Go module proxy serves, asked patch by patch from ``after``'s.
+
+    The proxy's version list is incomplete (see :data:`OLDER_RELEASES`), so each patch is asked for
+    by name (``go list -m``: its ``.info`` only, no download); ``misses`` absent patches in a row end
+    the search. Empty when none answered.
+    """
+    env = {**(env or go_env()), "GOFLAGS": "-mod=mod"}
+    start = int(after.rsplit(".", 1)[1]) if after.count(".") == 2 else 0
+    found, absent, patch = after, 0, start + 1 if after else 0
+    with tempfile.TemporaryDirectory() as scratch:  # `go list -m` wants a module or none at all
+        while absent < misses:
+            version = f"v{minor}.{patch}"
+            done = subprocess.run(["go", "list", "-m", f"{KUBERNETES_MODULE}@{version}"], cwd=scratch, env=env,
+                                  capture_output=True, text=True, timeout=120, check=False)
+            if done.returncode == 0:
+                found, absent = version, 0
+            else:
+                absent += 1
+            patch += 1
+    return found
 
 
 def build_dir(versions: Versions | None = None) -> Path:
@@ -174,6 +249,15 @@ def cached_binaries(versions: Versions | None = None) -> Binaries | None:
     if built.get("kubernetes") != versions.kubernetes or built.get("etcd") != versions.etcd:
         return None
     return Binaries(apiserver, etcd, "cache", versions.kubernetes)
+
+
+def build_record(versions: Versions) -> dict[str, Any]:
+    """What ``build.json`` says of a cached build (its seconds, the Go that built it); empty when none."""
+    try:
+        record = json.loads((build_dir(versions) / "build.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
 
 
 def binary_version(apiserver: Path) -> str:

@@ -94,3 +94,23 @@ def test_downloads_on_a_cold_cache_are_counted(tmp_path: Path):
     warm = go_build(module, ["example.test/hello"], tmp_path / "out", ldflags="-s -w", say=lines.append, env=env)
     assert warm["modules_downloaded"] == 0
     assert any("0 modules downloaded" in line for line in lines), lines
+
+
+def test_every_minor_from_the_oldest_to_the_newest_is_pinned_to_a_patch_of_its_own():
+    from crdscope.lab.binaries import minor_of, supported_minors
+
+    minors = supported_minors()
+    assert [int(m.split(".")[1]) for m in minors] == list(range(26, int(minors[-1].split(".")[1]) + 1))
+    for minor in minors:
+        assert minor_of(versions_for(minor).kubernetes) == minor
+
+
+def test_what_each_minor_serves_follows_the_release_history():
+    from crdscope.lab.binaries import served_defaults
+
+    assert served_defaults("1.26").aggregated_discovery == ()
+    assert served_defaults("1.27").aggregated_discovery == ("v2beta1",)
+    assert "v2" in served_defaults("1.30").aggregated_discovery
+    assert served_defaults("1.33").aggregated_discovery == ("v2",)
+    assert (served_defaults("1.28").flowcontrol, served_defaults("1.29").flowcontrol) == ("v1beta3", "v1")
+    assert "AggregatedDiscoveryEndpoint" in served_defaults("1.26").notes()
