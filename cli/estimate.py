@@ -49,7 +49,7 @@ def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str
     """Predict what installing SOURCE costs: memory, discovery, OpenAPI, install time.
 
     SOURCE is anything `crdscope load` reads (a directory, an archive, YAML, `-`, synthetic:N,
-    --from-context) or a Crossplane package (.xpkg).
+    --from-context) or a Crossplane package (.xpkg, or REGISTRY/REPO:TAG, pulled with its dependencies).
     """
     from crdscope.costmodel.coefficients import calibrated_minors
     from crdscope.costmodel.crossplane import activation, is_crossplane_provider

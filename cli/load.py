@@ -51,8 +51,9 @@ def _say(message: str) -> None:
 def load(source: str | None, rate: float | None, concurrency: int | None, limit: int | None, profile: str | None,
          schema_props: int | None, seed: int, from_context: str | None, new_run: bool, as_json: bool,
          kubeconfig: str | None, context: tuple[str, ...]) -> None:
-    """Load CRDs from SOURCE: a directory, a .tar/.tar.gz/.tar.xz archive, a YAML file, '-' (stdin)
-    or synthetic:N (the default, from config.toml).
+    """Load CRDs from SOURCE: a directory, a .tar/.tar.gz/.tar.xz archive, a YAML file, '-' (stdin),
+    a Crossplane package (.xpkg, or a reference REGISTRY/REPO:TAG or @sha256:DIGEST, pulled with the
+    lab's crane, its dependencies with it) or synthetic:N (the default, from config.toml).
 
     Every CRD gets the label app.kubernetes.io/managed-by=crdscope and the run's id; a name that
     exists without that label is skipped, never taken over.  A cluster that is not a crdscope lab

@@ -41,10 +41,11 @@ def package(source: str | None, name: str, family: bool, safe_start: bool, push:
     """Build Crossplane v2 provider packages (.xpkg) of SOURCE's CRDs with the real Crossplane CLI.
 
     SOURCE is anything `crdscope load` reads: a directory, a .tar/.tar.gz/.tar.xz archive, a YAML
-    file, '-' (stdin), synthetic:N or a .xpkg.  Without --family: one package NAME holding every
-    CRD.  With --family: the provider's own groups (aws.upbound.io, aws.m.upbound.io) go to
-    provider-family-X (for NAME provider-X; else NAME-family), every other group to NAME-<its
-    first label> (s3.aws.upbound.io and s3.aws.m.upbound.io: provider-aws-s3), each member
+    file, '-' (stdin), synthetic:N, a .xpkg or a package reference REGISTRY/REPO:TAG.  Without
+    --family: one package NAME holding every CRD.  With --family: the provider's own groups
+    (aws.upbound.io, aws.m.upbound.io) go to provider-family-X (for NAME provider-X; else
+    NAME-family), every other group to NAME-<its first label> (s3.aws.upbound.io and
+    s3.aws.m.upbound.io: provider-aws-s3), each member
     depending on the family package."""
     from crdscope.loader.package import build_packages
     from crdscope.loader.sources import open_source

@@ -13,6 +13,8 @@ Three parts, none of which knows a screen (the monitor narrates what :func:`run_
   member applied first would make Crossplane's resolver install the family under a name of its
   own); every member's Provider (until every MRD is there, all Inactive under safe-start: no
   CRD yet); an MRAP activating the largest member's kinds (until their CRDs are Established).
+- :func:`plan_reference_install`: the same for a package named by an OCI reference
+  (``--provider REGISTRY/REPO:TAG``): nothing built, one Provider naming the reference.
 - :func:`run_install`: applies each stage (server-side apply, as the lab's admin) and waits on
   it, polling cheap reads (Providers; MRDs as a Table), saying one line per stage.
 """
@@ -31,13 +33,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crdscope.base.errors import ConfigError
 from crdscope.base.paths import cache_dir
 
 from .documents import Source
 from .package import DEFAULT_VERSION, BuiltPackage, PackagePlan, build_packages, push_packages, repository
+
+if TYPE_CHECKING:
+    from .oci import OciSource
 
 #: The registry the packages name: never resolvable (RFC 2606), rewritten by :func:`image_config`.
 PACKAGE_HOST = "xpkg.crdscope.invalid"
@@ -224,6 +229,42 @@ def plan_install(packages: list[PackagePlan], registry: str) -> list[Stage]:
     stages.append(Stage(f"MRAP {MRAP_NAME} activates {chosen.name} ({', '.join(patterns)}): "
                         f"{len(chosen.crds)} CRDs to be Established", (activation_policy(patterns),),
                         "established", chosen.crds, ESTABLISHED_TIMEOUT))
+    return stages
+
+
+def plan_reference_install(source: OciSource) -> list[Stage]:
+    """The install of a package named by reference (``--provider REGISTRY/REPO:TAG``): nothing is built
+    or pushed; one Provider names the reference and Crossplane pulls it and resolves its dependencies
+    itself, as it would in any cluster (the lab's registry is on loopback, which Crossplane reaches
+    over plain HTTP; another registry must be reachable from this machine, and a private one needs
+    the Provider's ``packagePullSecrets``, which the demo does not set).
+
+    Stages: an ImageConfig when a package names :data:`PACKAGE_HOST` in its dependencies (the demo's
+    own packages, pushed elsewhere); the Provider, until every MRD of it and its dependencies is
+    there; an MRAP of the named package's groups, until their CRDs are Established."""
+    from .oci import crd_groups, dependencies
+
+    if not source.packages:
+        source.prepare()
+    per_package = crd_groups(source)
+    named = per_package[source.packages[0].reference] or [row for rows in per_package.values() for row in rows]
+    every = tuple(sorted({name for rows in per_package.values() for name, _ in rows}))
+    name = source.reference.name.replace("_", "-").strip("-.")[:63] or "provider"
+    stages = []
+    if any(repository.startswith(f"{PACKAGE_HOST}/") for package in source.packages
+           for repository, _ in dependencies(package.metadata)):
+        stages.append(Stage(f"ImageConfig {IMAGE_CONFIG}: {PACKAGE_HOST} packages come from "
+                            f"{source.reference.host}", (image_config(source.reference.host),), ""))
+    obj = {"apiVersion": "pkg.crossplane.io/v1", "kind": "Provider", "metadata": {"name": name},
+           "spec": {"package": source.spec}}
+    more = len(source.packages) - 1
+    stages.append(Stage(f"Provider {name}: {source.spec}, pulled by Crossplane"
+                        + (f" with {more} dependenc{'ies' if more != 1 else 'y'}" if more else "")
+                        + f": {len(every)} MRDs", (obj,), "mrds", every, MRDS_TIMEOUT))
+    patterns = sorted({f"*.{group}" for _, group in named})
+    stages.append(Stage(f"MRAP {MRAP_NAME} activates {source.reference.name} ({', '.join(patterns)}): "
+                        f"{len(named)} CRDs to be Established", (activation_policy(patterns),), "established",
+                        tuple(sorted({crd for crd, _ in named})), ESTABLISHED_TIMEOUT))
     return stages
 
 

@@ -23,7 +23,7 @@ import tarfile
 import tempfile
 import zlib
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 from collections.abc import AsyncIterator, Iterable, Iterator
 
 import yaml
@@ -315,14 +315,9 @@ class XpkgSource(Source):
                     layer = image.extractfile(member) if member.isfile() else None
                     if layer is None or member.name.endswith(".json"):
                         continue
-                    try:
-                        with tarfile.open(fileobj=layer, mode="r:*") as files:
-                            entry = next((m for m in files if m.name.lstrip("./") == "package.yaml"), None)
-                            found = files.extractfile(entry) if entry is not None else None
-                            if found is not None:
-                                return found.read()
-                    except (tarfile.TarError, EOFError, zlib.error):
-                        continue  # a config blob or a layer without package.yaml
+                    found = package_yaml_in(layer)
+                    if found is not None:
+                        return found
         except (tarfile.TarError, OSError, EOFError, lzma.LZMAError, zlib.error) as exc:
             raise _UnreadableError(f"not a readable Crossplane package: {_one_line(exc)}") from None
         raise _UnreadableError("not a Crossplane package: no layer holds package.yaml")
@@ -333,7 +328,24 @@ class XpkgSource(Source):
         except _UnreadableError as exc:
             yield SourceProblem(self.spec, str(exc))
             return
-        yield from yaml_items(raw.splitlines(keepends=True), f"{self.spec}:package.yaml")
+        yield from package_items(raw, self.spec)
+
+
+def package_yaml_in(files: IO[bytes]) -> bytes | None:
+    """``package.yaml`` at the root of a filesystem tar (a package's layer, gzipped or not, or an
+    image's flattened files), or None when the tar is not one or lacks it (a config blob, another layer)."""
+    try:
+        with tarfile.open(fileobj=files, mode="r:*") as tar:
+            entry = next((m for m in tar if m.isfile() and m.name.lstrip("./") == "package.yaml"), None)
+            found = tar.extractfile(entry) if entry is not None else None
+            return found.read() if found is not None else None
+    except (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError):
+        return None
+
+
+def package_items(raw: bytes, spec: str) -> Iterator[Item]:
+    """The items of a package's ``package.yaml`` (its metadata document is counted as not a CRD)."""
+    yield from yaml_items(raw.splitlines(keepends=True), f"{spec}:package.yaml")
 
 
 # --------------------------------------------------------------------------- another cluster
@@ -395,7 +407,8 @@ def _export_page(raw: bytes, context: str) -> tuple[list[Item], str | None, int 
 def open_source(spec: str | None, *, seed: int = 1, schema_props: int = 40,
                 from_context: str | None = None, kubeconfig: str | None = None,
                 stdin: BinaryIO | None = None) -> Source:
-    """The source named by what the user typed (``synthetic:N``, ``-``, a path, a ``.xpkg``) or ``--from-context``."""
+    """The source named by what the user typed (``synthetic:N``, ``-``, a path, a ``.xpkg``, a package
+    reference ``REGISTRY/REPO:TAG`` (see :mod:`loader.oci`)) or ``--from-context``."""
     if from_context:
         if spec:
             raise ConfigError("give either SOURCE or --from-context, not both")
@@ -408,11 +421,17 @@ def open_source(spec: str | None, *, seed: int = 1, schema_props: int = 40,
         return SyntheticSource.parse(spec, seed=seed, schema_props=schema_props)
     if spec == "-":
         return StdinSource(stdin)
+    from .oci import OciSource, parse_reference  # deferred: it builds on this module
+
+    reference = parse_reference(spec)  # REGISTRY/REPO:TAG or @sha256:..., never a path that exists
+    if reference is not None:
+        return OciSource(reference, spec)
     path = Path(os.path.expanduser(spec))
     if path.is_dir():
         return DirectorySource(path, spec)
     if not path.exists():
-        raise ConfigError(f"{spec}: no such file or directory (or use synthetic:N)")
+        raise ConfigError(f"{spec}: no such file or directory (or use synthetic:N, or a package reference "
+                          "REGISTRY/REPO:TAG)")
     if not path.is_file():
         raise ConfigError(f"{spec}: not a regular file")
     if not os.access(path, os.R_OK):

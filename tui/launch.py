@@ -272,12 +272,15 @@ def open_crossplane_demo(provider: str | None = None, name: str = "", source: st
 
     from crdscope.lab import crossplane
     from crdscope.lab.binaries import LabError
+    from crdscope.loader.oci import OciSource
     from crdscope.loader.sources import open_source
 
     from .crossplane_demo import CrossplaneDemoApp
 
     check_source(source)
     chosen = open_source(provider or default_provider())  # a one-line error before anything starts
+    if isinstance(chosen, OciSource):
+        chosen.prepare()  # a package reference: pulled (or read from the cache) before any lab starts
     binaries = crossplane.cached_binaries()
     if binaries is None:
         raise LabError("Crossplane is not built: run `crdscope lab build --crossplane` "
@@ -296,10 +299,13 @@ def crossplane_install_stages(lab: Any, state: Any, provider: Any, binaries: Any
                               say: Callable[[str], None] = _say) -> list[Any]:
     """The stages of ``provider``'s install (a ``loader.sources`` source) through the Crossplane of
     ``lab``: Crossplane started there if it is not running, the packages built (or taken from the
-    cache) and pushed to the lab's registry."""
+    cache) and pushed to the lab's registry; a package reference is named as it is (nothing built)."""
     from crdscope.lab import crossplane
     from crdscope.lab.processes import pid_alive
-    from crdscope.loader.crossplane_install import package_name_of, plan_install, prepare_packages
+    from crdscope.loader.crossplane_install import (
+        package_name_of, plan_install, plan_reference_install, prepare_packages,
+    )
+    from crdscope.loader.oci import OciSource
 
     core = state.components.get("crossplane")
     if core is None or not pid_alive(core.pid):
@@ -308,6 +314,8 @@ def crossplane_install_stages(lab: Any, state: Any, provider: Any, binaries: Any
         # Established) instead of 800 CRDs at once, and the findings can price the kinds left inactive.
         crossplane.start(lab, state, binaries, activations=[], say=say)
         lab.start_supervisor(state)
+    if isinstance(provider, OciSource):  # REGISTRY/REPO:TAG: Crossplane pulls it itself
+        return plan_reference_install(provider)
     registry = crossplane.lab_registry(lab.name)
     packages = prepare_packages(provider, name=package_name_of(provider.spec), registry=registry,
                                 crank=binaries.crank, crossplane_version=binaries.version, say=say)

@@ -15,6 +15,8 @@ import socket
 import subprocess
 import sys
 import tarfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -59,22 +61,29 @@ def _answers(address: str) -> bool:
         return False
 
 
-@pytest.fixture
-def registry(binaries, tmp_path):
-    """A real OCI registry on loopback (``crane registry serve``, blobs on disk); stopped afterwards."""
+@contextmanager
+def serving_registry(binaries, directory: Path) -> Iterator[str]:
+    """A real OCI registry on loopback (``crane registry serve``, blobs under ``directory``): its address."""
     address = f"127.0.0.1:{_port()}"
-    (tmp_path / "blobs").mkdir()  # crane writes uploads there and does not create it
-    log = (tmp_path / "registry.log").open("wb")
+    (directory / "blobs").mkdir()  # crane writes uploads there and does not create it
+    log = (directory / "registry.log").open("wb")
     process = subprocess.Popen([str(binaries.crane), "registry", "serve", "--address", address,
-                                "--disk", str(tmp_path / "blobs")], stdout=log, stderr=subprocess.STDOUT)
+                                "--disk", str(directory / "blobs")], stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_for(lambda: process.poll() is not None or _answers(address), timeout=30, message="the registry")
-        assert process.poll() is None, (tmp_path / "registry.log").read_text()
+        assert process.poll() is None, (directory / "registry.log").read_text()
         yield address
     finally:
         process.terminate()
         process.wait(timeout=30)
         log.close()
+
+
+@pytest.fixture
+def registry(binaries, tmp_path):
+    """A registry for one test; stopped afterwards."""
+    with serving_registry(binaries, tmp_path) as address:
+        yield address
 
 
 def crane(binaries, *args: str) -> str:
