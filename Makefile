@@ -53,11 +53,15 @@ demo: venv
 	$(BIN)/crdscope lab build $(if $(CROSSPLANE),--crossplane)
 	$(BIN)/crdscope lab build --kubernetes 1.26
 	$(BIN)/crdscope demo $(if $(CROSSPLANE),--crossplane) $(if $(PROVIDER),--provider $(PROVIDER))
+	@$(SAY_HOW_TO_RUN)
 else
 demo: venv
 	$(BIN)/crdscope lab build $(if $(CROSSPLANE),--crossplane)
 	$(BIN)/crdscope lab $(if $(CROSSPLANE),--crossplane $(if $(PROVIDER),--provider $(PROVIDER)))
+	@$(SAY_HOW_TO_RUN)
 endif
+# crdscope lives in the virtualenv, not on PATH (nothing is installed system-wide): say how to run it.
+SAY_HOW_TO_RUN = echo "crdscope is installed in $(BIN): run $(BIN)/crdscope, or 'source $(BIN)/activate' to type crdscope"
 
 bench: venv lab-binaries system-deps
 	$(BIN)/python -m bench

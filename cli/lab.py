@@ -24,17 +24,27 @@ def _say(line: str) -> None:
 
 
 def check_lab_name(name: str) -> None:
-    """A lab's name makes file and context names: a one-line error unless letters, digits, '-', '_'."""
-    from crdscope.lab.binaries import LabError
+    """A lab's name makes file and context names: a one-line error unless letters, digits, '-', '_'
+    (a bad flag: exit 2)."""
+    from crdscope.base.errors import ConfigError
 
     if name and not all(c.isalnum() or c in "-_" for c in name):
-        raise LabError(f"lab name {name!r}: letters, digits, '-' and '_' only")
+        raise ConfigError(f"lab name {name!r}: letters, digits, '-' and '_' only")
 
 
 def name_option(function: Callable[..., Any]) -> Callable[..., Any]:
     """``--name``: which of several labs (default: the unnamed one)."""
     return click.option("--name", "name", default="", metavar="NAME",
                         help="a lab of its own (ports, directory, kubeconfig contexts) beside others")(function)
+
+
+def _named_lab(name: str) -> Any:
+    """The lab a command on a running lab means: ``--name``, else the default lab when it is up,
+    else the one the current kubeconfig context points at (said on stderr)."""
+    from crdscope.lab.lookup import find_lab
+
+    check_lab_name(name)
+    return find_lab(name, say=_say)
 
 
 def kubernetes_option(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -221,9 +231,7 @@ def _start_crossplane(lab_: Any, state: Any, binaries: Any, activations: list[st
               help="a pattern of the default MRAP (repeatable; default '*'; 'none': no default MRAP)")
 def lab_crossplane(name: str, activations: tuple[str, ...]) -> None:
     """Start Crossplane v2's core and a package registry on a running lab."""
-    from crdscope.lab.controlplane import Lab
-
-    lab_ = Lab(name=name)
+    lab_ = _named_lab(name)
     state = lab_.require()
     binaries, patterns = _crossplane_ready(activations)
     _start_crossplane(lab_, state, binaries, patterns)
@@ -233,9 +241,7 @@ def lab_crossplane(name: str, activations: tuple[str, ...]) -> None:
 @name_option
 def lab_down(name: str) -> None:
     """Stop the lab and remove its files."""
-    from crdscope.lab.controlplane import Lab
-
-    stopped = Lab(name=name).down()
+    stopped = _named_lab(name).down()
     click.echo(f"lab down ({len(stopped)} processes stopped)" if stopped else "no lab was up")
 
 
@@ -243,12 +249,21 @@ def lab_down(name: str) -> None:
 @name_option
 @click.option("--json", "as_json", is_flag=True)
 def lab_status(name: str, as_json: bool) -> None:
-    """Say what runs where."""
+    """Say what runs where (no lab up is an answer, exit 0)."""
     from crdscope.lab import crossplane
-    from crdscope.lab.controlplane import Lab, tail
+    from crdscope.lab.controlplane import tail
 
-    lab_ = Lab(name=name)
-    status = {**lab_.status(), **crossplane.status(lab_.require())}
+    lab_ = _named_lab(name)
+    state = lab_.state()
+    if state is None:
+        which = f" named {lab_.name}" if lab_.name else ""
+        if as_json:
+            click.echo(json.dumps({"up": False, "name": lab_.name}))
+        else:
+            up = f"crdscope lab up --name {lab_.name}" if lab_.name else "crdscope lab up"
+            click.echo(f"no lab{which} is up (`{up}` starts one)")
+        return
+    status = {"up": True, **lab_.status(), **crossplane.status(state)}
     if as_json:
         click.echo(json.dumps(status))
         return
@@ -284,9 +299,9 @@ def lab_status(name: str, as_json: bool) -> None:
 def lab_limit(size: str, name: str) -> None:
     """Change the API server's memory limit in place (e.g. to end an OOM crash loop)."""
     from crdscope.lab.cgroups import parse_size
-    from crdscope.lab.controlplane import Lab
 
-    state = Lab(name=name).set_memory_limit(parse_size(size))
+    limit = parse_size(size)  # a bad size is a flag error before any lab is looked for
+    state = _named_lab(name).set_memory_limit(limit)
     click.echo(f"memory limit: {state.memory_limit / 2**20:.0f} MiB")
 
 
@@ -294,9 +309,7 @@ def lab_limit(size: str, name: str) -> None:
 @name_option
 def lab_kubeconfig(name: str) -> None:
     """Print the path of the lab's kubeconfig."""
-    from crdscope.lab.controlplane import Lab
-
-    click.echo(Lab(name=name).require().kubeconfig)
+    click.echo(_named_lab(name).require().kubeconfig)
 
 
 def _fault_command(action: str, help_text: str) -> None:
@@ -307,13 +320,13 @@ def _fault_command(action: str, help_text: str) -> None:
     @name_option
     def command(component: str, replica: int | None, name: str) -> None:
         from crdscope.lab.binaries import LabError
-        from crdscope.lab.controlplane import Lab, replica_name
+        from crdscope.lab.controlplane import replica_name
 
         if replica is not None:
             if component != "apiserver":
                 raise LabError("--replica names a kube-apiserver: use it with the component `apiserver`")
             component = replica_name(replica)
-        pid = getattr(Lab(name=name), action)(component)
+        pid = getattr(_named_lab(name), action)(component)
         click.echo(f"{action} {component} (pid {pid})")
 
 

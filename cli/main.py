@@ -160,16 +160,25 @@ LAZY_COMMANDS = {
 @click.group(cls=Group, invoke_without_command=True, context_settings=CONTEXT_SETTINGS,
              lazy_commands=LAZY_COMMANDS)
 @click.version_option(package_name="crdscope", prog_name="crdscope")
+@cluster_options(many=True)
 @click.pass_context
-def cli(ctx: click.Context) -> None:
+def cli(ctx: click.Context, kubeconfig: str | None, context: tuple[str, ...]) -> None:
     """Watch a Kubernetes API server under CustomResourceDefinition pressure.
 
-    With no command, opens the monitor on the current context.
+    With no command, opens the monitor on the current context (`crdscope --context X` is
+    `crdscope watch --context X`).
     """
     if ctx.invoked_subcommand is None:
         watch = cli.get_command(ctx, "watch")  # never None: a broken import is a failing stand-in
         if watch is not None:
-            ctx.invoke(watch)
+            ctx.invoke(watch, kubeconfig=kubeconfig, context=context)
+    elif kubeconfig is not None or context:
+        # Given before a command they would silently mean nothing to it (or, to a command that takes
+        # them, be overridden by its own): they belong after the command's name, as its help shows.
+        from crdscope.base.errors import ConfigError
+
+        raise ConfigError(f"--context and --kubeconfig before a command open the monitor: give them after "
+                          f"`{ctx.invoked_subcommand}` (crdscope {ctx.invoked_subcommand} --context ...)")
 
 
 # --------------------------------------------------------------------------- probe

@@ -51,6 +51,10 @@ def package(source: str | None, name: str, family: bool, safe_start: bool, push:
     from crdscope.loader.sources import open_source
 
     chosen = open_source(source, from_context=from_context, kubeconfig=kubeconfig)
+    if registry is None and not lab_name:  # the lab whose registry is the default: maybe a named one
+        from crdscope.lab.lookup import find_lab
+
+        lab_name = find_lab(kubeconfig=kubeconfig, say=lambda line: click.echo(line, err=True)).name
     run = build_packages(chosen, name=name, family=family, safe_start=safe_start, push=push, registry=registry,
                          lab=lab_name, version=version, output=Path(output))
     if as_json:

@@ -35,14 +35,11 @@ def parse_size(text: str) -> int:
     """A memory limit as a Kubernetes quantity (``768Mi``, ``2Gi``, ``1500M`` = 1.5 GB) -> bytes.
 
     ``M`` and ``G`` are powers of 1000 and ``Mi``, ``Gi`` powers of 1024, as in a Pod spec
-    (:mod:`probes.quantity`); a one-line error for anything else.
+    (:mod:`base.quantity`); anything else is a :class:`ConfigError` (a bad flag: exit 2, one line).
     """
-    try:
-        size = parse_quantity(text, what="memory size")
-    except ConfigError as exc:
-        raise LabError(str(exc)) from None
+    size = parse_quantity(text, what="memory size")
     if size < 64 << 20:
-        raise LabError(f"memory limit {text} is below 64 MiB: a kube-apiserver cannot even start in it")
+        raise ConfigError(f"memory limit {text} is below 64 MiB: a kube-apiserver cannot even start in it")
     return size
 
 

@@ -257,6 +257,8 @@ class GoawayRetryTransport(httpx.AsyncBaseTransport):
             raise
         finally:
             self.in_flight.end(token, failure)
+            if failure is not None:
+                self.traffic.failed(cell)
 
     async def _send(self, request: httpx.Request) -> httpx.Response:
         try:

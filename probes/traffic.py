@@ -15,7 +15,10 @@ request of a cluster's shared client is counted at the transport
 
 Bytes are those of the answer as they come off the connection (compressed, as on the
 wire), plus the decoded size of the response headers (an upper bound for HTTP/2's
-compressed headers).
+compressed headers).  A request counts once its headers are written to a connection
+(httpcore's ``trace`` extension says when) or once it is answered: one that never got
+a connection (refused, no TLS handshake: the server is down or stopped, or cancelled
+while waiting) cost the server nothing and is only tallied as ``unsent``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import contextlib
 import contextvars
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -98,6 +102,16 @@ class Tally:
     bytes: int = 0
 
 
+class Counted:
+    """One request being counted: its (origin, path) cell, and whether its headers went out."""
+
+    __slots__ = ("cell", "sent")
+
+    def __init__(self, cell: list[int]) -> None:
+        self.cell = cell
+        self.sent = False
+
+
 class Traffic:
     """Counts of one cluster's requests: (origin, path class) -> [requests, bytes].
 
@@ -107,24 +121,53 @@ class Traffic:
 
     def __init__(self) -> None:
         self._counts: dict[tuple[str, str], list[int]] = {}
+        #: Requests that never reached the server (:meth:`failed`), and those it answered.
+        self.unsent = 0
+        self.answered = 0
 
-    def begin(self, request: httpx.Request) -> list[int]:
-        """Count a request being sent; returns the cell its answer's bytes are added to."""
+    def begin(self, request: httpx.Request) -> Counted:
+        """A request about to be sent: counted once its headers go out (or it is answered)."""
         key = (REQUEST_ORIGIN.get(), path_class(request.method, request.url.path))
         cell = self._counts.get(key)
         if cell is None:
             cell = self._counts[key] = [0, 0]
-        cell[0] += 1
-        return cell
+        counted = Counted(cell)
+        chained = request.extensions.get("trace")
 
-    def count_answer(self, cell: list[int], response: httpx.Response) -> None:
+        async def trace(event: str, info: dict[str, Any]) -> None:
+            # httpcore names it "http11.send_request_headers.started" or "http2.…": the server has it.
+            if event.endswith("send_request_headers.started"):
+                self._sent(counted)
+            if chained is not None:
+                await chained(event, info)
+
+        request.extensions = {**request.extensions, "trace": trace}
+        return counted
+
+    @staticmethod
+    def _sent(counted: Counted) -> None:
+        if not counted.sent:  # once: a retry over HTTP/1.1 sends the same request again
+            counted.sent = True
+            counted.cell[0] += 1
+
+    def count_answer(self, counted: Counted, response: httpx.Response) -> None:
         """Add the answer's headers now and its body as it is read."""
-        cell[1] += sum(len(name) + len(value) + 4 for name, value in response.headers.raw)
-        response.stream = _CountingStream(response.stream, cell)
+        self._sent(counted)  # a transport that does not trace (a test's) answered it: it was sent
+        self.answered += 1
+        counted.cell[1] += sum(len(name) + len(value) + 4 for name, value in response.headers.raw)
+        response.stream = _CountingStream(response.stream, counted.cell)
+
+    def failed(self, counted: Counted) -> None:
+        """A request that ended without an answer: one whose headers never went out (refused, no
+        TLS handshake, cancelled while waiting for a connection) is tallied as ``unsent``, since a
+        down or stopped server is not loaded by being knocked on; one that went out stays counted."""
+        if not counted.sent:
+            self.unsent += 1
 
     def by_origin_and_path(self) -> dict[tuple[str, str], Tally]:
-        """Every (origin, path class) with its counts so far."""
-        return {key: Tally(requests=cell[0], bytes=cell[1]) for key, cell in self._counts.items()}
+        """Every (origin, path class) with its counts so far (none for paths never sent)."""
+        return {key: Tally(requests=cell[0], bytes=cell[1]) for key, cell in self._counts.items()
+                if cell[0] or cell[1]}
 
     def total(self, *, exclude: frozenset[str] = frozenset({LOADER})) -> Tally:
         """All requests and bytes so far, except those of the ``exclude`` origins."""

@@ -1,8 +1,10 @@
 """``crdscope doctor``: run the probes for a short while and print what is wrong, for an incident channel.
 
 Exit code by the worst finding: 0 nothing (or information only), 1 a warning,
-2 a critical finding.  Output as text (default), Markdown (``--format md``) or
-one JSON object (``--json``).
+2 a critical finding; 3 when the server answered nothing at all in the time given
+(down, stopped, wrong port), which says so plainly instead of asking for a longer
+``--duration``.  Output as text (default), Markdown (``--format md``) or one JSON
+object (``--json``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from .core import WatchCore, run_for
 from .recorder import ClusterInfo
 
 FORMATS = ("text", "md", "json")
+#: The exit code of a server that answered nothing (the README's "cluster unreachable").
+UNANSWERED_EXIT = 3
 #: The one /version request that names the cluster must not hold the doctor up.
 DESCRIBE_TIMEOUT_SECONDS = 5.0
 
@@ -40,13 +44,28 @@ class Diagnosis:
     #: What the doctor itself sent the server (requests, bytes received), kubectl's measurement excluded.
     own_requests: int = 0
     own_bytes: int = 0
+    #: Requests that never reached the server (refused, no TLS handshake): not load, not in ``own_requests``.
+    unsent: int = 0
+    #: Why the server answered nothing when it did not ("" when no failure said why; None: it answered).
+    unanswered: str | None = None
 
     @property
     def own_load(self) -> str:
         """One line: what checking cost the server."""
         rate = self.own_requests / self.seconds if self.seconds > 0 else 0.0
+        unsent = (f"; {self.unsent:,} requests that never reached it (no connection) are not counted"
+                  if self.unsent else "")
         return (f"crdscope's own load on the server: {self.own_requests:,} requests ({rate:.1f}/s), "
-                f"{self.own_bytes / 1024:,.0f} KiB received in {format_duration(self.seconds)}")
+                f"{self.own_bytes / 1024:,.0f} KiB received in {format_duration(self.seconds)}{unsent}")
+
+    @property
+    def no_answer(self) -> str:
+        """One line when the server answered nothing (else empty)."""
+        if self.unanswered is None:
+            return ""
+        why = f" ({self.unanswered})" if self.unanswered else ""
+        return (f"The API server at {self.cluster.server} did not answer in {format_duration(self.seconds)}{why}: "
+                "it is down, stopped or not at that address; nothing could be checked.")
 
     @property
     def checked(self) -> list[str]:
@@ -56,20 +75,25 @@ class Diagnosis:
     @property
     def not_checked(self) -> list[str]:
         """The others, each with why (a probe it needs never delivered a good sample in the time given)."""
+        if self.unanswered is not None:  # one reason for all of them, said once (see ``no_answer``)
+            return [check.what_it_checks for check in CHECKS if check.missing(self.probes_seen)]
         return [f"{check.what_it_checks} (no good {' or '.join(missing)} sample in {format_duration(self.seconds)}: "
                 "try a longer --duration)" for check in CHECKS if (missing := check.missing(self.probes_seen))]
 
     @property
     def exit_code(self) -> int:
-        """0 none or info only, 1 a warning, 2 a critical finding."""
+        """0 none or info only, 1 a warning, 2 a critical finding; 3 the server answered nothing."""
+        if self.unanswered is not None:
+            return UNANSWERED_EXIT
         return max((f.severity.rank for f in self.findings), default=0)
 
     def to_json(self) -> dict[str, Any]:
         return {"cluster": self.cluster.to_json(), "duration_seconds": round(self.seconds, 1),
                 "samples": self.samples, "kubectl": self.kubectl, "exit_code": self.exit_code,
                 "findings": [f.to_json() for f in self.findings], "checked": self.checked,
-                "not_checked": self.not_checked,
-                "own_load": {"requests": self.own_requests, "bytes": self.own_bytes}}
+                "not_checked": self.not_checked, "answered": self.unanswered is None,
+                "unanswered": self.unanswered,
+                "own_load": {"requests": self.own_requests, "bytes": self.own_bytes, "unsent": self.unsent}}
 
 
 def run_doctor(kubeconfig: str | None, context: str | None, seconds: float,
@@ -110,14 +134,25 @@ async def _diagnose(cluster: Any, settings: Any, seconds: float, memory_limit: i
         # The local kubectl's cold discovery, for real, beside the probes (bounded by the duration).
         measuring = asyncio.create_task(measure_kubectl(cluster, local.path, seconds)) if local else None
         diagnosis = await examine(core, info, seconds, measuring)
-        own = cluster.traffic.total()
-        return dataclasses.replace(diagnosis, own_requests=own.requests, own_bytes=own.bytes)
+        traffic = cluster.traffic
+        own = traffic.total()
+        unanswered = None if traffic.answered else _why_unanswered(core)
+        return dataclasses.replace(diagnosis, own_requests=own.requests, own_bytes=own.bytes,
+                                   unsent=traffic.unsent, unanswered=unanswered)
     finally:
         if measuring is not None and not measuring.done():
             measuring.cancel()  # its kubectl is killed on the way out
             with contextlib.suppress(BaseException):
                 await measuring
         await cluster.aclose()
+
+
+def _why_unanswered(core: WatchCore) -> str:
+    """Why the server answered nothing, in a few words: a probe's last error names the cause ("" when
+    none failed yet: every request still waiting, as on a stopped server)."""
+    errors = [h.last_error for _, h in sorted(core.store.health().items()) if h.last_error]
+    reason = next((e for e in errors if "refused" in e), errors[0] if errors else "")
+    return reason.split(": ")[-1]  # "cannot reach https://...: connection refused": its last part
 
 
 async def examine(core: WatchCore, info: ClusterInfo, seconds: float,
@@ -166,11 +201,18 @@ def render(diagnosis: Diagnosis, fmt: str) -> str:
     head = (f"crdscope doctor: {info.server} ({info.kubernetes_version or 'version unknown'}, context "
             f"{info.context}), watched {format_duration(diagnosis.seconds)}; local kubectl: {diagnosis.kubectl}")
     lines = [f"### {head}" if md else head, ""]
+    if diagnosis.no_answer:
+        lines += [f"**{diagnosis.no_answer}**" if md else diagnosis.no_answer, ""]
     findings = most_severe_first(diagnosis.findings)
-    not_checked = ["", "Not checked: " + "; ".join(diagnosis.not_checked) + "."] if diagnosis.not_checked else []
+    why = " (the server did not answer)" if diagnosis.no_answer else ""
+    not_checked = ["", f"Not checked{why}: " + "; ".join(diagnosis.not_checked) + "."] if diagnosis.not_checked \
+        else []
     not_checked.append(diagnosis.own_load)
     if not findings:
-        lines.append("Nothing found. Checked: " + ("; ".join(diagnosis.checked) or "nothing") + ".")
+        if diagnosis.no_answer:  # "nothing found" would read as "all is well"
+            lines.pop()  # the blank line after it: "Not checked" brings its own
+        else:
+            lines.append("Nothing found. Checked: " + ("; ".join(diagnosis.checked) or "nothing") + ".")
         return "\n".join(lines + not_checked)
     now = time.time()
     for finding in findings:
@@ -181,6 +223,6 @@ def render(diagnosis: Diagnosis, fmt: str) -> str:
         bullet = "- " if md else "  "
         lines += [f"{bullet}evidence: {e}" for e in finding.evidence]
         lines += [f"{bullet}likely cause: {finding.cause}", f"{bullet}what to do: {finding.remedy}", ""]
-    counts = {s: sum(1 for f in findings if f.severity is s) for s in Severity}
+    counts = {s: sum(1 for f in findings if f.severity is s) for s in Severity}  # exit: the worst, or 3
     lines.append(", ".join(f"{n} {s.value}" for s, n in counts.items() if n) + f"; exit {diagnosis.exit_code}")
     return "\n".join(lines + not_checked)

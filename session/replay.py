@@ -3,7 +3,9 @@
 :class:`RecordingReader` streams a recording (all its parts) and stops at the
 first damage (a torn last line, a corrupt line, a record that does not
 rebuild), saying where: file, line and byte offset.  A recording written in a
-newer format version is refused with a clear message.
+newer format version is refused with a clear message.  A recording compressed
+with xz or gzip (``.jsonl.xz``, ``.jsonl.gz``) reads as it is
+(:func:`open_recording`); its line and byte offsets count the uncompressed text.
 
 :class:`ReplayFeed` is a *feed* like :class:`probes.monitor.Monitor`
 (``add_sink``, ``async run()``, ``pause()``, ``resume()``, ``paused``) plus
@@ -17,12 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gzip
 import inspect
 import json
+import lzma
 import math
 import time
+import zlib
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import IO, Any
 from collections.abc import Callable, Generator, Iterator
 
 from crdscope.probes import __version__
@@ -48,6 +54,27 @@ class Damage:
         """One line for a person: ``FILE: replayed up to line L (byte B): reason``."""
         return (f"{self.path}: damaged at line {self.line} (byte {self.byte}): {self.reason}; "
                 f"replayed what came before")
+
+
+#: What a compressed recording's stream raises when it is cut short or corrupt.
+_STREAM_ERRORS = (EOFError, lzma.LZMAError, gzip.BadGzipFile, zlib.error)
+
+#: Compressed recordings by their first bytes (a file's name may say nothing, or the wrong thing).
+_COMPRESSED: dict[bytes, ModuleType] = {b"\xfd7zXZ\x00": lzma, b"\x1f\x8b": gzip}
+
+
+def open_recording(path: str | Path) -> IO[bytes]:
+    """A recording's bytes, uncompressed: xz and gzip files (``.jsonl.xz``, ``.jsonl.gz``, as
+    recordings are kept and shared) are opened through :mod:`lzma` or :mod:`gzip`, by their magic
+    bytes; anything else as it is.  ``OSError`` as :func:`open` raises it."""
+    path = Path(path)
+    with open(path, "rb") as handle:
+        magic = handle.read(6)
+    for prefix, module in _COMPRESSED.items():
+        if magic.startswith(prefix):
+            opened: IO[bytes] = module.open(path, "rb")
+            return opened
+    return open(path, "rb")
 
 
 class _DamagedError(Exception):
@@ -80,8 +107,10 @@ class RecordingReader:
     @staticmethod
     def _read_header(path: Path) -> dict[str, Any]:
         try:
-            with open(path, "rb") as handle:
+            with open_recording(path) as handle:
                 first = handle.readline()
+        except _STREAM_ERRORS as exc:
+            raise ConfigError(f"cannot read recording {path}: its compressed data is damaged ({exc})") from None
         except FileNotFoundError:
             raise ConfigError(f"recording {path} does not exist") from None
         except IsADirectoryError:
@@ -131,24 +160,27 @@ class RecordingReader:
 
     def _read_part(self, path: Path) -> Generator[Sample | Event, None, str | None]:
         """Yield one part's records; return the next part's file name ("" = by number) or None."""
-        offset = 0
-        with open(path, "rb") as handle:
-            for line_number, raw in enumerate(handle, start=1):
-                start, offset = offset, offset + len(raw)
-                if line_number == 1:
-                    continue  # the header, already checked
-                try:
-                    record = self._decode(raw)
-                    if record is None:
-                        continue
-                    kind = record["type"]
-                    if kind == "end":
-                        self.ended = record.get("reason") != "rotated"
-                        return None if self.ended else str(record.get("next") or "")
-                    yield self._rebuild(record)
-                except _DamagedError as exc:
-                    self.damage = Damage(path, line_number, start, exc.reason)
-                    return None
+        offset = line_number = 0
+        with open_recording(path) as handle:
+            try:
+                for line_number, raw in enumerate(handle, start=1):
+                    start, offset = offset, offset + len(raw)
+                    if line_number == 1:
+                        continue  # the header, already checked
+                    try:
+                        record = self._decode(raw)
+                        if record is None:
+                            continue
+                        kind = record["type"]
+                        if kind == "end":
+                            self.ended = record.get("reason") != "rotated"
+                            return None if self.ended else str(record.get("next") or "")
+                        yield self._rebuild(record)
+                    except _DamagedError as exc:
+                        self.damage = Damage(path, line_number, start, exc.reason)
+                        return None
+            except _STREAM_ERRORS as exc:  # a compressed copy cut short: what came before still replays
+                self.damage = Damage(path, line_number + 1, offset, f"compressed data damaged ({exc})")
         return None
 
     @staticmethod
