@@ -89,9 +89,13 @@ def served_defaults(minor: str) -> ServedDefaults:
 
 
 class LabError(CrdscopeError):
-    """The lab cannot be built, started or reached."""
+    """The lab cannot be built, started or reached.
 
-    exit_code = 4
+    Exit 1, "something failed" (4 is `load`'s alone); a lab that is not up is 3, as a cluster that
+    cannot be reached, and a minor it does not know is 2, a bad flag.
+    """
+
+    exit_code = 1
 
 
 @dataclass(frozen=True)
@@ -148,7 +152,8 @@ def versions_for(minor: str | None = None) -> Versions:
         return newest
     if wanted in OLDER_RELEASES:
         return Versions(kubernetes=OLDER_RELEASES[wanted], etcd=newest.etcd)
-    raise LabError(f"Kubernetes {minor} is not supported by the lab (supported: {', '.join(supported_minors())})")
+    raise LabError(f"Kubernetes {minor} is not supported by the lab (supported: {', '.join(supported_minors())})",
+                   exit_code=2)
 
 
 def minor_key(minor: str) -> tuple[int, ...]:

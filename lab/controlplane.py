@@ -160,7 +160,7 @@ class Lab:
         if state is None:
             which = f" named {self.name}" if self.name else ""
             up = f"crdscope lab up --name {self.name}" if self.name else "crdscope lab up"
-            raise LabError(f"no lab{which} is up; run `{up}`")
+            raise LabError(f"no lab{which} is up; run `{up}`", exit_code=3)
         return state
 
     # -- up --------------------------------------------------------------------

@@ -152,9 +152,11 @@ def lab_registry(lab_name: str = "") -> str:
     registry = state.components.get("registry")
     if registry is None:
         which = f" --name {lab_name}" if lab_name else ""
-        raise LabError(f"the lab has no registry; start Crossplane with `crdscope lab crossplane{which}`")
+        raise LabError(f"the lab has no registry; start Crossplane with `crdscope lab crossplane{which}`",
+                       exit_code=3)
     if not pid_alive(registry.pid):
-        raise LabError(f"the lab's registry (pid {registry.pid}) is not running; see `crdscope lab status`")
+        raise LabError(f"the lab's registry (pid {registry.pid}) is not running; see `crdscope lab status`",
+                       exit_code=3)
     return f"127.0.0.1:{registry.port}"
 
 

@@ -170,7 +170,7 @@ def test_memory_limit_without_a_writable_cgroup_is_one_line(tmp_path: Path):
     done = crdscope("lab", "up", "--memory-limit", "1Gi",
                     env={"CRDSCOPE_CGROUP_ROOT": str(tmp_path / "cgroup"),
                          "CRDSCOPE_LAB_HOME": str(tmp_path / "home")}, timeout=60)
-    assert done.returncode == 4
+    assert done.returncode == 1  # something failed (4 is `load`'s skipped names alone)
     line = done.stderr.strip()
     assert len(line.splitlines()) == 1 and "needs a cgroup memory controller" in line
 

@@ -114,3 +114,15 @@ def test_what_each_minor_serves_follows_the_release_history():
     assert served_defaults("1.33").aggregated_discovery == ("v2",)
     assert (served_defaults("1.28").flowcontrol, served_defaults("1.29").flowcontrol) == ("v1beta3", "v1")
     assert "AggregatedDiscoveryEndpoint" in served_defaults("1.26").notes()
+
+
+def test_lab_errors_exit_with_the_readme_codes_not_loads_4(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from crdscope.cli.main import cli
+
+    monkeypatch.setenv("CRDSCOPE_LAB_HOME", str(tmp_path / "home"))
+    unknown = CliRunner().invoke(cli, ["lab", "up", "--kubernetes", "1.99"])
+    assert unknown.exit_code == 2 and "not supported by the lab" in unknown.output
+    not_up = CliRunner().invoke(cli, ["lab", "kill", "apiserver"])
+    assert not_up.exit_code == 3 and "no lab" in not_up.output
