@@ -269,3 +269,21 @@ def test_doctor_on_a_closed_port_says_the_server_did_not_answer(tmp_path):
     assert report["answered"] is False and report["exit_code"] == 3
     assert report["own_load"]["requests"] == 0 and report["own_load"]["unsent"] > 0
     assert not any("longer --duration" in line for line in report["not_checked"])
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    """`crdscope lab versions | head -1`: the pipe closes under a command still writing; no
+    "internal error", no traceback, the shell's exit code for SIGPIPE."""
+    import subprocess
+    import sys
+
+    writer = ("import click, sys; from crdscope.cli.main import Group\n"
+              "@click.group(cls=Group)\ndef cli(): pass\n"
+              "@cli.command()\ndef spill():\n    for n in range(200000): click.echo(f'line {n}')\n"
+              "cli(['spill'], prog_name='crdscope')\n")
+    child = subprocess.Popen([sys.executable, "-c", writer], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.close()  # before it writes: every write meets a closed pipe
+    stderr = child.stderr.read().decode()
+    assert child.wait(timeout=60) == 141
+    assert stderr == "", stderr
