@@ -43,12 +43,10 @@ import argparse
 import asyncio
 import dataclasses
 import json
-import lzma
 import math
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -123,18 +121,6 @@ def as_cluster(recording: Any, index: int, clusters: int, seconds: float) -> Any
     cluster = ClusterInfo(server=f"https://127.0.0.1:{41000 + index}", context=name,
                           kubernetes_version=recording.cluster.kubernetes_version)
     return dataclasses.replace(recording, cluster=cluster, samples=samples)
-
-
-def read_recording_file(path: Path) -> Any:
-    """The recording at ``path`` (``.xz``: decompressed first)."""
-    from crdscope.session.replay import read_recording
-
-    if path.suffix != ".xz":
-        return read_recording(path)
-    with tempfile.TemporaryDirectory(prefix="crdscope-bench-fleet-ui-") as folder:
-        plain = Path(folder) / path.stem
-        plain.write_bytes(lzma.decompress(path.read_bytes()))
-        return read_recording(plain)
 
 
 def rss_mib_now() -> float:
@@ -316,7 +302,9 @@ def figures_of(outcome: dict[str, Any], clusters: int) -> dict[str, Any]:
 
 def run_one(clusters: int, plan: Plan, recording_path: Path) -> dict[str, Any]:
     """Measure one fleet size in this process: its figures and the recording's Kubernetes version."""
-    recording = read_recording_file(recording_path)
+    from crdscope.session.replay import read_recording  # .xz and .gz are read as they are
+
+    recording = read_recording(recording_path)
     if len(recording.samples) < 2:
         raise BenchError(f"{recording_path} holds fewer than two samples")
     outcome = asyncio.run(measure(recording, clusters, plan))
