@@ -44,7 +44,8 @@ test: venv lint lab-binaries system-deps
 
 # `make demo`: the lab (the newest Kubernetes only) and the monitor, whose loader (`l`) imitates an
 # install.  `make demo CROSSPLANE=1 [PROVIDER=SRC]`: also Crossplane's core, CLI and registry, and a
-# real provider install through it (default ../shared/crds/provider-gcp.tar.xz); it builds only that.
+# real provider install through it (default ../shared/crds/provider-gcp.tar.xz, else synthetic:800, a
+# provider family crdscope generates); it builds only that.
 # `make demo FLEET=1 [CROSSPLANE=1] [PROVIDER=SRC]`: `crdscope demo`, the same provider into a capped
 # 1.26 lab and a 1.37 lab, compared side by side; it builds both Kubernetes versions, and Crossplane
 # only with CROSSPLANE=1 (without it, the demo uses Crossplane when built, else crdscope's loader).

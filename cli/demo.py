@@ -8,7 +8,8 @@ import click
 @click.command("demo")
 @click.option("--provider", default=None, metavar="SRC",
               help="the provider installed into both labs (anything `load` reads) "
-                   "[default: ../shared/crds/provider-gcp.tar.xz]")
+                   "[default: ../shared/crds/provider-gcp.tar.xz, or where it is absent synthetic:800, "
+                   "a family crdscope generates]")
 @click.option("--memory-limit", default=None, metavar="SIZE",
               help="the 1.26 lab's memory cap, past which its API server is OOM-killed and restarted "
                    "[default: 4608Mi through Crossplane, 3584Mi with crdscope's loader]")

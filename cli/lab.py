@@ -77,7 +77,8 @@ def crossplane_options(function: Callable[..., Any]) -> Callable[..., Any]:
                    "pushed, installed through Crossplane once the monitor is up")
 @click.option("--provider", default=None, metavar="SRC",
               help="with --crossplane: the provider's CRDs (anything `load` reads) "
-                   "[default: ../shared/crds/provider-gcp.tar.xz]")
+                   "[default: ../shared/crds/provider-gcp.tar.xz, or where it is absent synthetic:800, "
+                   "a family crdscope generates]")
 @click.option("--name", "name", default="", metavar="NAME", help="a named lab (see `lab up --name`)")
 @click.pass_context
 def lab(ctx: click.Context, source: str | None, with_crossplane: bool, provider: str | None, name: str) -> None:

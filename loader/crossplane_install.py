@@ -40,6 +40,7 @@ from crdscope.base.paths import cache_dir
 
 from .documents import Source
 from .package import DEFAULT_VERSION, BuiltPackage, PackagePlan, build_packages, push_packages, repository
+from .synthetic import PROVIDER_NAME, SyntheticSource, generator_digest, is_synthetic
 
 if TYPE_CHECKING:
     from .oci import OciSource
@@ -69,7 +70,10 @@ PATHS = {"ImageConfig": "/apis/pkg.crossplane.io/v1beta1/imageconfigs", "Provide
 
 
 def package_name_of(spec: str) -> str:
-    """The package NAME for a source: its file name without archive suffixes (``provider-gcp``)."""
+    """The package NAME for a source: its file name without archive suffixes (``provider-gcp``);
+    ``synthetic:N`` is :data:`loader.synthetic.PROVIDER_NAME` (its family ``provider-family-synthetic``)."""
+    if is_synthetic(spec):
+        return PROVIDER_NAME
     base = Path(spec.rstrip("/")).name
     for suffix in (".xz", ".gz", ".tar", ".tgz", ".yaml", ".yml", ".xpkg"):
         base = base.removesuffix(suffix)
@@ -77,12 +81,20 @@ def package_name_of(spec: str) -> str:
     return cleaned if cleaned and cleaned[0].isalpha() else f"provider-{cleaned or 'demo'}"
 
 
-def cache_key(source_file: Path, crossplane_version: str, name: str) -> str:
-    """What a cached build depends on: the file (path, size, mtime), Crossplane, the name, the format."""
-    stat = source_file.stat()
-    facts = {"source": str(source_file.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
-             "crossplane": crossplane_version, "name": name, "host": PACKAGE_HOST, "version": DEFAULT_VERSION,
-             "format": CACHE_FORMAT}
+def cache_key(source: Source, crossplane_version: str, name: str) -> str | None:
+    """What a cached build depends on: the source (a file: its path, size and mtime; ``synthetic:N``:
+    its count, seed, schema size and generator), Crossplane, the name, the format; None for a source
+    with no such identity (a directory, stdin, another cluster: built each time)."""
+    if isinstance(source, SyntheticSource):
+        # No file to stat: the set is a pure function of these (and of the code that generates it).
+        identity: dict[str, Any] = {"source": source.key, "generator": generator_digest()}
+    elif (path := Path(source.spec)).is_file():
+        stat = path.stat()
+        identity = {"source": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    else:
+        return None
+    facts = {**identity, "crossplane": crossplane_version, "name": name, "host": PACKAGE_HOST,
+             "version": DEFAULT_VERSION, "format": CACHE_FORMAT}
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -115,16 +127,16 @@ def _plan_of(fields: dict[str, Any]) -> PackagePlan:
 def built_packages(source: Source, *, name: str, crossplane_version: str,
                    say: Callable[[str], None]) -> Iterator[list[BuiltPackage]]:
     """The safe-start family packages of ``source``: from the cache when built before, else built
-    (and kept when the source is a file; other sources are built each time into a temporary folder)."""
-    path = Path(source.spec)
-    if not path.is_file():
+    (and kept when the source is a file or ``synthetic:N``; others are built each time into a temporary folder)."""
+    key = cache_key(source, crossplane_version, name)
+    if key is None:
         with tempfile.TemporaryDirectory(prefix="crdscope-packages-") as scratch:
             yield _build(source, name, Path(scratch), say)
         return
-    directory = packages_cache() / cache_key(path, crossplane_version, name)
+    directory = packages_cache() / key
     cached = read_manifest(directory)
     if cached is not None:
-        say(f"{len(cached)} packages of {path.name} from the cache ({directory})")
+        say(f"{len(cached)} packages of {Path(source.spec).name} from the cache ({directory})")
         yield cached
         return
     directory.parent.mkdir(parents=True, exist_ok=True)

@@ -18,8 +18,11 @@ pure function of (N, seed, schema_props), and ``synthetic:200`` is the first
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
+from functools import cache
+from pathlib import Path
 from typing import Any
 from collections.abc import Iterator, Mapping
 
@@ -28,6 +31,9 @@ from crdscope.base.errors import ConfigError
 from .documents import CRD_API_VERSION, CRD_KIND, Item, Source, document_items
 
 DOMAIN = "synthetic.crdscope.dev"
+#: The package NAME of ``synthetic:N`` as a provider (family ``provider-family-synthetic``, members
+#: ``provider-synthetic-<service>``), as upstream names theirs.
+PROVIDER_NAME = "provider-synthetic"
 #: provider-aws: number of API groups having k kinds (cluster-scoped and .m. groups together).
 KINDS_PER_GROUP = {1: 64, 2: 61, 3: 51, 4: 36, 5: 14, 6: 24, 7: 26, 8: 18, 9: 6, 10: 6, 11: 8, 12: 6,
                    13: 6, 14: 4, 15: 4, 16: 6, 18: 2, 22: 2, 23: 4, 24: 2, 25: 2, 104: 2}
@@ -240,6 +246,18 @@ def synthetic_documents(count: int, *, seed: int = 1, schema_props: int = 40) ->
                 # and a CRD does not change when ``count`` does.
                 yield _crd(random.Random(seeds[index]), service, group, kind, versions, namespaced, schema_props)
                 made += 1
+
+
+def is_synthetic(spec: str) -> bool:
+    """Whether ``spec`` names this source (``synthetic:N``, or ``synthetic`` alone)."""
+    return spec == "synthetic" or spec.startswith("synthetic:")
+
+
+@cache
+def generator_digest() -> str:
+    """A digest of this module's code: what ``synthetic:N`` generates for a seed changes only with it
+    (a cache of built packages keyed on N and the seed goes stale when the code changes)."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
 
 class SyntheticSource(Source):

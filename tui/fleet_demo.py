@@ -387,7 +387,7 @@ def open_fleet_demo(provider: str | None = None, *, prefix: str = "demo", memory
     from .launch import _run, _say, default_provider, say_lab_still_running
 
     where = log_to_file() or NOT_WRITABLE
-    demo = prepare_demo(provider or default_provider(), prefix=prefix,
+    demo = prepare_demo(provider or default_provider(_say), prefix=prefix,
                         memory_limit=memory_limit, crossplane=crossplane, say=_say)
     if demo.fallback:
         _say(demo.fallback)

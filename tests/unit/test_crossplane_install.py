@@ -15,6 +15,8 @@ from crdscope.loader.crossplane_install import (
     run_install, _write_manifest,
 )
 from crdscope.loader.package import BuiltPackage, PackagePlan, plan_packages
+from crdscope.loader.sources import open_source
+from crdscope.loader.synthetic import synthetic_documents
 
 REGISTRY = "127.0.0.1:5123"
 CRDS = {
@@ -68,18 +70,41 @@ def test_a_single_package_waits_for_its_mrds_itself():
 def test_package_names_come_from_the_source_file():
     assert package_name_of("/x/provider-gcp.tar.xz") == "provider-gcp"
     assert package_name_of("subset.yaml") == "subset"
-    assert package_name_of("synthetic:40") == "synthetic-40"
     assert package_name_of("/x/42_CRDs/") == "provider-42-crds"
 
 
+def test_a_synthetic_source_is_named_as_a_provider_and_its_family_as_upstream_names_one():
+    assert package_name_of("synthetic:40") == package_name_of("synthetic") == "provider-synthetic"
+    crds = {d["metadata"]["name"]: d["spec"]["group"] for d in synthetic_documents(60)}
+    plans = plan_packages(crds, package_name_of("synthetic:60"), family=True)
+    assert plans[0].name == "provider-family-synthetic"
+    # One member per service: a cluster-scoped group and its .m. twin together.
+    services = {group.split(".")[0] for group in crds.values()}
+    assert {p.name for p in plans[1:]} == {f"provider-synthetic-{s}" for s in services}
+    assert all(len({g.replace(".m.", ".") for g in p.groups}) == 1 for p in plans[1:])
+
+
 def test_the_cache_key_follows_the_file_and_crossplane(tmp_path):
-    source = tmp_path / "provider-gcp.tar.xz"
-    source.write_bytes(b"one")
+    path = tmp_path / "provider-gcp.yaml"
+    path.write_bytes(b"one")
+    source = open_source(str(path))
     first = cache_key(source, "v2.0.0", "provider-gcp")
-    assert cache_key(source, "v2.0.0", "provider-gcp") == first
+    assert first is not None
+    assert cache_key(open_source(str(path)), "v2.0.0", "provider-gcp") == first
     assert cache_key(source, "v2.0.1", "provider-gcp") != first
-    os.utime(source, ns=(1, 1))
+    os.utime(path, ns=(1, 1))
     assert cache_key(source, "v2.0.0", "provider-gcp") != first
+
+
+def test_a_synthetic_source_has_a_cache_key_of_its_count_seed_and_schema_size(tmp_path):
+    def key(spec: str, **options) -> str | None:
+        return cache_key(open_source(spec, **options), "v2.0.0", "provider-synthetic")
+
+    first = key("synthetic:800")
+    assert first is not None and key("synthetic:800") == first  # a second demo finds the first's build
+    others = {key("synthetic:801"), key("synthetic:800", seed=2), key("synthetic:800", schema_props=41)}
+    assert first not in others and len(others) == 3
+    assert cache_key(open_source(str(tmp_path)), "v2.0.0", "provider-x") is None  # a folder: built each time
 
 
 def test_a_cached_build_reads_back_and_an_incomplete_one_does_not(tmp_path):
