@@ -17,13 +17,14 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from crdscope.base.settings import LoaderSettings
 from crdscope.loader.sources import CRDDocument, yaml_items
 
-from .coefficients import COEFFICIENTS_FILE, FORMAT, parse_minor
+from .coefficients import COEFFICIENTS_FILE, FORMAT, READABLE_FORMATS, forget_loaded, parse_minor
 from .documents import aggregated_bytes, legacy_bytes
 from .features import CRDFeatures, features_of
-from .fitting import fit_terms
-from .model import sum_terms
+from .fitting import PacedFit, fit_paced, fit_terms, paced_value
+from .model import INSTALL_MODEL, sum_terms
 
 #: Memory: a term per served version was tried and dropped: schema bytes are summed over served
 #: versions already, and with it the fit without the 3-version set missed that set by +27%
@@ -35,7 +36,14 @@ LINEAR_FIGURES = {
     "openapi_v2_bytes": ("fixed", "crds", "served_versions", "schema_bytes"),
     "etcd_connections": ("fixed", "crds", "served_versions"),
 }
-INSTALL_TERMS = ("fixed", "crds", "schema_bytes")
+#: The server's own work during an install: per CRD and per schema byte (summed over served versions).
+#: No one-time term: fitted with one (seven sets of 2026-12-03) it came out 1.4 s on 1.37, 4.5 s on
+#: 1.30 and 0 on 1.26, and the RMS error of a set left out of the fit was 0.169 against 0.163 on 1.37,
+#: 0.230 against 0.239 on 1.30 and 0.082 against 0.072 on 1.26: no better on two minors of three.
+INSTALL_TERMS = ("crds", "schema_bytes")
+#: The pace of ``crdscope load`` at its defaults (LoaderSettings: 20 CRDs/s, 8 in flight; unchanged since
+#: the first commit), for raw files that did not record it (all of 2026-12-03).
+DEFAULT_LOAD_SETTINGS = LoaderSettings()
 
 
 def read_features(paths: list[str]) -> list[CRDFeatures]:
@@ -123,18 +131,54 @@ def _leave_one_set_out(rows: list[dict[str, Any]], figure: str, terms: tuple[str
     return errors
 
 
+def _pace(point: dict[str, Any]) -> float:
+    """The loader's pace for one measured load (CRDs per second)."""
+    return float(point.get("load_rate_per_second") or DEFAULT_LOAD_SETTINGS.rate)
+
+
+def _paced_fit(rows: list[dict[str, Any]]) -> PacedFit:
+    return fit_paced([row["x_half"] for row in rows], [row["point"]["load_seconds"] for row in rows],
+                     [len(row["half"]) / _pace(row["point"]) for row in rows], INSTALL_TERMS)
+
+
+def _install_leave_one_set_out(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Each set's install-time error when fitted without it."""
+    errors = {}
+    for name in sorted({row["set"] for row in rows}):
+        kept = [row for row in rows if row["set"] != name]
+        if len(kept) < len(INSTALL_TERMS):
+            continue
+        fit = _paced_fit(kept)
+        last = [row for row in rows if row["set"] == name][-1]
+        observed = last["point"]["load_seconds"]
+        predicted = paced_value(fit.coefficients, fit.tail_seconds, last["x_half"],
+                                len(last["half"]) / _pace(last["point"]))
+        errors[name] = round((predicted - observed) / observed, 4)
+    return errors
+
+
 def _install(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
-    fit = fit_terms([row["x_half"] for row in rows], [row["point"]["load_seconds"] for row in rows], INSTALL_TERMS)
+    paces = {_pace(row["point"]) for row in rows}
+    if len(paces) != 1:
+        raise ValueError(f"one loader pace per calibration, not {sorted(paces)}")
+    fit = _paced_fit(rows)
     rates = [len(row["half"]) / max(1.0, row["point"]["established_last"] - row["point"]["load_started"])
              for row in rows if row["point"].get("established_last")]
-    install = {"terms": fit.coefficients, "relative_rms": fit.relative_rms, "relative_max": fit.relative_max,
-               "points": fit.points, "measured_with": "crdscope load at its defaults"}
+    install = {"model": INSTALL_MODEL, "pace_per_second": paces.pop(),
+               "concurrency": int(rows[0]["point"].get("load_concurrency") or DEFAULT_LOAD_SETTINGS.concurrency),
+               "terms": fit.coefficients, "tail_seconds": fit.tail_seconds,
+               "relative_rms": fit.relative_rms, "relative_max": fit.relative_max, "points": fit.points,
+               "server_bound": sorted(row["set"] for row, bound in zip(rows, fit.server_bound, strict=True)
+                                      if bound),
+               "leave_one_set_out": _install_leave_one_set_out(rows),
+               "measured_with": "crdscope load at its defaults"}
     rate = {"per_second": statistics.median(rates) if rates else None,
             "measured_with": "CRDs of a load / (last Established - load start), server clock"}
     return install, rate
 
 
-def fit_minor(raw: dict[str, Any], *, source: str = "") -> tuple[str, dict[str, Any]]:
+def fit_minor(raw: dict[str, Any], *, source: str = "",
+              command: str = "python -m bench calibrate") -> tuple[str, dict[str, Any]]:
     """(minor, its coefficient entry) from a raw calibration file's contents."""
     versions = {measured["kubernetes"] for measured in raw["sets"]}
     if len(versions) != 1:
@@ -172,7 +216,7 @@ def fit_minor(raw: dict[str, Any], *, source: str = "") -> tuple[str, dict[str, 
             "machine": raw.get("machine"), "raw": source,
             "sets": [{**measured["set"], "crds": len(measured["files"])} for measured in raw["sets"]],
             "held_out": ["provider-gcp"],
-            "command": "python -m bench calibrate",
+            "command": command,
         },
     }
     return f"{major}.{minor_number}", entry
@@ -184,9 +228,12 @@ def write_minor(minor: str, entry: dict[str, Any], path: Path = COEFFICIENTS_FIL
         document = json.loads(path.read_text())
     except (OSError, ValueError):
         document = {}
-    if document.get("format") != FORMAT:
+    if document.get("format") not in READABLE_FORMATS:
         document = {"format": FORMAT, "minors": {}}
+    # Older minors keep their entries: each figure says its own shape, so the newer format reads them.
+    document["format"] = FORMAT
     document["minors"][minor] = entry
     document["minors"] = dict(sorted(document["minors"].items(), key=lambda item: parse_minor(item[0])))
     path.write_text(json.dumps(document, indent=1, sort_keys=False) + "\n")
+    forget_loaded()
     return path

@@ -18,7 +18,10 @@ from typing import Any
 from crdscope.base.errors import ConfigError
 
 COEFFICIENTS_FILE = Path(__file__).with_name("coefficients.json")
-FORMAT = 1
+#: 2: ``install_seconds`` is ``max(CRDs / pace, server terms) + tail`` (``"model": "paced"``); 1: a plain
+#: sum of terms.  Every format in :data:`READABLE_FORMATS` is read (a minor's figure says its shape).
+FORMAT = 2
+READABLE_FORMATS = (1, 2)
 _MINOR = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?$")
 
 
@@ -63,9 +66,15 @@ def _load(path: Path) -> dict[str, Any]:
         document = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cost model coefficients unreadable ({path}): {exc}") from None
-    if document.get("format") != FORMAT or not document.get("minors"):
-        raise ConfigError(f"cost model coefficients in {path} are not of format {FORMAT} or hold no minor")
+    if document.get("format") not in READABLE_FORMATS or not document.get("minors"):
+        raise ConfigError(f"cost model coefficients in {path} are not of format "
+                          f"{' or '.join(map(str, READABLE_FORMATS))} or hold no minor")
     return dict(document)
+
+
+def forget_loaded() -> None:
+    """Read the files again next time (after one was rewritten in this process)."""
+    _load.cache_clear()
 
 
 def calibrated_minors(path: Path = COEFFICIENTS_FILE) -> list[str]:

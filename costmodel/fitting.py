@@ -73,3 +73,82 @@ def fit_terms(rows: Sequence[dict[str, float]], ys: Sequence[float], terms: Sequ
     rms = math.sqrt(sum(e * e for e in errors) / len(errors)) if errors else 0.0
     return TermFit({t: coefficients.get(t, 0.0) for t in terms}, rms,
                    max((abs(e) for e in errors), default=0.0), len(ys))
+
+
+@dataclass(frozen=True)
+class PacedFit:
+    """``y ~ max(pace_seconds, sum(coefficients[name] * x[name])) + tail_seconds``.
+
+    An install paced by its client takes at least the pace (N / rate); the server's own work
+    overlaps the pacing and only its excess over the pace adds time.  The tail is what every
+    install pays once whichever bound holds: starting the client, and the last CRD's way to
+    Established after its creation.
+    """
+
+    coefficients: dict[str, float]
+    tail_seconds: float
+    relative_rms: float
+    relative_max: float
+    points: int
+    #: per point, True where the fitted server work exceeds the pace
+    server_bound: tuple[bool, ...]
+
+
+#: Step of the search over the tail (seconds); the tails measured are 0.5 to 2 s.
+TAIL_STEP_SECONDS = 0.05
+
+
+def paced_value(coefficients: dict[str, float], tail_seconds: float, row: dict[str, float],
+                pace_seconds: float) -> float:
+    """One prediction of a :class:`PacedFit`'s shape."""
+    server = sum(value * row.get(name, 0.0) for name, value in coefficients.items())
+    return max(pace_seconds, server) + tail_seconds
+
+
+def _relative_errors(coefficients: dict[str, float], tail: float, rows: Sequence[dict[str, float]],
+                     ys: Sequence[float], paces: Sequence[float]) -> list[float]:
+    return [(paced_value(coefficients, tail, row, pace) - y) / y
+            for row, y, pace in zip(rows, ys, paces, strict=True) if y]
+
+
+def _server_fit(rows: Sequence[dict[str, float]], ys: Sequence[float], paces: Sequence[float],
+                terms: Sequence[str], tail: float) -> dict[str, float]:
+    """The server terms for one tail: fitted on the points the server bounds, until that set is stable.
+
+    Each row is divided by its measured time, so the squared error minimised is the relative one
+    (a 15 s point weighs as much as a 150 s one).  It starts from every point server-bound.
+    """
+    bound = [True] * len(ys)
+    coefficients = dict.fromkeys(terms, 0.0)
+    for _ in range(2 * len(ys) + 2):
+        chosen = [i for i, b in enumerate(bound) if b]
+        if not chosen:
+            break
+        scaled = [{t: rows[i].get(t, 0.0) / ys[i] for t in terms} for i in chosen]
+        coefficients = fit_terms(scaled, [(ys[i] - tail) / ys[i] for i in chosen], terms).coefficients
+        again = [paced_value(coefficients, 0.0, row, 0.0) > pace for row, pace in zip(rows, paces, strict=True)]
+        if again == bound:
+            break
+        bound = again
+    return coefficients
+
+
+def fit_paced(rows: Sequence[dict[str, float]], ys: Sequence[float], paces: Sequence[float],
+              terms: Sequence[str]) -> PacedFit:
+    """Fit ``ys ~ max(paces, server terms) + tail``: the tail searched on a grid (it is never more than
+    the smallest measured excess over the pace), the terms by least squares of the relative error."""
+    floor = min((y - pace for y, pace in zip(ys, paces, strict=True)), default=0.0)
+    steps = max(0, int(floor / TAIL_STEP_SECONDS))
+    best: tuple[float, dict[str, float], float] | None = None
+    for step in range(steps + 1):
+        tail = round(step * TAIL_STEP_SECONDS, 6)
+        coefficients = _server_fit(rows, ys, paces, terms, tail)
+        errors = _relative_errors(coefficients, tail, rows, ys, paces)
+        score = sum(e * e for e in errors)
+        if best is None or score < best[0]:
+            best = (score, coefficients, tail)
+    coefficients, tail = (best[1], best[2]) if best else (dict.fromkeys(terms, 0.0), 0.0)
+    errors = _relative_errors(coefficients, tail, rows, ys, paces)
+    bound = tuple(paced_value(coefficients, 0.0, row, 0.0) > pace for row, pace in zip(rows, paces, strict=True))
+    return PacedFit(coefficients, tail, math.sqrt(sum(e * e for e in errors) / len(errors)) if errors else 0.0,
+                    max((abs(e) for e in errors), default=0.0), len(ys), bound)

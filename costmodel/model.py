@@ -19,12 +19,15 @@ from crdscope.probes.ratelimit import NAMED_LIMITS, replay_legacy_walk
 from .coefficients import Coefficients, for_minor, parse_minor
 from .documents import aggregated_bytes, legacy_bytes
 from .features import CRDFeatures, features_of
+from .fitting import paced_value
 
 #: The narrowest interval given (the lab is one machine; another machine differs at least this much).
 MIN_RELATIVE_INTERVAL = 0.10
 #: Widening of the calibration's relative RMS error into an interval.
 INTERVAL_RMS_MULTIPLE = 2.0
 TOP_CRDS = 10
+#: ``install_seconds`` of coefficient format 2: ``max(CRDs / pace, server terms) + tail``.
+INSTALL_MODEL = "paced"
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,8 @@ class Estimate:
     #: about how many CRDs like these fit before the API server reaches its memory limit
     crds_until_limit: int | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: the loader's pace the install time is for (CRDs/s; None: coefficients of format 1, no pace of their own)
+    install_pace_per_second: float | None = None
 
 
 #: Aggregated discovery is served by default from 1.27 (beta); 1.26 has it as an alpha behind the
@@ -127,6 +132,32 @@ def relative_interval(coefficients: Coefficients, name: str) -> float:
 def _linear(coefficients: Coefficients, name: str, values: dict[str, float]) -> float:
     terms = coefficients.figure(name).get("terms") or {}
     return sum(float(c) * values.get(term, 0.0) for term, c in terms.items())
+
+
+def install_pace(coefficients: Coefficients, pace_per_second: float | None = None) -> float | None:
+    """The loader's pace an install time is priced at: the one asked for, else the calibration's."""
+    figure = coefficients.figure("install_seconds")
+    if figure.get("model") != INSTALL_MODEL:
+        return None
+    return float(pace_per_second or figure["pace_per_second"])
+
+
+def install_seconds(coefficients: Coefficients, loads: dict[str, float],
+                    pace_per_second: float | None = None) -> float:
+    """Seconds ``crdscope load`` takes to install a set with regressors ``loads`` (all Established).
+
+    ``crdscope load`` paces its creations (20 CRDs/s at its defaults), so a set takes at least
+    N / pace; the API server's own work (per CRD, per schema byte) runs while the loader paces and
+    only its excess over the pace adds time; the tail (the client's start, the last CRD's way to
+    Established) is paid once.  ``pace_per_second`` defaults to the pace the model was calibrated at.
+    Coefficients of format 1 hold a plain sum of terms (pace and server work added, not overlapped).
+    """
+    figure = coefficients.figure("install_seconds")
+    terms = {str(name): float(value) for name, value in (figure.get("terms") or {}).items()}
+    pace = install_pace(coefficients, pace_per_second)
+    if pace is None:
+        return sum(value * loads.get(name, 0.0) for name, value in terms.items())
+    return paced_value(terms, float(figure.get("tail_seconds") or 0.0), loads, loads.get("crds", 0.0) / pace)
 
 
 def crd_terms(crd: CRDFeatures) -> dict[str, float]:
@@ -201,8 +232,13 @@ def _limit(memory: Interval, per_crd: float, fixed: float, rss_after: Interval |
 
 
 def estimate(crds: Iterable[CRDFeatures | CRDDocument], kubernetes_minor: str, *, target: Target | None = None,
-             memory_limit_bytes: float | None = None) -> Estimate:
-    """What installing ``crds`` on ``target`` (default: an empty cluster) costs on ``kubernetes_minor``."""
+             memory_limit_bytes: float | None = None, load_rate_per_second: float | None = None) -> Estimate:
+    """What installing ``crds`` on ``target`` (default: an empty cluster) costs on ``kubernetes_minor``.
+
+    The install time is ``crdscope load``'s at the pace the model was calibrated at (its default),
+    or at ``load_rate_per_second``: the server's fitted work does not depend on the pace, so another
+    pace moves only the floor (a pace far faster than the server meets its limits instead: not modelled).
+    """
     coefficients = for_minor(kubernetes_minor)
     target = target or Target()
     listed = _as_features(crds)
@@ -213,8 +249,11 @@ def estimate(crds: Iterable[CRDFeatures | CRDDocument], kubernetes_minor: str, *
     before = target.rss_bytes if target.rss_bytes is not None else coefficients.baseline.get("rss_bytes")
     rss_after = memory.plus(float(before)) if before is not None else None
     discovery = _discovery(coefficients, listed, target)
-    seconds = Interval.around(_linear(coefficients, "install_seconds", loads),
+    seconds = Interval.around(install_seconds(coefficients, loads, load_rate_per_second),
                               relative_interval(coefficients, "install_seconds"))
+    pace = install_pace(coefficients, load_rate_per_second)
+    if pace is not None:  # no install beats the loader's pace: the interval stops at that floor
+        seconds = Interval(seconds.value, max(seconds.low, len(listed) / pace), seconds.high)
     costs = sorted((CRDCost(crd.name, crd_memory(coefficients, crd), crd.served, crd.schema_bytes)
                     for crd in listed), key=lambda cost: (-cost.memory_bytes, cost.name))
     fixed = _linear(coefficients, "rss_bytes", {"fixed": totals["fixed"]})
@@ -245,4 +284,5 @@ def estimate(crds: Iterable[CRDFeatures | CRDDocument], kubernetes_minor: str, *
         etcd_connections_added=Interval.around(_linear(coefficients, "etcd_connections", totals),
                                                relative_interval(coefficients, "etcd_connections")),
         top_crds=tuple(costs[:TOP_CRDS]), memory_limit_bytes=memory_limit_bytes,
-        headroom_bytes=headroom, crds_until_limit=until_limit, notes=tuple(notes))
+        headroom_bytes=headroom, crds_until_limit=until_limit, notes=tuple(notes),
+        install_pace_per_second=pace)

@@ -69,6 +69,9 @@ def to_json(estimate: Estimate, *, source: str, activation: Activation | None = 
         "openapi": {"v3_paths_added": e.openapi_v3_paths_added,
                     "v2_bytes_added": _interval(e.openapi_v2_bytes_added, 1.0, 0)},
         "install": {"seconds_at_loader_defaults": _interval(e.install_seconds),
+                    "loader_pace_crds_per_second": e.install_pace_per_second,
+                    "pace_floor_seconds": round(e.crds / e.install_pace_per_second, 1)
+                    if e.install_pace_per_second else None,
                     "establish_rate_crds_per_second": round(e.establish_rate_per_second, 2)
                     if e.establish_rate_per_second else None,
                     "seconds_at_establish_rate": round(e.crds / e.establish_rate_per_second, 1)
@@ -122,6 +125,8 @@ def lines(estimate: Estimate, *, source: str, activation: Activation | None = No
         ("kubectl cache", _size(e.kubectl_cache_bytes_after)),
         ("OpenAPI", f"+{e.openapi_v3_paths_added} v3 paths, v2 document +{_range(e.openapi_v2_bytes_added)}"),
         ("install time", f"{_range(e.install_seconds, 's')} at the loader's defaults"
+         + (f" ({e.install_pace_per_second:g} CRDs/s: never under {e.crds / e.install_pace_per_second:.0f} s)"
+            if e.install_pace_per_second else "")
          + (f"; {e.crds / e.establish_rate_per_second:.0f} s at the server's establish rate "
             f"({e.establish_rate_per_second:.1f} CRDs/s)" if e.establish_rate_per_second else "")),
         ("etcd connections added", f"{e.etcd_connections_added.value:.0f}"),
