@@ -10,9 +10,13 @@ Two phases, so that a model change never needs the labs again:
    group-versions and request latency, OpenAPI v3 paths and v2 bytes, etcd connections (from
    ``/proc``), when each CRD became Established.  The raw points go to
    ``~/.cache/crdscope/calibration/raw-<stamp>.json`` (``bench/results/`` keeps a copy).
-2. *fit* (``--refit RAW`` runs only this): least squares of each figure's growth against the
-   sets' features (:mod:`crdscope.costmodel.fitting`), written with provenance into
-   ``costmodel/coefficients.json`` for the lab's minor version.
+2. *fit* (``--refit RAW [RAW ...]`` runs only this): least squares of each figure's growth against
+   the sets' features (:mod:`crdscope.costmodel.fitting`), written with provenance into
+   ``costmodel/coefficients.json`` for the lab's minor version.  Install time is
+   ``max(CRDs / the loader's pace, server work) + tail``: only the server's work and the tail are fitted.
+
+``--install-check`` prints predicted against measured install time for every held-out install kept in
+``bench/results`` (no lab).
 
 The GCP provider set is never used here: it is the held-out test (``crdscope estimate
 --measure``).  Sets are a few hundred CRDs each (a 2-core shared machine).

@@ -1,7 +1,8 @@
 """Predict what installing a set of CRDs costs an API server: :func:`estimate`.
 
-Linear figures (memory, heap, OpenAPI v2 bytes, etcd connections, install
-time) are sums of fitted terms over the CRDs' features; discovery sizes are
+Linear figures (memory, heap, OpenAPI v2 bytes, etcd connections) are sums of
+fitted terms over the CRDs' features; install time is the loader's pacing or the
+server's fitted work, whichever is longer, plus a tail (:func:`install_seconds`); discovery sizes are
 built from the CRDs' names (:mod:`.documents`) and scaled by the calibrated
 factor; request counts are exact.  Every fitted figure carries an interval:
 the prediction widened by twice the calibration's relative RMS error (at
