@@ -128,15 +128,34 @@ def lab_build(kubernetes: str | None, build_all: bool, with_crossplane: bool) ->
 
 
 @lab.command("versions")
-def lab_versions() -> None:
-    """List the supported Kubernetes versions and which are built."""
-    from crdscope.lab.binaries import cached_binaries, supported_minors, versions_for
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per minor, a line each")
+@click.option("--newest", is_flag=True,
+              help="also ask the Go module proxy for each minor's newest patch (needs Go; says where a pin is behind)")
+def lab_versions(as_json: bool, newest: bool) -> None:
+    """List every supported Kubernetes minor: its pinned patch, whether it is built, what it serves differently."""
+    from crdscope.lab.binaries import build_record, cached_binaries, newest_patch, served_defaults, \
+        supported_minors, versions_for
 
     for minor in supported_minors():
         versions = versions_for(minor)
         built = cached_binaries(versions)
-        where = f"built in {built.apiserver.parent}" if built else f"not built (lab build --kubernetes {minor})"
-        click.echo(f"{minor}  {versions.kubernetes}  etcd {versions.etcd}  {where}")
+        row: dict[str, Any] = {"minor": minor, "kubernetes": versions.kubernetes, "etcd": versions.etcd,
+                               "built": str(built.apiserver.parent) if built else None,
+                               "serves": served_defaults(minor).notes()}
+        if built:
+            record = build_record(versions)
+            row["build_seconds"], row["go"] = record.get("seconds"), record.get("go")
+        if newest:
+            row["newest_patch"] = newest_patch(minor, after=versions.kubernetes) or None
+        if as_json:
+            click.echo(json.dumps(row))
+            continue
+        where = (f"built in {built.apiserver.parent}" if built
+                 else f"not built (lab build --kubernetes {minor})")
+        behind = (f"  (the proxy serves {row['newest_patch']})"
+                  if newest and row["newest_patch"] not in (None, versions.kubernetes) else "")
+        click.echo(f"{minor}  {versions.kubernetes}  etcd {versions.etcd}  {where}{behind}")
+        click.echo(f"      {row['serves']}")
 
 
 @lab.command("up", context_settings={"ignore_unknown_options": True})

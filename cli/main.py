@@ -85,12 +85,11 @@ class Group(click.Group):
         except BrokenPipeError:
             # The reader went away (`crdscope lab versions | head`): nothing to say, and nothing more
             # to write; stdout points at /dev/null so that the interpreter's last flush is quiet too.
+            import contextlib
             import os
 
-            try:
+            with contextlib.suppress(OSError, ValueError):  # a stdout without a descriptor (click's test runner)
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            except (OSError, ValueError):  # a stdout without a descriptor (click's test runner)
-                pass
             ctx.exit(141)  # 128 + SIGPIPE, as a shell reports a command the pipe closed on
         except Exception as exc:  # noqa: BLE001 - the last line of defence
             from crdscope.base.logs import write_traceback
