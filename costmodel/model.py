@@ -107,7 +107,6 @@ class Estimate:
     openapi_v3_paths_added: int
     openapi_v2_bytes_added: Interval
     install_seconds: Interval
-    establish_rate_per_second: float | None
     etcd_connections_added: Interval
     top_crds: tuple[CRDCost, ...]
     memory_limit_bytes: float | None = None
@@ -260,7 +259,6 @@ def estimate(crds: Iterable[CRDFeatures | CRDDocument], kubernetes_minor: str, *
     fixed = _linear(coefficients, "rss_bytes", {"fixed": totals["fixed"]})
     per_crd = (memory.value - fixed) / len(listed) if listed else 0.0
     headroom, until_limit = _limit(memory, per_crd, fixed, rss_after, memory_limit_bytes)
-    rate = coefficients.figure("establish_rate").get("per_second")
     notes = [] if coefficients.requested == coefficients.minor else [coefficients.note]
     aggregated = parse_minor(kubernetes_minor) >= AGGREGATED_DEFAULT_FROM
     if not aggregated:
@@ -281,7 +279,7 @@ def estimate(crds: Iterable[CRDFeatures | CRDDocument], kubernetes_minor: str, *
         openapi_v3_paths_added=int(discovery["group_versions"]),
         openapi_v2_bytes_added=Interval.around(_linear(coefficients, "openapi_v2_bytes", totals),
                                                relative_interval(coefficients, "openapi_v2_bytes")),
-        install_seconds=seconds, establish_rate_per_second=float(rate) if rate else None,
+        install_seconds=seconds,
         etcd_connections_added=Interval.around(_linear(coefficients, "etcd_connections", totals),
                                                relative_interval(coefficients, "etcd_connections")),
         top_crds=tuple(costs[:TOP_CRDS]), memory_limit_bytes=memory_limit_bytes,
