@@ -126,3 +126,20 @@ def test_lab_errors_exit_with_the_readme_codes_not_loads_4(tmp_path, monkeypatch
     assert unknown.exit_code == 2 and "not supported by the lab" in unknown.output
     not_up = CliRunner().invoke(cli, ["lab", "kill", "apiserver"])
     assert not_up.exit_code == 3 and "no lab" in not_up.output
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="needs the Go toolchain")
+def test_newest_patch_asks_patch_by_patch_past_a_list_that_omits_releases(tmp_path: Path):
+    """The proxy's list names an old patch only (as the real one does for 1.26-1.29): the newest is
+    found by asking each patch, across a patch never released, until three in a row are absent."""
+    from crdscope.lab.binaries import newest_patch
+
+    proxy = tmp_path / "proxy"
+    for patch in (0, 1, 3):  # v1.99.2 was never released
+        _publish(proxy, "k8s.io/kubernetes", f"v1.99.{patch}", {"go.mod": "module k8s.io/kubernetes\n\ngo 1.21\n"})
+    (proxy / "k8s.io/kubernetes/@v/list").write_text("v1.99.0\n")
+    env = {**go_env(), "GOPROXY": f"file://{proxy}", "GOSUMDB": "off", "GOMODCACHE": str(tmp_path / "modcache"),
+           "GOFLAGS": "-mod=mod -modcacherw"}
+    assert newest_patch("1.99", env=env) == "v1.99.3"
+    assert newest_patch("1.99", after="v1.99.1", env=env) == "v1.99.3"
+    assert newest_patch("1.98", env=env) == ""
