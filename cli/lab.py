@@ -88,10 +88,11 @@ def lab(ctx: click.Context, source: str | None, with_crossplane: bool, provider:
     if ctx.invoked_subcommand is not None:
         if with_crossplane or provider or name:
             raise LabError(f"--crossplane, --provider and --name of `crdscope lab` open the monitor: "
-                           f"give them to `lab {ctx.invoked_subcommand}` after its name where it takes them")
+                           f"give them to `lab {ctx.invoked_subcommand}` after its name where it takes them",
+                           exit_code=2)
         return
     if provider and not with_crossplane:
-        raise LabError("--provider is what the demo installs through Crossplane: use it with --crossplane")
+        raise LabError("--provider is what the demo installs through Crossplane: use it with --crossplane", exit_code=2)
     check_lab_name(name)
     if with_crossplane:
         from crdscope.tui.launch import open_crossplane_demo
@@ -185,7 +186,7 @@ def lab_up(apiserver_bin: str | None, etcd_bin: str | None, kubernetes: str | No
     flags = (*apiserver_args, *extra_args)
     for flag in flags:
         if not flag.startswith("--"):
-            raise LabError(f"extra kube-apiserver flags look like --flag=value, not {flag!r}")
+            raise LabError(f"extra kube-apiserver flags look like --flag=value, not {flag!r}", exit_code=2)
     check_lab_name(name)
     options = LabOptions(name=name, feature_gates=feature_gates, apiserver_args=flags,
                          memory_limit=parse_size(memory_limit) if memory_limit else 0, restart=restart,
@@ -199,7 +200,7 @@ def lab_up(apiserver_bin: str | None, etcd_bin: str | None, kubernetes: str | No
 
         check_available()  # before a build of minutes, not after
     if activations and not with_crossplane:
-        raise LabError("--activation sets Crossplane's default MRAP: use it with --crossplane")
+        raise LabError("--activation sets Crossplane's default MRAP: use it with --crossplane", exit_code=2)
     crossplane = _crossplane_ready(activations) if with_crossplane else None  # builds before the lab starts
     binaries = ensure_binaries(apiserver_bin, etcd_bin, kubernetes=kubernetes, progress=_say)
     lab_ = Lab(name=name)
@@ -344,7 +345,7 @@ def _fault_command(action: str, help_text: str) -> None:
 
         if replica is not None:
             if component != "apiserver":
-                raise LabError("--replica names a kube-apiserver: use it with the component `apiserver`")
+                raise LabError("--replica names a kube-apiserver: use it with the component `apiserver`", exit_code=2)
             component = replica_name(replica)
         pid = getattr(_named_lab(name), action)(component)
         click.echo(f"{action} {component} (pid {pid})")

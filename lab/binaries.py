@@ -197,18 +197,18 @@ def _executable(path: Path) -> bool:
 def _user_binaries(apiserver_bin: str | None, etcd_bin: str | None) -> Binaries | None:
     if apiserver_bin or etcd_bin:
         if not (apiserver_bin and etcd_bin):
-            raise LabError("pass both --apiserver-bin and --etcd-bin")
+            raise LabError("pass both --apiserver-bin and --etcd-bin", exit_code=2)
         apiserver, etcd = Path(apiserver_bin).expanduser(), Path(etcd_bin).expanduser()
         for path in (apiserver, etcd):
             if not _executable(path):
-                raise LabError(f"{path} is not an executable file")
+                raise LabError(f"{path} is not an executable file", exit_code=2)
         return Binaries(apiserver, etcd, "flags", binary_version(apiserver))
     assets = os.environ.get("KUBEBUILDER_ASSETS")
     if assets:
         apiserver, etcd = Path(assets) / "kube-apiserver", Path(assets) / "etcd"
         if _executable(apiserver) and _executable(etcd):
             return Binaries(apiserver, etcd, "KUBEBUILDER_ASSETS", binary_version(apiserver))
-        raise LabError(f"KUBEBUILDER_ASSETS={assets} does not hold executable kube-apiserver and etcd")
+        raise LabError(f"KUBEBUILDER_ASSETS={assets} does not hold executable kube-apiserver and etcd", exit_code=2)
     return None
 
 
@@ -224,7 +224,8 @@ def find_binaries(
     """
     if kubernetes:
         if apiserver_bin or etcd_bin:
-            raise LabError("--kubernetes picks a built version; --apiserver-bin/--etcd-bin bring their own: pass one")
+            raise LabError("--kubernetes picks a built version; --apiserver-bin/--etcd-bin bring their own: pass one",
+                           exit_code=2)
         return cached_binaries(versions_for(kubernetes))
     found = _user_binaries(apiserver_bin, etcd_bin)
     if found:

@@ -468,7 +468,7 @@ class Lab:
         """A recorded component by name (``apiserver`` or ``etcd``)."""
         state = self.require()
         if name not in state.components:
-            raise LabError(f"unknown lab component '{name}' (one of: {', '.join(state.components)})")
+            raise LabError(f"unknown lab component '{name}' (one of: {', '.join(state.components)})", exit_code=2)
         return state.components[name]
 
     def kill(self, name: str) -> int:

@@ -166,7 +166,7 @@ def activations_of(patterns: tuple[str, ...] | list[str]) -> list[str]:
         return list(DEFAULT_ACTIVATIONS)
     if NO_ACTIVATION in patterns:
         if len(patterns) > 1:
-            raise LabError("--activation none means no default MRAP: give it alone")
+            raise LabError("--activation none means no default MRAP: give it alone", exit_code=2)
         return []
     return list(patterns)
 
