@@ -39,14 +39,14 @@ from crdscope.base.errors import ConfigError
 from crdscope.base.paths import cache_dir
 
 from .documents import Source
-from .package import DEFAULT_VERSION, BuiltPackage, PackagePlan, build_packages, push_packages, repository
+from .package import (
+    DEFAULT_VERSION, PACKAGE_HOST, BuiltPackage, PackagePlan, build_packages, push_packages, repository,
+)
 from .synthetic import PROVIDER_NAME, SyntheticSource, generator_digest, is_synthetic
 
 if TYPE_CHECKING:
     from .oci import OciSource
 
-#: The registry the packages name: never resolvable (RFC 2606), rewritten by :func:`image_config`.
-PACKAGE_HOST = "xpkg.crdscope.invalid"
 IMAGE_CONFIG = "crdscope-lab-registry"
 MRAP_NAME = "crdscope-demo"
 FIELD_MANAGER = "crdscope-demo"

@@ -44,9 +44,9 @@ import yaml
 from crdscope.base.errors import ConfigError
 from crdscope.base.paths import cache_dir
 
-from .crossplane_install import PACKAGE_HOST
+from .package import PACKAGE_HOST
 from .documents import CRDDocument, Item, Source
-from .sources import package_items, package_yaml_in
+from .yamldocs import package_items, package_yaml_in
 
 #: Crossplane's layer annotation (internal/xpkg/name.go): the layer holding ``package.yaml``.
 XPKG_ANNOTATION = "io.crossplane.xpkg"

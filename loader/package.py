@@ -37,6 +37,10 @@ from crdscope.base.errors import ConfigError, CrdscopeError
 from .documents import CRD_API_VERSION, CRD_KIND, CRDDocument, Item, Source, SourceProblem, UniqueNames
 
 META_API_VERSION = "meta.pkg.crossplane.io/v1"
+#: The registry the demo's packages name: never resolvable (RFC 2606), rewritten on pull by the
+#: ImageConfig of :func:`loader.crossplane_install.image_config`.
+PACKAGE_HOST = "xpkg.crdscope.invalid"
+
 #: Crossplane's ``pkgmetav1.ProviderCapabilitySafeStart`` (apis/pkg/meta/v1/capabilities.go): its MRDs
 #: start Inactive, so no CRD is created until an activation policy names it.
 SAFE_START = "safe-start"

@@ -17,16 +17,14 @@ import hashlib
 import json
 import lzma
 import os
-import re
 import sys
 import tarfile
 import tempfile
 import zlib
 from pathlib import Path
-from typing import IO, Any, BinaryIO
-from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import Any, BinaryIO
+from collections.abc import AsyncIterator, Iterator
 
-import yaml
 
 from crdscope.probes.cluster import Cluster, explain, raise_for_status
 from crdscope.probes.crdwatch import CRD_PATH
@@ -34,6 +32,7 @@ from crdscope.base.errors import ClusterError, ConfigError
 from crdscope.probes.kubeconfig import load_config
 from crdscope.probes.transport import TRANSPORT_ERRORS
 
+from .yamldocs import package_items, package_yaml_in, yaml_items
 from .documents import (
     CRD_API_VERSION, CRD_GROUP, CRD_KIND, CRDDocument, Item, Source, SourceProblem, UniqueNames, document_items,
 )
@@ -45,65 +44,6 @@ __all__ = ["CRD_API_VERSION", "CRD_GROUP", "CRD_KIND", "CRDDocument", "Item", "S
 
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2", ".tbz2")
-_SEPARATOR = re.compile(r"^---(?:[ \t].*)?$")
-
-
-# --------------------------------------------------------------------------- YAML
-
-
-class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """Safe YAML as the API server reads it: timestamps stay strings (sigs.k8s.io/yaml)."""
-
-
-_Loader.yaml_implicit_resolvers = {
-    key: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
-def yaml_items(lines: Iterable[bytes], origin: str) -> Iterator[Item]:
-    """Items of a multi-document YAML text (given as byte lines), one document at a time.
-
-    The text is split on ``---`` lines before parsing (as kubectl does), so a
-    broken document is reported with its file and line and the documents
-    after it still load.  Text that is not UTF-8 ends the file with a problem
-    naming the line (there is no telling where the next document starts).
-    """
-    chunk: list[str] = []
-    start = 1
-    for number, raw in enumerate(lines, start=1):
-        try:
-            line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-        except UnicodeDecodeError as exc:
-            yield SourceProblem(f"{origin}:{number}", f"not UTF-8 text ({exc.reason} at byte {exc.start} of the line)")
-            return
-        if _SEPARATOR.match(line.rstrip("\r\n")) and chunk:
-            yield from _parse_chunk(chunk, start, origin)
-            chunk, start = [], number
-        chunk.append(line)
-    if chunk:
-        yield from _parse_chunk(chunk, start, origin)
-
-
-def _parse_chunk(chunk: list[str], start: int, origin: str) -> Iterator[Item]:
-    # The document starts after its separator line (when it has one).
-    first = start + 1 if _SEPARATOR.match(chunk[0].rstrip("\r\n")) else start
-    try:
-        documents = list(yaml.load_all("".join(chunk), Loader=_Loader))
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = start + mark.line if mark is not None else first
-        problem = " ".join(str(exc.problem or exc.context or "invalid YAML").split())
-        yield SourceProblem(f"{origin}:{line}", f"YAML error: {problem}")
-        return
-    except yaml.YAMLError as exc:
-        yield SourceProblem(f"{origin}:{first}", f"YAML error: {' '.join(str(exc).split())}")
-        return
-    for document in documents:
-        yield from document_items(document, f"{origin}:{first}")
-
-
-# --------------------------------------------------------------------------- sources
 
 
 def _file_identity(path: Path) -> str:
@@ -331,21 +271,6 @@ class XpkgSource(Source):
         yield from package_items(raw, self.spec)
 
 
-def package_yaml_in(files: IO[bytes]) -> bytes | None:
-    """``package.yaml`` at the root of a filesystem tar (a package's layer, gzipped or not, or an
-    image's flattened files), or None when the tar is not one or lacks it (a config blob, another layer)."""
-    try:
-        with tarfile.open(fileobj=files, mode="r:*") as tar:
-            entry = next((m for m in tar if m.isfile() and m.name.lstrip("./") == "package.yaml"), None)
-            found = tar.extractfile(entry) if entry is not None else None
-            return found.read() if found is not None else None
-    except (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError):
-        return None
-
-
-def package_items(raw: bytes, spec: str) -> Iterator[Item]:
-    """The items of a package's ``package.yaml`` (its metadata document is counted as not a CRD)."""
-    yield from yaml_items(raw.splitlines(keepends=True), f"{spec}:package.yaml")
 
 
 # --------------------------------------------------------------------------- another cluster

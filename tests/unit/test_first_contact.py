@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import lzma
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -50,8 +51,10 @@ def one_line(result) -> str:
 @pytest.mark.parametrize("variables", [[], ["FLEET=1"]])
 def test_make_demo_ends_by_saying_how_to_run_crdscope(variables):
     # `make -n` prints the recipe without running it: the last command says where crdscope is.
-    done = subprocess.run(["make", "-n", "demo", *variables], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60, check=True)
+    # Under `make test` the parent make's MAKEFLAGS (-w) would add "Leaving directory" lines.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    done = subprocess.run(["make", "-n", "--no-print-directory", "demo", *variables], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, check=True, env=env)
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith("echo") and ".venv/bin/crdscope" in last and "source .venv/bin/activate" in last
 
