@@ -490,11 +490,11 @@ def minor_chart(documents: list[dict[str, Any]]) -> str:
 
 def stack_charts(charts: list[str], height: int = 260, width: int = 720) -> str:
     """One standalone SVG file of ``charts`` (svgplot's, styled by the report's sheet) one under another."""
-    from crdscope.session.report_render import STYLE
+    from crdscope.session.report_render import SVG_STYLE
 
     placed = [chart.replace('<svg class="chart" ', f'<svg class="chart" x="0" y="{index * height}" '
                             f'width="{width}" height="{height}" ', 1) for index, chart in enumerate(charts)]
-    sheet = "\n".join(line for line in STYLE.splitlines() if line.startswith(("svg ", "  stroke")))
+    sheet = SVG_STYLE.strip()
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height * len(charts)}" '
             f'viewBox="0 0 {width} {height * len(charts)}">\n<style>\n{sheet}\n</style>\n'
             f'<rect width="100%" height="100%" fill="white"/>\n' + "\n".join(placed) + "\n</svg>\n")

@@ -340,9 +340,9 @@ def open_source(spec: str | None, *, seed: int = 1, schema_props: int = 40,
         return ContextSource(from_context, kubeconfig)
     if not spec:
         raise ConfigError("no source given (a directory, an archive, a YAML file, '-' or synthetic:N)")
-    if spec.startswith("synthetic:") or spec == "synthetic":
-        from .synthetic import SyntheticSource
+    from .synthetic import SyntheticSource, is_synthetic
 
+    if is_synthetic(spec):
         return SyntheticSource.parse(spec, seed=seed, schema_props=schema_props)
     if spec == "-":
         return StdinSource(stdin)

@@ -282,16 +282,8 @@ def render_markdown(summary: Summary, level: int = 1) -> str:
 
 # --------------------------------------------------------------------------- HTML
 
-STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 60em; color: black; background: white; }
-h1 { font-size: 1.4em; } h2 { font-size: 1.15em; border-bottom: 1px solid silver; margin-top: 1.6em; }
-dl { display: grid; grid-template-columns: max-content auto; gap: 0.2em 1em; }
-dt { font-weight: bold; } dd { margin: 0; }
-table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.92em; }
-th, td { border: 1px solid silver; padding: 0.25em 0.6em; text-align: left; }
-th { background: whitesmoke; }
-.note { border-left: 4px solid orange; padding: 0.3em 0.8em; background: oldlace; }
-svg.chart { width: 100%; max-width: 720px; height: auto; display: block; margin: 0.6em 0; }
+#: The charts' rules (svgplot's classes), also used alone by a standalone SVG (bench versions).
+SVG_STYLE = """
 svg .title { font-weight: bold; font-size: 13px; } svg .tick, svg .legend, svg .label { font-size: 11px; }
 svg .grid { stroke: gainsboro; } svg .axis { stroke: gray; }
 svg polyline.line { fill: none; stroke-width: 1.8; } svg .band { fill: mistyrose; } svg .marker { stroke: crimson;
@@ -302,6 +294,17 @@ svg .series-2 { stroke: purple; fill: purple; } svg .series-2-text { fill: purpl
 svg .empty { fill: gray; font-style: italic; font-size: 12px; }
 svg .flat { fill: gray; font-style: italic; font-size: 12px; }
 """
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 60em; color: black; background: white; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.15em; border-bottom: 1px solid silver; margin-top: 1.6em; }
+dl { display: grid; grid-template-columns: max-content auto; gap: 0.2em 1em; }
+dt { font-weight: bold; } dd { margin: 0; }
+table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.92em; }
+th, td { border: 1px solid silver; padding: 0.25em 0.6em; text-align: left; }
+th { background: whitesmoke; }
+.note { border-left: 4px solid orange; padding: 0.3em 0.8em; background: oldlace; }
+svg.chart { width: 100%; max-width: 720px; height: auto; display: block; margin: 0.6em 0; }
+""" + SVG_STYLE
 
 
 def render_html(summary: Summary) -> str:
