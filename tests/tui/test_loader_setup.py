@@ -9,6 +9,7 @@ dialog's choice is what the loader then loads.
 from __future__ import annotations
 
 import tarfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,42 @@ async def test_what_cannot_start_is_said_and_start_is_refused(field, value, reas
         await pilot.press("ctrl+s")
         await pilot.press("escape")
         await async_wait_for(lambda: app.answers, timeout=10, message="the answer")
+    assert app.answers == [None]
+
+
+async def test_closing_the_dialog_stops_a_count_still_reading(monkeypatch):
+    """A count that finishes while the dialog is taken apart must not resume into it.
+
+    Textual removes a screen's children before it unmounts the screen and cancels its
+    workers; a count resuming in between found no #plan and failed the whole app (seen in
+    CI). Closing the dialog cancels its counts itself, in the same turn.
+    """
+    import crdscope.tui.screens.loader_setup as loader_setup
+
+    held, reading = threading.Event(), threading.Event()
+    real_count = loader_setup.count_source
+
+    def count(spec: str) -> int:
+        if spec == "synthetic:7":
+            reading.set()
+            held.wait(timeout=30)
+        return real_count(spec)
+
+    monkeypatch.setattr(loader_setup, "count_source", count)
+    app = Host(LoadChoice("synthetic:300", "steady", 20.0, 8))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await async_wait_for(lambda: "Will apply 300" in plan_text(app), timeout=20, message="the first plan")
+        dialog = app.screen
+        await set_value(pilot, "#source", "synthetic:7")
+        await async_wait_for(reading.is_set, timeout=20, message="the second count in its thread")
+        counts = [w for w in app.workers if w.node is dialog and w.group == "count" and not w.is_finished]
+        assert counts, "the held count is a running worker of the dialog"
+        dialog.action_cancel()
+        assert all(w.is_cancelled for w in counts), "closing the dialog cancels its counts at once"
+        held.set()
+        await async_wait_for(lambda: app.answers, timeout=10, message="the answer")
+        await pilot.pause()
+        assert app.is_running and app.return_code is None
     assert app.answers == [None]
 
 

@@ -174,7 +174,14 @@ class LoaderSetupScreen(ModalScreen[LoadChoice | None]):
     def action_start(self) -> None:
         choice = self.read()
         if isinstance(choice, LoadChoice) and not self.problem:
-            self.dismiss(choice)
+            self._close(choice)
 
     def action_cancel(self) -> None:
-        self.dismiss(None)
+        self._close(None)
+
+    def _close(self, answer: LoadChoice | None) -> None:
+        # A count still in its thread must not resume into a dialog being taken apart: Textual
+        # removes the children before the screen unmounts and cancels its workers, so a count
+        # finishing in between found no #plan and took the app down with it.
+        self.workers.cancel_group(self, "count")
+        self.dismiss(answer)
