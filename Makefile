@@ -17,7 +17,7 @@ venv: $(STAMP)
 # kube-apiserver and etcd from Go modules (lab/go.mod), cached in ~/.cache/crdscope; also the
 # oldest supported Kubernetes (1.26), which the version tests (tests/e2e/test_versions.py) run, one
 # minor in between (1.33: tests/e2e/test_every_minor.py runs every built minor), and Crossplane's
-# core, CLI and registry (lab/crossplane-module/go.mod; tests/e2e/test_crossplane.py).
+# core, CLI and registry (toolchain/crossplane-module/go.mod; tests/e2e/test_crossplane.py).
 lab-binaries: venv
 	$(BIN)/crdscope lab build --crossplane
 	$(BIN)/crdscope lab build --kubernetes 1.26
@@ -30,7 +30,7 @@ system-deps:
 # The project's folders (probes/, tui/, ...) install as the `crdscope` namespace; mypy and
 # import-linter read that namespace from a tree of links to them (kept inside the venv).
 NAMESPACE := $(VENV)/namespace
-PACKAGES  := base cli probes loader lab session findings costmodel themes tui
+PACKAGES  := base cli connection toolchain probes loader lab session findings costmodel themes tui
 
 lint: venv
 	$(BIN)/ruff check .

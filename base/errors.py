@@ -36,3 +36,13 @@ class ClusterError(CrdscopeError):
     """The cluster could not be reached or refused us (TLS, 401, 403, ...)."""
 
     exit_code = 3
+
+
+class LabError(CrdscopeError):
+    """The lab cannot be built, started or reached.
+
+    Exit 1, "something failed" (4 is `load`'s alone); a lab that is not up is 3, as a cluster that
+    cannot be reached, and a minor it does not know is 2, a bad flag.
+    """
+
+    exit_code = 1

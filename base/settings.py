@@ -28,7 +28,7 @@ class Cadences:
     version_idle: float = 120.0
     #: No request of its own (the shared CRD watch) ...
     inventory: float = 2.0
-    #: ... and where Crossplane is installed, its install chain (probes/crossplane_read.py): one list
+    #: ... and where Crossplane is installed, its install chain (connection/crossplane_read.py): one list
     #: each of Providers, ProviderRevisions, MRDs (a Table without objects, one request per 2,000) and
     #: MRAPs, only for the APIs whose CRDs exist, from the watch cache (resourceVersion=0); a Node
     #: list of one item at most every 10 min, only while a provider's Deployment is not Available.

@@ -332,7 +332,8 @@ def held_out_check() -> list[dict[str, Any]]:
                "install_predicted_s": predicted.install_seconds.value, "install_measured_s": install}
         row["memory_error"] = None if not memory else (row["memory_predicted_mib"] - memory) / memory
         row["install_error"] = None if not install else (row["install_predicted_s"] - install) / install
-        row["met"] = (row["model"] == minor and row["memory_error"] is not None and abs(row["memory_error"]) <= MEMORY_GOAL
+        row["met"] = (row["model"] == minor
+                      and row["memory_error"] is not None and abs(row["memory_error"]) <= MEMORY_GOAL
                       and row["install_error"] is not None and abs(row["install_error"]) <= INSTALL_GOAL)
         rows.append(row)
     return rows

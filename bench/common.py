@@ -104,7 +104,8 @@ def say(line: str) -> None:
 
 
 #: crdscope's packages (top-level folders mapped to ``crdscope.*``; the Makefile's PACKAGES).
-PACKAGES = ("probes", "loader", "lab", "session", "findings", "costmodel", "themes", "tui")
+PACKAGES = ("base", "cli", "connection", "toolchain", "probes", "loader", "lab", "session", "findings", "costmodel",
+            "themes", "tui")
 
 
 def compile_sources() -> None:

@@ -47,7 +47,7 @@ import httpx
 
 from crdscope.lab.binaries import ensure_binaries
 from crdscope.lab.controlplane import Lab, LabState, admin_tls
-from crdscope.probes.discovery_docs import ACCEPT_AGGREGATED
+from crdscope.connection.discovery_docs import ACCEPT_AGGREGATED
 
 from .common import BENCH_DIR, BenchError, Options, Result, isolate_environment, process_cpu_seconds, say
 from .discovery import crdscope_command
@@ -225,7 +225,8 @@ def measure_run(minor: str, installer: str, directory: Path, names: list[str], e
         discovery = DiscoverySampler(state)
         try:
             if installer in CROSSPLANE_INSTALLERS:
-                from crdscope.lab.crossplane import crossplane_binaries, start
+                from crdscope.lab.crossplane import start
+                from crdscope.toolchain.crossplane import crossplane_binaries
 
                 xp = crossplane_binaries(progress=say)
                 start(lab, state, xp, activations=[] if installer == "mrap-tenth" else ["*"], say=say)

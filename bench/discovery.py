@@ -32,10 +32,10 @@ from collections.abc import Iterator
 
 import httpx
 
-from crdscope.probes.cluster import Cluster, ssl_context
+from crdscope.connection.cluster import Cluster, ssl_context
 from crdscope.probes.discovery import once as discovery_once
-from crdscope.probes.discovery_docs import ACCEPT_AGGREGATED, ACCEPT_LEGACY, group_version_path
-from crdscope.probes.kubeconfig import load_config
+from crdscope.connection.discovery_docs import ACCEPT_AGGREGATED, ACCEPT_LEGACY, group_version_path
+from crdscope.connection.kubeconfig import load_config
 
 from .common import (BenchError, Options, Result, alternate, compile_sources, median_at_most, ratios, run_timed,
                      size_label, stats)

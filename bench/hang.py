@@ -41,7 +41,7 @@ from crdscope.findings.checks import NOT_ANSWERING
 from crdscope.findings.model import CLOSED, OPENED, FindingChange
 from crdscope.lab.binaries import ensure_binaries
 from crdscope.lab.controlplane import Lab, LabState
-from crdscope.probes.cluster import Cluster
+from crdscope.connection.cluster import Cluster
 from crdscope.base.errors import CrdscopeError
 from crdscope.probes.monitor import Monitor
 from crdscope.probes.responsiveness import ResponsivenessSample

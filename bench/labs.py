@@ -29,7 +29,7 @@ import httpx
 
 from crdscope.lab.binaries import ensure_binaries
 from crdscope.lab.controlplane import Lab, LabState, admin_tls
-from crdscope.probes.credentials import parse_rfc3339
+from crdscope.connection.credentials import parse_rfc3339
 from crdscope.base.paths import cache_dir
 
 from .common import SHARED_CRDS, BenchError, say

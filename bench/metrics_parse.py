@@ -15,7 +15,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from crdscope.probes.metrics import MetricsParser
+from crdscope.connection.metrics import MetricsParser
 from crdscope.base.paths import cache_dir
 
 from .common import Options, Result, alternate, ratios, stats, timed

@@ -37,7 +37,7 @@ import httpx
 
 from crdscope.lab.controlplane import LabState, admin_tls
 from crdscope.lab.rbac import RESTRICTED_USER
-from crdscope.probes.metrics import parse_text
+from crdscope.connection.metrics import parse_text
 
 from .common import BENCH_DIR, BenchError, Options, Result, process_cpu_seconds, size_label, stats
 from .discovery import SET

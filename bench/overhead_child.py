@@ -2,7 +2,7 @@
 
 Runs the real ``crdscope`` command line (``cli.main``) in this process.  Every cluster crdscope
 builds counts its own requests and the bytes of their answers by path at its transport
-(:class:`crdscope.probes.traffic.Traffic`, what the footprint probe reads); on SIGUSR1 this
+(:class:`crdscope.connection.traffic.Traffic`, what the footprint probe reads); on SIGUSR1 this
 appends one line ``{"requests": n, "bytes": b, "paths": {...}, "path_bytes": {...}}`` of those
 counts to COUNTS.jsonl, so the benchmark reads them at the same moments as the server's metrics
 and ``/proc``.  Nothing else differs from ``crdscope``.
@@ -20,8 +20,8 @@ CLUSTERS: list = []
 
 
 def watch_clusters() -> None:
-    """Remember each :class:`probes.cluster.Cluster` built from now on."""
-    from crdscope.probes import cluster as cluster_module
+    """Remember each :class:`connection.cluster.Cluster` built from now on."""
+    from crdscope.connection import cluster as cluster_module
 
     original = cluster_module.Cluster.__init__
 

@@ -41,7 +41,7 @@ from crdscope.lab.binaries import ensure_binaries, supported_minors
 from crdscope.lab.cgroups import parse_size
 from crdscope.lab.controlplane import Lab, LabOptions, LabState, admin_tls
 from crdscope.lab.sockets import etcd_connection_counter
-from crdscope.probes.cluster import status_message
+from crdscope.connection.cluster import status_message
 from crdscope.lab.supervisor import read_events
 
 from crdscope.base.paths import cache_dir
@@ -216,7 +216,7 @@ class Sampler:
 
 def _crd_creations(state: LabState) -> list[tuple[str, list[str], float]]:
     """(group, served versions, creation time) of every CRD, read in pages."""
-    from crdscope.probes.credentials import parse_rfc3339
+    from crdscope.connection.credentials import parse_rfc3339
 
     found, token = [], ""
     with httpx.Client(base_url=state.server, verify=admin_tls(state.pki_dir), timeout=300) as client:

@@ -124,7 +124,7 @@ def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str
 async def _prometheus_limit(url: str) -> float | None:
     """The memory limit Prometheus shows for the API server container (None, said on stderr, if none)."""
     from crdscope.base.errors import ConfigError
-    from crdscope.probes.prometheus import PrometheusSource
+    from crdscope.connection.prometheus import PrometheusSource
 
     source = PrometheusSource(url)
     try:

@@ -83,7 +83,7 @@ def crossplane_options(function: Callable[..., Any]) -> Callable[..., Any]:
 @click.pass_context
 def lab(ctx: click.Context, source: str | None, with_crossplane: bool, provider: str | None, name: str) -> None:
     """A local etcd + kube-apiserver: with no command, start it and open the monitor."""
-    from crdscope.lab.binaries import LabError
+    from crdscope.base.errors import LabError
 
     if ctx.invoked_subcommand is not None:
         if with_crossplane or provider or name:
@@ -179,7 +179,8 @@ def lab_up(apiserver_bin: str | None, etcd_bin: str | None, kubernetes: str | No
            apiserver_args: tuple[str, ...], memory_limit: str | None, restart: bool | None, apiservers: int,
            with_crossplane: bool, activations: tuple[str, ...], extra_args: tuple[str, ...]) -> None:
     """Start the lab in the background and return once it is ready."""
-    from crdscope.lab.binaries import LabError, ensure_binaries
+    from crdscope.lab.binaries import ensure_binaries
+    from crdscope.base.errors import LabError
     from crdscope.lab.cgroups import parse_size
     from crdscope.lab.controlplane import Lab, LabOptions
 
@@ -226,12 +227,13 @@ def lab_up(apiserver_bin: str | None, etcd_bin: str | None, kubernetes: str | No
 def _crossplane_ready(activations: tuple[str, ...]) -> tuple[Any, list[str]]:
     """The Crossplane binaries (built when missing) and the default MRAP's patterns."""
     from crdscope.lab import crossplane
+    from crdscope.toolchain.crossplane import crossplane_binaries
 
     patterns = crossplane.activations_of(activations)  # a one-line error before a build of minutes
     from .progress import progress_lines
 
     with progress_lines("building Crossplane") as say:
-        return crossplane.crossplane_binaries(progress=say), patterns
+        return crossplane_binaries(progress=say), patterns
 
 
 def _start_crossplane(lab_: Any, state: Any, binaries: Any, activations: list[str]) -> None:
@@ -340,7 +342,7 @@ def _fault_command(action: str, help_text: str) -> None:
                   help="which kube-apiserver of a lab of several (1-based; see `lab status`)")
     @name_option
     def command(component: str, replica: int | None, name: str) -> None:
-        from crdscope.lab.binaries import LabError
+        from crdscope.base.errors import LabError
         from crdscope.lab.controlplane import replica_name
 
         if replica is not None:

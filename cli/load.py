@@ -62,7 +62,7 @@ def load(source: str | None, rate: float | None, concurrency: int | None, limit:
     Several --context load the same source into each cluster at the same pace, side by side."""
     from crdscope.loader.safety import check_target
     from crdscope.loader.sources import open_source
-    from crdscope.probes.kubeconfig import load_config
+    from crdscope.connection.kubeconfig import load_config
     from crdscope.base.settings import load_settings
 
     settings = load_settings().loader
@@ -88,7 +88,7 @@ def load(source: str | None, rate: float | None, concurrency: int | None, limit:
         import signal
 
         from crdscope.loader.engine import LoadEngine
-        from crdscope.probes.cluster import Cluster
+        from crdscope.connection.cluster import Cluster
 
         clusters = [Cluster(config) for config in configs]
         # One bar for one cluster; for several, a line per cluster as each ends.
@@ -202,8 +202,8 @@ def clean(run_id: str | None, yes: bool, kubeconfig: str | None, context: str | 
     """Delete the CRDs crdscope created (label app.kubernetes.io/managed-by=crdscope), and with
     them every object of their kinds; lists them and asks first."""
     from crdscope.loader.safety import check_permissions, check_target, execute_clean, plan_clean
-    from crdscope.probes.cluster import Cluster
-    from crdscope.probes.kubeconfig import load_config
+    from crdscope.connection.cluster import Cluster
+    from crdscope.connection.kubeconfig import load_config
 
     config = load_config(kubeconfig, context)
     check_target(config, context, "clean")

@@ -211,7 +211,7 @@ def probe(name: str, as_json: bool, legacy: bool, qps: float | None, burst: int 
           context: str | None) -> None:
     """Run probe NAME once and print its sample (version, discovery, throttling, inventory,
     openapi, health, latency)."""
-    from crdscope.probes.cluster import Cluster
+    from crdscope.connection.cluster import Cluster
     from crdscope.probes.registry import oneshot
 
     function = oneshot(name)
@@ -236,7 +236,7 @@ def probe(name: str, as_json: bool, legacy: bool, qps: float | None, burst: int 
     data = run_async(main())
     emit(data, as_json, name)
     if data.get("error"):
-        from crdscope.probes.cluster import failure_exit_code
+        from crdscope.connection.cluster import failure_exit_code
 
         click.echo(f"crdscope: probe {name}: {data['error']}", err=True)
         sys.exit(failure_exit_code(data["error"]))

@@ -83,11 +83,12 @@ def measure_activation(selection: MRDSelection, minor: str, *, say: Callable[[st
     """Bring up a named lab with Crossplane, install the selection as a safe-start package, measure the
     MRAP of ``selection.patterns``, take the lab down (also on failure)."""
     from crdscope.lab import crossplane
+    from crdscope.toolchain import crossplane as toolchain_crossplane
     from crdscope.lab.controlplane import Lab, LabOptions
 
     if not selection.documents:
         raise ActivationMeasureError("--measure: no inactive MRD to activate")
-    xp = crossplane.crossplane_binaries(progress=say)  # before the lab: a cold build takes minutes
+    xp = toolchain_crossplane.crossplane_binaries(progress=say)  # before the lab: a cold build takes minutes
     binaries = _control_plane(minor, say)
     name = lab_name or f"estimate-{os.getpid()}"
     lab = Lab(name=name)
@@ -105,7 +106,8 @@ def measure_activation(selection: MRDSelection, minor: str, *, say: Callable[[st
 
 def _control_plane(minor: str, say: Callable[[str], None]) -> Any:
     """The built binaries of ``minor``, else the newest (built when none is)."""
-    from crdscope.lab.binaries import LabError, cached_binaries, ensure_binaries, versions_for
+    from crdscope.lab.binaries import cached_binaries, ensure_binaries, versions_for
+    from crdscope.base.errors import LabError
 
     try:
         found = cached_binaries(versions_for(minor))

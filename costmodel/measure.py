@@ -18,8 +18,8 @@ from typing import Any
 
 import httpx
 
-from crdscope.probes.discovery_docs import ACCEPT_AGGREGATED, ACCEPT_LEGACY
-from crdscope.probes.metrics import parse_text
+from crdscope.connection.discovery_docs import ACCEPT_AGGREGATED, ACCEPT_LEGACY
+from crdscope.connection.metrics import parse_text
 
 from .model import Estimate
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from crdscope.loader.sources import CRDDocument
-from crdscope.probes.ratelimit import NAMED_LIMITS, replay_legacy_walk
+from crdscope.connection.ratelimit import NAMED_LIMITS, replay_legacy_walk
 
 from .coefficients import Coefficients, for_minor, parse_minor
 from .documents import aggregated_bytes, legacy_bytes

@@ -13,10 +13,10 @@ import fnmatch
 from dataclasses import dataclass, field
 from typing import Any
 
-from crdscope.probes.cluster import Cluster, explain, raise_for_status
+from crdscope.connection.cluster import Cluster, explain, raise_for_status
 from crdscope.base.errors import ClusterError, ConfigError
-from crdscope.probes.kubeconfig import load_config
-from crdscope.probes.transport import TRANSPORT_ERRORS
+from crdscope.connection.kubeconfig import load_config
+from crdscope.connection.transport import TRANSPORT_ERRORS
 
 from .features import CRDFeatures, features_of_spec
 

@@ -11,12 +11,12 @@ import re
 
 import httpx
 
-from crdscope.probes.cluster import Cluster, explain, raise_for_status
-from crdscope.probes.discovery_docs import ACCEPT_AGGREGATED
+from crdscope.connection.cluster import Cluster, explain, raise_for_status
+from crdscope.connection.discovery_docs import ACCEPT_AGGREGATED
 from crdscope.base.errors import ClusterError
 from crdscope.probes.health_checks import count_crds
-from crdscope.probes.kubeconfig import load_config
-from crdscope.probes.metrics import parse_text
+from crdscope.connection.kubeconfig import load_config
+from crdscope.connection.metrics import parse_text
 
 from .model import Target
 

@@ -22,7 +22,7 @@ import statistics
 from crdscope.base.settings import Thresholds
 from crdscope.costmodel.attribution import startup_need
 from crdscope.probes.health import HealthSample
-from crdscope.probes.restarts import RestartEvent
+from crdscope.base.restarts import RestartEvent
 from crdscope.probes.version import VersionSample
 
 from .model import Finding, Severity, format_duration

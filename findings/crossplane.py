@@ -1,6 +1,6 @@
 """Findings that speak Crossplane v2: activation policies, safe-start and what unused kinds cost.
 
-Each reads the inventory's typed :class:`~probes.crossplane.CrossplaneChain` (and the health
+Each reads the inventory's typed :class:`~base.crossplane.CrossplaneChain` (and the health
 sample for memory), one finding per provider or policy (ids ``kind:name``):
 
 - ``crossplane-unused-active-mrds``: a provider's Active MRDs whose kinds have no objects; an MRAP
@@ -17,7 +17,7 @@ sample for memory), one finding per provider or policy (ids ``kind:name``):
 from __future__ import annotations
 
 from crdscope.costmodel.attribution import startup_need
-from crdscope.probes.crossplane import CrossplaneChain, ProviderChain, RevisionInfo, go_match
+from crdscope.base.crossplane import CrossplaneChain, ProviderChain, RevisionInfo, go_match
 from crdscope.probes.health import HealthSample
 from crdscope.probes.inventory import InventorySample
 from crdscope.probes.version import VersionSample

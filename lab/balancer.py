@@ -20,7 +20,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from .binaries import LabError
+from crdscope.base.errors import LabError
 
 #: Where lab/system-deps.sh installs it (Debian's package).
 HAPROXY_CANDIDATES = ("haproxy", "/usr/sbin/haproxy")

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
-from crdscope.base.errors import CrdscopeError
+from crdscope.base.errors import LabError
+from crdscope.toolchain.gobuild import go_build, go_env, go_version
 from crdscope.base.paths import cache_dir
 
 GO_MOD = Path(__file__).with_name("go.mod")
@@ -86,16 +87,6 @@ def served_defaults(minor: str) -> ServedDefaults:
     else:
         discovery = ("v2",)
     return ServedDefaults(aggregated_discovery=discovery, flowcontrol="v1" if key >= (1, 29) else "v1beta3")
-
-
-class LabError(CrdscopeError):
-    """The lab cannot be built, started or reached.
-
-    Exit 1, "something failed" (4 is `load`'s alone); a lab that is not up is 3, as a cluster that
-    cannot be reached, and a minor it does not know is 2, a bad flag.
-    """
-
-    exit_code = 1
 
 
 @dataclass(frozen=True)
@@ -321,11 +312,6 @@ def _ldflags(kubernetes: str, built_at: float) -> str:
     return " ".join(flags)
 
 
-def go_env() -> dict[str, str]:
-    """The environment of every lab build: the machine's Go only, static binaries."""
-    return {**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod -buildvcs=false"}
-
-
 def staging_replaces(release_go_mod: str, version: str) -> list[tuple[str, str]]:
     """``(module, vO.Y.Z)`` for each ``=> ./staging/...`` replace in a Kubernetes release's go.mod."""
     staged = version.replace("v1.", "v0.", 1)
@@ -350,68 +336,6 @@ def write_release_module(directory: Path, version: str, env: dict[str, str]) -> 
     lines += [f"replace {name} => {name} {staged}" for name, staged in staging_replaces(release_go_mod, version)]
     (directory / "go.mod").write_text("\n".join(lines) + "\n")
     return directory
-
-
-def _resolve_modules(module_dir: Path, packages: list[str], env: dict[str, str], say: Callable[[str], None],
-                     started: float) -> tuple[int, int]:
-    """List the packages to build, downloading every module they need; returns (packages, modules downloaded)."""
-    # The package list (stdout, ~100 KB for kube-apiserver) goes to a file: read after stderr
-    # from a pipe, it would fill the pipe and stall `go list` while we wait on stderr.
-    downloaded, last_report, errors = 0, 0.0, []
-    with tempfile.TemporaryFile(mode="w+") as listing:
-        process = subprocess.Popen(["go", "list", "-deps", *packages], cwd=module_dir, env=env,
-                                   stdout=listing, stderr=subprocess.PIPE, text=True)
-        assert process.stderr is not None
-        for line in process.stderr:  # the download lines, as they come
-            if line.startswith("go: downloading"):
-                downloaded += 1
-                now = time.monotonic()
-                if now - last_report >= 5:
-                    last_report = now
-                    say(f"  [{now - started:4.0f}s] resolving: {downloaded} modules downloaded")
-            elif line.strip():
-                errors.append(line.strip())
-        returncode = process.wait()
-        listing.seek(0)
-        listed = listing.read().split()
-    if returncode != 0:
-        raise LabError(f"go list failed: {'; '.join(errors[-3:]) or 'no output'}")
-    return len(listed), downloaded
-
-
-def go_build(module_dir: Path, packages: list[str], target: Path, *, ldflags: str,
-             say: Callable[[str], None], env: dict[str, str] | None = None) -> dict[str, float]:
-    """``go build`` ``packages`` of ``module_dir`` into ``target``, reporting progress every 5 s.
-
-    Modules are downloaded while resolving (``go list -deps``), so that phase reports them;
-    the compile phase reports packages compiled out of the total.
-    """
-    env = env or go_env()
-    started = time.monotonic()
-    total, downloaded = _resolve_modules(module_dir, packages, env, say, started)
-    say(f"  [{time.monotonic() - started:4.0f}s] {downloaded} modules downloaded, {total} packages to build")
-    argv = ["go", "build", "-v", "-trimpath", "-ldflags", ldflags, "-o", str(target) + os.sep, *packages]
-    process = subprocess.Popen(argv, cwd=module_dir, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
-    compiled, last_report, errors = 0, 0.0, []
-    assert process.stderr is not None
-    for line in process.stderr:
-        line = line.rstrip()
-        if line.startswith("go: downloading"):
-            downloaded += 1
-        elif not line or line.startswith(("#", " ")) or ":" in line:
-            errors.append(line)
-            continue
-        else:
-            compiled += 1
-        now = time.monotonic()
-        if now - last_report >= 5:
-            last_report = now
-            say(f"  [{now - started:4.0f}s] {downloaded} modules downloaded, {compiled}/{total} packages compiled")
-    if process.wait() != 0:
-        tail = "; ".join(e for e in errors[-5:] if e)
-        raise LabError(f"go build failed: {tail or 'see output above'}")
-    return {"seconds": round(time.monotonic() - started, 1), "modules_downloaded": downloaded}
 
 
 def build(kubernetes: str | None = None, *, progress: Callable[[str], None] | None = None) -> Binaries:
@@ -449,7 +373,7 @@ def build(kubernetes: str | None = None, *, progress: Callable[[str], None] | No
     seconds = time.monotonic() - started
     (target / "build.json").write_text(json.dumps({
         "kubernetes": versions.kubernetes, "etcd": versions.etcd, "seconds": round(seconds, 1),
-        "modules_downloaded": figures["modules_downloaded"], "go": _go_version(), "built_at": time.time()}))
+        "modules_downloaded": figures["modules_downloaded"], "go": go_version(), "built_at": time.time()}))
     say(f"built kube-apiserver {versions.kubernetes} and etcd {versions.etcd} in {seconds:.0f}s")
     return Binaries(target / "kube-apiserver", target / "etcd", "built", versions.kubernetes)
 
@@ -462,8 +386,3 @@ def _shared_etcd(newest: Versions, staging: Path, env: dict[str, str], say: Call
     say(f"building etcd {newest.etcd} (shared by every Kubernetes version)")
     go_build(GO_MOD.parent, [ETCD_PKG], staging, ldflags="-s -w", say=say, env=env)
     return staging / "server"
-
-
-def _go_version() -> str:
-    done = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True, check=False)
-    return done.stdout.strip()

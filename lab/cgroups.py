@@ -17,7 +17,7 @@ from pathlib import Path
 from crdscope.base.errors import ConfigError
 from crdscope.base.quantity import parse_quantity
 
-from .binaries import LabError
+from crdscope.base.errors import LabError
 
 CGROUP_ROOT = Path(os.environ.get("CRDSCOPE_CGROUP_ROOT", "/sys/fs/cgroup"))
 

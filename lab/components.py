@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import rbac
-from .processes import Component
+from crdscope.base.labrecord import Component
 
 if TYPE_CHECKING:  # the pki module imports cryptography: `crdscope lab status` does without it
     from .pki import CertificateAuthority, KeyPair

@@ -20,32 +20,38 @@ import json
 import os
 import shutil
 import signal
-import ssl
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
-from crdscope.base.paths import state_dir
+from crdscope.base.labrecord import (  # re-exported: the lab's callers know them from here
+    Component,
+    LabState,
+    admin_tls,
+    lab_home,
+    pid_alive,
+    proc_state,
+    read_state,
+    require_state,
+)
 
 from . import balancer, cgroups, rbac
-from .binaries import Binaries, LabError
+from crdscope.base.errors import LabError
+
+from .binaries import Binaries
 from .components import LabOptions, Pki, apiserver_component, etcd_component, write_pki
 
 # httpx, lab.kubeconfig (yaml) and lab.pki (cryptography) are imported where used: a
 # quick `crdscope lab status` needs none of them (issue 18: start-up under 150 ms).
 from .processes import (  # re-exported: tests and benchmarks import them from here
-    Component,
     free_port,
-    pid_alive,
     pid_is,
     port_bindable,
     port_clash,
-    proc_state,
     send_signal,
     spawn,
     wait_http,
@@ -61,63 +67,6 @@ READY_TIMEOUT_SECONDS = 180.0
 #: Crossplane's core (or the registry) restarted by the supervisor answers its health path within this.
 CROSSPLANE_RESTART_SECONDS = 90.0
 PORT_ATTEMPTS = 5
-STATE_VERSION = 1
-
-
-def lab_home(name: str = "") -> Path:
-    """Where a lab's state file lives (``$CRDSCOPE_LAB_HOME`` overrides; named labs below it)."""
-    override = os.environ.get("CRDSCOPE_LAB_HOME")
-    base = Path(override) if override else state_dir() / "lab"
-    return base / "named" / name if name else base
-
-
-@dataclass
-class LabState:
-    """What ``lab up`` started: enough for ``status``, ``down`` and faults."""
-
-    run_dir: str
-    kubeconfig: str
-    server: str
-    kubernetes_version: str
-    binaries_origin: str
-    components: dict[str, Component] = field(default_factory=dict)
-    started_at: float = 0.0
-    version: int = STATE_VERSION
-    name: str = ""
-    admin_context: str = "crdscope-lab"
-    restricted_context: str = "crdscope-lab-restricted"
-    memory_limit: int = 0
-    supervisor_pid: int = 0
-    #: The supervisor's log of kills and restarts (JSON lines), empty when unsupervised.
-    events_log: str = ""
-    #: Restart dead kube-apiservers (a memory limit's kubelet); Crossplane's processes always are.
-    supervise_apiservers: bool = False
-    #: Crossplane's version when ``lab up --crossplane`` (or ``lab crossplane``) started it.
-    crossplane_version: str = ""
-    crossplane_metrics_port: int = 0
-
-    @property
-    def pki_dir(self) -> Path:
-        return Path(self.run_dir) / "pki"
-
-    def apiservers(self) -> list[Component]:
-        """Every kube-apiserver of the lab (one today; several behind a balancer later)."""
-        return [c for c in self.components.values() if c.role == "apiserver"]
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> LabState:
-        components = {k: Component(**v) for k, v in data.pop("components", {}).items()}
-        return cls(components=components, **data)
-
-
-def admin_tls(pki: Path) -> ssl.SSLContext:
-    """TLS context of the lab's admin user (its CA plus the admin client certificate)."""
-    context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
-    context.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
-    return context
 
 
 # --------------------------------------------------------------------------- the lab
@@ -134,16 +83,7 @@ class Lab:
     # -- state -----------------------------------------------------------------
     def state(self) -> LabState | None:
         """The recorded lab, or None when none is up."""
-        try:
-            data = json.loads(self.state_file.read_text())
-        except FileNotFoundError:
-            return None
-        except ValueError:
-            raise LabError(f"lab state file {self.state_file} is corrupt; "
-                           "remove it and run `crdscope lab up`") from None
-        if data.get("version") != STATE_VERSION:
-            raise LabError(f"lab state file {self.state_file} is from another crdscope version")
-        return LabState.from_json(data)
+        return read_state(self.state_file)
 
     def save(self, state: LabState) -> None:
         """Write the state atomically (the supervisor and commands may both write it)."""
@@ -156,14 +96,8 @@ class Lab:
 
     def require(self) -> LabState:
         """The running lab's state, or a clear error."""
-        state = self.state()
-        if state is None:
-            which = f" named {self.name}" if self.name else ""
-            up = f"crdscope lab up --name {self.name}" if self.name else "crdscope lab up"
-            raise LabError(f"no lab{which} is up; run `{up}`", exit_code=3)
-        return state
+        return require_state(self.name, self.home)
 
-    # -- up --------------------------------------------------------------------
     def up(self, binaries: Binaries, *, say: Callable[[str], None] = lambda _: None,
            options: LabOptions | None = None) -> LabState:
         """Start etcd and kube-apiserver, wait for ``/readyz``, write the kubeconfig."""

@@ -15,38 +15,30 @@ would do, with plain processes instead of pods:
 What differs from a cluster: no kubelet, so a provider's Deployment never runs (its runtime is
 never healthy, while its revision's MRDs and CRDs install normally); no webhooks; one replica
 without leader election.  The core, the CLI (``crank``, the ``crossplane xpkg`` commands) and
-``crane`` share one module graph (``lab/crossplane-module/go.mod``) and one ``go build``.
+``crane`` share one module graph and one ``go build`` (:mod:`toolchain.crossplane`).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import shutil
 import subprocess
-import sys
-import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Callable
 
-from crdscope.base.paths import cache_dir
 
-from .binaries import LabError, go_build, go_env
-from .processes import Component, free_port, pid_alive, spawn, tail, wait_http
+from crdscope.base.errors import LabError
+from crdscope.toolchain.crossplane import CrossplaneBinaries
+from crdscope.base.labrecord import Component, pid_alive
+
+from .processes import free_port, spawn, tail, wait_http
 
 if TYPE_CHECKING:
     import httpx
 
     from .controlplane import Lab, LabState
 
-MODULE_DIR = Path(__file__).with_name("crossplane-module")
-CROSSPLANE_MODULE = "github.com/crossplane/crossplane/v2"
-PACKAGES = (f"{CROSSPLANE_MODULE}/cmd/crossplane", f"{CROSSPLANE_MODULE}/cmd/crank",
-            "github.com/google/go-containerregistry/cmd/crane")
 NAMESPACE = "crossplane-system"
 SERVICE_ACCOUNT = "crossplane"
 #: The Helm chart's secret names: ``core init`` fills them, ``core start`` reads the client pair.
@@ -61,103 +53,7 @@ INIT_TIMEOUT_SECONDS = 180.0
 INIT_ATTEMPTS = 5
 
 
-@dataclass(frozen=True)
-class CrossplaneBinaries:
-    """The core (``crossplane``), the CLI (``crank``), ``crane`` and the core CRDs, of one version."""
-
-    crossplane: Path
-    crank: Path
-    crane: Path
-    crds: Path
-    version: str
-
-
-def pinned_version(go_mod: Path = MODULE_DIR / "go.mod") -> str:
-    """The Crossplane version ``lab/crossplane-module/go.mod`` pins (``v2.0.0``)."""
-    match = re.search(rf"^\s*{re.escape(CROSSPLANE_MODULE)}\s+(v\S+)", go_mod.read_text(), re.M)
-    if not match:
-        raise LabError(f"{go_mod} does not pin {CROSSPLANE_MODULE}")
-    return match.group(1)
-
-
-def binaries_dir(version: str | None = None) -> Path:
-    """Where the built binaries of ``version`` are cached."""
-    return cache_dir() / "crossplane" / (version or pinned_version()) / "bin"
-
-
-def cached_binaries(version: str | None = None) -> CrossplaneBinaries | None:
-    """The cached binaries, or None when any is missing."""
-    version = version or pinned_version()
-    directory = binaries_dir(version)
-    found = CrossplaneBinaries(directory / "crossplane", directory / "crank", directory / "crane",
-                               directory.parent / "crds", version)
-    executables = (found.crossplane, found.crank, found.crane)
-    if all(p.is_file() and os.access(p, os.X_OK) for p in executables) and any(found.crds.glob("*.yaml")):
-        return found
-    return None
-
-
-def crossplane_binaries(progress: Callable[[str], None] | None = None) -> CrossplaneBinaries:
-    """The cached Crossplane binaries, built first (one ``go build``, minutes when cold) if missing."""
-    found = cached_binaries()
-    if found:
-        return found
-    if not shutil.which("go"):
-        raise LabError("Crossplane is built from Go modules and Go is not installed "
-                       "(see the README: `make system-deps`)")
-    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
-    version = pinned_version()
-    target = binaries_dir(version)
-    target.mkdir(parents=True, exist_ok=True)
-    say(f"building Crossplane {version} (core, crank) and crane from Go modules into {target}")
-    env = go_env()
-    with tempfile.TemporaryDirectory(dir=target) as staging:
-        figures = go_build(MODULE_DIR, list(PACKAGES), Path(staging), ldflags="-s -w", say=say, env=env)
-        for name in ("crossplane", "crank", "crane"):
-            os.replace(Path(staging) / name, target / name)
-    _copy_core_crds(version, target.parent / "crds", env)
-    (target.parent / "build.json").write_text(json.dumps({"crossplane": version, **figures,
-                                                           "built_at": time.time()}))
-    say(f"built Crossplane {version} in {figures['seconds']:.0f}s")
-    found = cached_binaries(version)
-    assert found is not None
-    return found
-
-
-def _copy_core_crds(version: str, target: Path, env: dict[str, str]) -> None:
-    """The core CRDs ``core init`` applies: the module's ``cluster/crds``, from the module cache."""
-    done = subprocess.run(["go", "mod", "download", "-json", f"{CROSSPLANE_MODULE}@{version}"], cwd=MODULE_DIR,
-                          env=env, capture_output=True, text=True, check=False)
-    try:
-        source = Path(json.loads(done.stdout)["Dir"]) / "cluster" / "crds"
-    except (ValueError, KeyError):
-        raise LabError(f"cannot find {CROSSPLANE_MODULE}@{version} in the Go module cache") from None
-    staging = target.with_name("crds.tmp")
-    shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(source, staging)
-    for path in staging.rglob("*"):
-        path.chmod(0o644 if path.is_file() else 0o755)  # the module cache is read-only
-    shutil.rmtree(target, ignore_errors=True)
-    os.replace(staging, target)
-
-
 # --------------------------------------------------------------------------- running it
-
-
-def lab_registry(lab_name: str = "") -> str:
-    """``127.0.0.1:PORT`` of the registry of the lab ``lab_name``: where packages are pushed."""
-    from .controlplane import Lab
-
-    state = Lab(name=lab_name).require()
-    registry = state.components.get("registry")
-    if registry is None:
-        which = f" --name {lab_name}" if lab_name else ""
-        raise LabError(f"the lab has no registry; start Crossplane with `crdscope lab crossplane{which}`",
-                       exit_code=3)
-    if not pid_alive(registry.pid):
-        raise LabError(f"the lab's registry (pid {registry.pid}) is not running; see `crdscope lab status`",
-                       exit_code=3)
-    return f"127.0.0.1:{registry.port}"
 
 
 def activations_of(patterns: tuple[str, ...] | list[str]) -> list[str]:

@@ -54,7 +54,7 @@ def find_lab(name: str = "", *, kubeconfig: str | None = None,
     except CrdscopeError:
         return default  # a corrupt state file: its own error says what to do
     try:
-        from crdscope.probes.kubeconfig import load_config
+        from crdscope.connection.kubeconfig import load_config
 
         config = load_config(kubeconfig)
     except CrdscopeError:

@@ -13,41 +13,13 @@ import signal
 import socket
 import subprocess
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Callable
 
+from crdscope.base.labrecord import Component, pid_alive
+
 STOP_GRACE_SECONDS = 10.0
 SPAWN_MARKER = "--- crdscope lab: started "
-
-
-@dataclass
-class Component:
-    """One running process of the lab (etcd, or one kube-apiserver).
-
-    ``role`` is ``etcd`` or ``apiserver``: a lab may later hold several apiservers
-    (``apiserver``, ``apiserver-2``, ...) that share the role but not the name.
-    """
-
-    name: str
-    argv: list[str]
-    log: str
-    port: int
-    pid: int = 0
-    started_at: float = 0.0
-    role: str = ""
-    #: cgroup directory holding this process (empty: none), for a memory limit.
-    cgroup: str = ""
-    #: Restarts by the lab's supervisor since ``lab up``.
-    restarts: int = 0
-    #: Host name seen by this process alone (its own UTS namespace; empty: the machine's).
-    hostname: str = ""
-    #: Variables added to the environment it starts with (Crossplane reads its settings there).
-    env: dict[str, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not self.role:
-            self.role = "etcd" if self.name == "etcd" else "apiserver"
 
 
 def port_bindable(port: int, timeout: float = 0.0) -> bool:
@@ -84,37 +56,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def proc_state(pid: int) -> str:
-    """The one-letter state of ``pid`` from /proc (empty when unreadable)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return ""
-
-
-def pid_alive(pid: int) -> bool:
-    """True while ``pid`` runs (zombies count as gone, and are reaped if ours)."""
-    if pid <= 0:
-        return False
-    try:
-        reaped, _ = os.waitpid(pid, os.WNOHANG)
-        if reaped == pid:
-            return False
-    except ChildProcessError:
-        pass  # not our child: started by another crdscope command
-    state = proc_state(pid)
-    if state:
-        return state not in ("Z", "X")
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def pid_is(component: Component) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from crdscope.probes.restarts import LAB_SUPERVISOR, PlatformRestarts, RestartEvent
+from crdscope.base.restarts import LAB_SUPERVISOR, PlatformRestarts, RestartEvent
 
 from . import cgroups
 from .supervisor import read_events

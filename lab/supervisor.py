@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import cgroups
-from .binaries import LabError
+from crdscope.base.errors import LabError
 from .controlplane import Lab
-from .processes import Component, pid_is, proc_state
+from .processes import pid_is
+from crdscope.base.labrecord import Component, proc_state
 
 if TYPE_CHECKING:
     from .controlplane import LabState

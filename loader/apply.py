@@ -24,9 +24,9 @@ import random
 from dataclasses import dataclass
 from typing import Literal
 
-from crdscope.probes.cluster import Cluster, explain, parse_retry_after, status_message
-from crdscope.probes.crdwatch import MANAGED_BY_LABEL, MANAGED_BY_VALUE, RUN_ANNOTATION
-from crdscope.probes.transport import TRANSPORT_ERRORS
+from crdscope.connection.cluster import Cluster, explain, parse_retry_after, status_message
+from crdscope.connection.crdwatch import MANAGED_BY_LABEL, MANAGED_BY_VALUE, RUN_ANNOTATION
+from crdscope.connection.transport import TRANSPORT_ERRORS
 
 from .safety import CREATE_ONLY, FOREIGN_REASON, crd_url
 from .documents import CRDDocument

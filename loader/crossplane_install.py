@@ -289,7 +289,7 @@ class LabClient:
     def __init__(self, server: str, pki_dir: str | Path) -> None:
         import httpx
 
-        from crdscope.lab.controlplane import admin_tls
+        from crdscope.base.labrecord import admin_tls
 
         self.http = httpx.Client(base_url=server, verify=admin_tls(Path(pki_dir)), timeout=30,
                                  headers={"User-Agent": "crdscope-demo"})
@@ -311,7 +311,7 @@ class LabClient:
 
     def installed(self) -> set[str]:
         """Providers whose Installed condition is True."""
-        from crdscope.probes.crossplane_read import parse_provider
+        from crdscope.connection.crossplane_read import parse_provider
 
         response = self.http.get(PROVIDERS, params={"resourceVersion": "0"})
         response.raise_for_status()
@@ -319,7 +319,7 @@ class LabClient:
 
     def mrds(self) -> dict[str, bool]:
         """MRD name -> whether its CRD is Established (a Table: an MRD embeds a whole schema)."""
-        from crdscope.probes.crossplane_read import TABLE_ACCEPT, parse_mrd_table
+        from crdscope.connection.crossplane_read import TABLE_ACCEPT, parse_mrd_table
 
         response = self.http.get(MRDS, params={"resourceVersion": "0", "includeObject": "None"},
                                  headers={"Accept": TABLE_ACCEPT})

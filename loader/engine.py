@@ -31,12 +31,12 @@ import time
 from typing import Any, NamedTuple
 from collections.abc import AsyncGenerator, Callable
 
-from crdscope.probes.cluster import Cluster
-from crdscope.probes.crdwatch import CRDWatch
+from crdscope.connection.cluster import Cluster
+from crdscope.connection.crdwatch import CRDWatch
 from crdscope.base.errors import ClusterError, ConfigError, CrdscopeError
-from crdscope.probes.ratelimit import TokenBucket
+from crdscope.connection.ratelimit import TokenBucket
 from crdscope.base.settings import LoaderSettings
-from crdscope.probes.traffic import LOADER, origin
+from crdscope.connection.traffic import LOADER, origin
 
 from .apply import Applier, ApplyFatalError, ApplyResult
 from .establish import ESTABLISHED_TIMEOUT_SECONDS, EstablishWaiter

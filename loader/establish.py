@@ -16,9 +16,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from crdscope.probes.cluster import Cluster
-from crdscope.probes.crdwatch import CRDEvent, CRDWatch
-from crdscope.probes.transport import TRANSPORT_ERRORS
+from crdscope.connection.cluster import Cluster
+from crdscope.connection.crdwatch import CRDEvent, CRDWatch
+from crdscope.connection.transport import TRANSPORT_ERRORS
 
 from .safety import crd_url
 

@@ -140,7 +140,7 @@ def _run(argv: list[str], stdout: Any) -> tuple[int, bytes, str]:
 
 def crane_binary() -> Path:
     """The lab's crane, or a one-line error saying how to build it (nothing is ever downloaded)."""
-    from crdscope.lab.crossplane import cached_binaries  # deferred: the lab's module is heavy
+    from crdscope.toolchain.crossplane import cached_binaries
 
     found = cached_binaries()
     if found is None:

@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from crdscope.probes.crdwatch import MANAGED_BY_LABEL
+from crdscope.connection.crdwatch import MANAGED_BY_LABEL
 from crdscope.base.errors import ConfigError, CrdscopeError
 
 from .documents import CRD_API_VERSION, CRD_KIND, CRDDocument, Item, Source, SourceProblem, UniqueNames
@@ -243,7 +243,7 @@ def crank_binary(say: Callable[[str], None]) -> Path:
         if not (path.is_file() and os.access(path, os.X_OK)):
             raise ConfigError(f"{CRANK_ENV}={override}: not an executable file")
         return path
-    from crdscope.lab.crossplane import crossplane_binaries  # deferred: the lab's module is heavy
+    from crdscope.toolchain.crossplane import crossplane_binaries
 
     return crossplane_binaries(progress=say).crank
 
@@ -316,7 +316,7 @@ def resolve_registry(registry: str | None, lab: str, *, push: bool, say: Callabl
     none, a build without ``push`` names :data:`FALLBACK_REGISTRY` (said on stderr)."""
     if registry:
         return registry
-    from crdscope.lab.crossplane import lab_registry  # deferred: only pushes and families need it
+    from crdscope.base.labrecord import lab_registry
 
     try:
         return lab_registry(lab)

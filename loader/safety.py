@@ -41,11 +41,11 @@ from urllib.parse import quote
 
 import httpx
 
-from crdscope.probes.cluster import Cluster, explain, parse_retry_after, raise_for_status, status_message
-from crdscope.probes.crdwatch import CRD_PATH, CRDRecord, CRDWatch, MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from crdscope.connection.cluster import Cluster, explain, parse_retry_after, raise_for_status, status_message
+from crdscope.connection.crdwatch import CRD_PATH, CRDRecord, CRDWatch, MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from crdscope.base.errors import ClusterError, ConfigError
-from crdscope.probes.kubeconfig import ClusterConfig
-from crdscope.probes.transport import TRANSPORT_ERRORS
+from crdscope.connection.kubeconfig import ClusterConfig
+from crdscope.connection.transport import TRANSPORT_ERRORS
 
 log = logging.getLogger("crdscope.loader")
 
@@ -90,9 +90,9 @@ def crd_url(name: str) -> str:
 def is_lab(config: ClusterConfig) -> bool:
     """True when ``config`` points at a crdscope lab (see the module docstring)."""
     try:
-        from crdscope.lab.controlplane import Lab
+        from crdscope.base.labrecord import lab_home, read_state
 
-        state = Lab().state()
+        state = read_state(lab_home() / "state.json")
     except Exception:  # noqa: BLE001 - a broken lab state file only means "not known as a lab"
         state = None
     if state is not None and _same_server(state.server, config.server):

@@ -26,11 +26,11 @@ from typing import Any, BinaryIO
 from collections.abc import AsyncIterator, Iterator
 
 
-from crdscope.probes.cluster import Cluster, explain, raise_for_status
-from crdscope.probes.crdwatch import CRD_PATH
+from crdscope.connection.cluster import Cluster, explain, raise_for_status
+from crdscope.connection.crdwatch import CRD_PATH
 from crdscope.base.errors import ClusterError, ConfigError
-from crdscope.probes.kubeconfig import load_config
-from crdscope.probes.transport import TRANSPORT_ERRORS
+from crdscope.connection.kubeconfig import load_config
+from crdscope.connection.transport import TRANSPORT_ERRORS
 
 from .yamldocs import package_items, package_yaml_in, yaml_items
 from .documents import (

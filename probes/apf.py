@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from collections.abc import Collection
 from typing import Any
 
-from .cluster import Cluster
+from crdscope.connection.cluster import Cluster
 from crdscope.base.errors import ClusterError
-from .metrics import LabelKey, Scrape, buckets, delta_buckets, histogram_quantile, merge_buckets
+from crdscope.connection.metrics import LabelKey, Scrape, buckets, delta_buckets, histogram_quantile, merge_buckets
 
 #: The quantile of the queue wait reported per priority level.
 WAIT_QUANTILE = 0.99

@@ -8,9 +8,9 @@ does what client-go does, the legacy walk (``/api``, ``/apis``, then every
 group-version at once).  The walk also runs on its own, rarely
 (``cadences.discovery_legacy``) and when the set of group-versions changed, to
 measure per-group-version latencies and to replay them through the client
-rate limits of :mod:`probes.ratelimit` (the time kubectl users see).
+rate limits of :mod:`connection.ratelimit` (the time kubectl users see).
 
-Documents are parsed in :mod:`probes.discovery_docs` (big ones in pieces, so that
+Documents are parsed in :mod:`connection.discovery_docs` (big ones in pieces, so that
 the event loop keeps running); kubectl's disk cache and its own timing are in
 :mod:`probes.discovery_kubectl`.  What the OpenAPI probe reads is published as
 ``monitor.shared.discovery`` (:class:`DiscoveryView`).
@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 
 
 from . import discovery_kubectl as kubectl_side
-from .cluster import Cluster, explain, raise_for_status
-from .discovery_decode import decode_aggregated
-from .discovery_docs import (
+from crdscope.connection.cluster import Cluster, explain, raise_for_status
+from crdscope.connection.discovery_decode import decode_aggregated
+from crdscope.connection.discovery_docs import (
     ACCEPT_AGGREGATED,
     ACCEPT_LEGACY,
     DiscoveredAPIs,
@@ -44,12 +44,12 @@ from .discovery_docs import (
 )
 from .discovery_kubectl import KubectlCache, KubectlTiming
 from crdscope.base.errors import ClusterError, ConfigError
-from .ratelimit import ClientLimits, ClientModel, client_models, user_limits
+from crdscope.connection.ratelimit import ClientLimits, ClientModel, client_models, user_limits
 from crdscope.base.samples import Sample, percentile
 from crdscope.base.settings import Cadences
 from .shared import SharedState
-from .traffic import origin
-from .transport import TRANSPORT_ERRORS
+from crdscope.connection.traffic import origin
+from crdscope.connection.transport import TRANSPORT_ERRORS
 
 if TYPE_CHECKING:
     from .monitor import Monitor
@@ -66,7 +66,7 @@ SLOWEST = 5
 CHANGE_WALK_FLOOR = 0.1
 #: During an install the walk waits, but never longer than this many legacy cadences.
 MAX_WALK_DEFERRALS = 4
-#: The origin the walk's requests are counted under (:mod:`probes.traffic`).
+#: The origin the walk's requests are counted under (:mod:`connection.traffic`).
 WALK_ORIGIN = "discovery-walk"
 
 
@@ -83,7 +83,7 @@ class DiscoverySample(Sample):
     """One discovery run.
 
     ``group_versions`` and ``resources`` count as ``kubectl api-versions`` and
-    ``kubectl api-resources`` do (see :mod:`probes.discovery_docs`).  ``requests``,
+    ``kubectl api-resources`` do (see :mod:`connection.discovery_docs`).  ``requests``,
     ``bytes`` (decoded bodies), ``wire_bytes`` and ``seconds`` describe this run's
     discovery in ``mode``; a legacy walk made alongside an aggregated run is in
     ``walk_*``.  Latencies, ``slowest`` and ``client_models`` come from the latest

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cluster import Cluster
+from crdscope.connection.cluster import Cluster
 
 #: kubectl trusts cached discovery for six hours (kubernetes PR 107141).
 CACHE_TTL_SECONDS = 6 * 3600.0

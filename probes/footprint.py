@@ -1,7 +1,7 @@
 """The monitor's own footprint: what watching costs the server, read from crdscope's own counts.
 
 No request of its own: every run reads the shared client's counts
-(:class:`probes.traffic.Traffic`, kept by the transport), so the figures are exact
+(:class:`connection.traffic.Traffic`, kept by the transport), so the figures are exact
 for crdscope's side and cost nothing.  The loader's requests (the install being
 watched) are counted apart.
 
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from crdscope.base.samples import Sample
 from crdscope.base.settings import RequestBudgets
-from .traffic import LOADER, Tally, Traffic
+from crdscope.connection.traffic import LOADER, Tally, Traffic
 
 if TYPE_CHECKING:
     from .monitor import Monitor

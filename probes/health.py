@@ -4,7 +4,7 @@ Figures come from the shared ``/metrics`` scrape (process and Go runtime
 gauges, storage object counts and database size as the server exposes them:
 Kubernetes 1.37 names the object counts ``apiserver_resource_objects``,
 older servers ``apiserver_storage_objects``).  Where ``/metrics`` is forbidden
-or absent, a Prometheus server (:mod:`probes.prometheus`, ``--prometheus
+or absent, a Prometheus server (:mod:`connection.prometheus`, ``--prometheus
 URL``) fills what it can; ``sources`` names where each filled figure came
 from, and every figure left empty has its reason in ``unobservable``.
 
@@ -38,15 +38,15 @@ import time
 from dataclasses import dataclass, field
 from collections.abc import Awaitable, Callable, Collection
 
-from .cluster import Cluster
+from crdscope.connection.cluster import Cluster
 from .fit import ProcessFits
 from .health_checks import LIVE_BECAUSE_READY, CheckResult, count_crds, health_check
 from .leases import LeaseReading, read_leases
-from .metrics import PROCESS_FAMILIES, SHARED_SCRAPE_AGE, MetricsSource, Scrape
-from .prometheus import PrometheusFigures, PrometheusReading, PrometheusSource
+from crdscope.connection.metrics import PROCESS_FAMILIES, SHARED_SCRAPE_AGE, MetricsSource, Scrape
+from crdscope.connection.prometheus import PrometheusFigures, PrometheusReading, PrometheusSource
 from .health_tracker import FITS, HealthTracker, Outage
 from .replicas import REPLICA_GAUGES, ReplicaFigures, from_instances
-from .restarts import IDENTITY_LEASE, KUBE_STATE_METRICS, PlatformRestarts, RestartEvent
+from crdscope.base.restarts import IDENTITY_LEASE, KUBE_STATE_METRICS, PlatformRestarts, RestartEvent
 from crdscope.base.samples import Sample
 
 if TYPE_CHECKING:

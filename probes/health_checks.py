@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import httpx
 
-from .cluster import Cluster, explain, status_message
-from .crdwatch import CRD_PATH
-from .transport import TRANSPORT_ERRORS
+from crdscope.connection.cluster import Cluster, explain, status_message
+from crdscope.connection.crdwatch import CRD_PATH
+from crdscope.connection.transport import TRANSPORT_ERRORS
 
 CHECK_TIMEOUT = httpx.Timeout(connect=5.0, read=10.0, write=10.0, pool=10.0)
 

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from .fit import ProcessFits
 from .leases import LeaseReading, LeaseWatcher
 from .replicas import ReplicaFigures, ReplicaTracker
-from .restarts import START_TIME, RestartLedger
+from crdscope.base.restarts import START_TIME
+
+from .restarts import RestartLedger
 
 log = logging.getLogger("crdscope.health")
 

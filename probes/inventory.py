@@ -1,8 +1,8 @@
 """The CRD inventory: how many CRDs, in which state, installed by whom, how fast.
 
-Everything comes from the shared :class:`~probes.crdwatch.CRDWatch` (one list +
+Everything comes from the shared :class:`~connection.crdwatch.CRDWatch` (one list +
 watch, never per-CRD requests), plus, where Crossplane is installed, its install
-chain (:mod:`probes.crossplane`, read by :mod:`probes.crossplane_read` on its own
+chain (:mod:`base.crossplane`, read by :mod:`connection.crossplane_read` on its own
 cadence): Providers, their revisions, ManagedResourceDefinitions by
 ``spec.state`` and ManagedResourceActivationPolicies.
 
@@ -37,10 +37,10 @@ from typing import TYPE_CHECKING, Literal
 import time
 from collections.abc import Iterable, Mapping
 
-from .cluster import Cluster
-from .crdwatch import CRDRecord, CRDWatch
-from .crossplane import CrossplaneChain, CrossplaneObjects, build_chain, expected_crds, owner_aliases
-from .crossplane_read import ChainReader, read_objects
+from crdscope.connection.cluster import Cluster
+from crdscope.connection.crdwatch import CRDRecord, CRDWatch
+from crdscope.base.crossplane import CrossplaneChain, CrossplaneObjects, build_chain, expected_crds, owner_aliases
+from crdscope.connection.crossplane_read import ChainReader, read_objects
 from crdscope.base.samples import Sample
 
 if TYPE_CHECKING:

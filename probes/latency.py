@@ -30,12 +30,13 @@ from collections.abc import Awaitable, Callable
 
 import httpx
 
-from .cluster import Cluster, explain, status_message
-from .crdwatch import CRD_PATH, MANAGED_BY_LABEL, MANAGED_BY_VALUE, THREAD_DECODE_BYTES, CRDRecord
-from .metrics import SHARED_SCRAPE_AGE, MetricsSource, Scrape, buckets, delta_buckets, histogram_quantile, merge_buckets
+from crdscope.connection.cluster import Cluster, explain, status_message
+from crdscope.connection.crdwatch import CRD_PATH, MANAGED_BY_LABEL, MANAGED_BY_VALUE, THREAD_DECODE_BYTES, CRDRecord
+from crdscope.connection.metrics import (SHARED_SCRAPE_AGE, MetricsSource, Scrape, buckets, delta_buckets,
+                                         histogram_quantile, merge_buckets)
 from .replicas import KEEP_SLOTS, PROCESS_FAMILY, process_of, start_time_of
 from crdscope.base.samples import Sample, percentile
-from .transport import TRANSPORT_ERRORS
+from crdscope.connection.transport import TRANSPORT_ERRORS
 
 if TYPE_CHECKING:
     from .monitor import Monitor
@@ -316,7 +317,7 @@ def make_probe(monitor: Monitor) -> LatencyProbe:
 
 async def first_custom_resource(cluster: Cluster) -> tuple[CRDRecord | None, str]:
     """One Established CRD from the server (crdscope's first), without a watch; or None and why."""
-    from .crdwatch import record_from
+    from crdscope.connection.crdwatch import record_from
 
     # limit=1: a Crossplane CRD can weigh megabytes.
     choices: tuple[dict[str, str | int], ...] = (

@@ -18,7 +18,7 @@ from datetime import datetime
 
 import httpx
 
-from .cluster import Cluster, explain, status_message
+from crdscope.connection.cluster import Cluster, explain, status_message
 
 log = logging.getLogger("crdscope.leases")
 

@@ -14,11 +14,11 @@ import contextlib
 import logging
 import time
 
-from .cluster import Cluster
-from .crdwatch import CRDEvent, CRDWatch
+from crdscope.connection.cluster import Cluster
+from crdscope.connection.crdwatch import CRDEvent, CRDWatch
 from .health import HealthSample
-from .heap import give_back_freed_memory
-from .metrics import MetricsSource
+from crdscope.connection.heap import give_back_freed_memory
+from crdscope.connection.metrics import MetricsSource
 from .registry import factory, monitor_probes
 from crdscope.base.samples import Sample
 from .scheduler import Probe, Scheduler, Sink

@@ -44,14 +44,14 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from .cluster import Cluster, explain, status_message
-from .crdwatch import CRDRecord, CRDWatch
+from crdscope.connection.cluster import Cluster, explain, status_message
+from crdscope.connection.crdwatch import CRDRecord, CRDWatch
 from .guard import Guard
-from .metrics import Scrape
+from crdscope.connection.metrics import Scrape
 from .publication import LagStats, PublicationTracker
-from .ratelimit import Allowance
+from crdscope.connection.ratelimit import Allowance
 from crdscope.base.samples import Sample
-from .transport import TRANSPORT_ERRORS
+from crdscope.connection.transport import TRANSPORT_ERRORS
 
 if TYPE_CHECKING:
     from .monitor import Monitor

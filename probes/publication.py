@@ -45,7 +45,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .crdwatch import CRDRecord
+from crdscope.connection.crdwatch import CRDRecord
 from crdscope.base.samples import percentile
 
 #: A publication stage, in pipeline order (also the keys of ``OpenAPISample.lag_seconds``).

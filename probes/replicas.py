@@ -32,8 +32,8 @@ import logging
 from dataclasses import dataclass, field
 
 from .fit import ProcessFits
-from .metrics import PROCESS_FAMILIES, Scrape
-from .prometheus import RESTART_WINDOW, PrometheusReading
+from crdscope.connection.metrics import PROCESS_FAMILIES, Scrape
+from crdscope.connection.prometheus import RESTART_WINDOW, PrometheusReading
 
 log = logging.getLogger("crdscope.replicas")
 

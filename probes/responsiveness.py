@@ -4,11 +4,11 @@ A server frozen by SIGSTOP (or a stuck process, a dead node behind a live load
 balancer) accepts connections and never answers: every probe's request waits
 for its read timeout (10 to 30 s) before anything fails.  The shared client's
 transport knows which requests are waiting and since when
-(:class:`probes.cluster.InFlightRequests`); this probe reads that every second,
+(:class:`connection.cluster.InFlightRequests`); this probe reads that every second,
 so a hang shows within seconds, not at the end of a timeout.
 
 Between the other probes' requests, an HTTP/2 PING every second on a connection of its
-own (:mod:`probes.h2ping`) tells whether the server is alive without a request: the
+own (:mod:`connection.h2ping`) tells whether the server is alive without a request: the
 server answers PINGs without authentication, APF or a line in its metrics.  A PING
 unanswered for ``thresholds.ping_unanswered_seconds_critical`` (2.5 s) is the critical
 "not answering" finding, so a hang shows within 5 s (bench/RESULTS.md, hang detection).
@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from .cluster import Cluster, effective_proxy
-from .h2ping import H2Pinger
+from crdscope.connection.cluster import Cluster, effective_proxy
+from crdscope.connection.h2ping import H2Pinger
 from crdscope.base.samples import Sample
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ class ResponsivenessSample(Sample):
     #: The latest transport failure since the last answer ("ConnectError", "ReadTimeout").
     last_failure: str | None = None
     heartbeats: int = 0
-    #: The HTTP/2 PING (:mod:`probes.h2ping`): "answering", "waiting" (a PING unanswered for over
+    #: The HTTP/2 PING (:mod:`connection.h2ping`): "answering", "waiting" (a PING unanswered for over
     #: half a second), "connecting", "refused", "unreachable", "starting"; "unsupported" or "off"
     #: (the /livez heartbeat instead); "" in recordings made before it existed.
     ping_state: str = ""

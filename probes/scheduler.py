@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from .registry import sample_type
 from crdscope.base.store import ProbeHealth, SampleStore
 from crdscope.base.samples import Sample
-from .traffic import REQUEST_ORIGIN
+from crdscope.connection.traffic import REQUEST_ORIGIN
 
 log = logging.getLogger("crdscope.scheduler")
 

@@ -20,8 +20,8 @@ from .guard import Guard
 
 if TYPE_CHECKING:
     from .discovery import DiscoveryView
-    from .ratelimit import TokenBucket
-    from .restarts import PlatformRestarts
+    from crdscope.connection.ratelimit import TokenBucket
+    from crdscope.base.restarts import PlatformRestarts
 
 
 @dataclass

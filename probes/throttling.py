@@ -6,7 +6,7 @@ current values and as rates between two scrapes.  The probe keeps its own previo
 scrape (probes sharing the scrape run on other cadences); ``once`` takes two
 scrapes :data:`ONCE_INTERVAL_SECONDS` apart so that rates exist.
 
-Of crdscope's own requests (:class:`probes.cluster.RequestLog`): every 429
+Of crdscope's own requests (:class:`connection.cluster.RequestLog`): every 429
 with its ``Retry-After``, and the ``X-Kubernetes-PF-*-UID`` headers mapped to
 names through the flowcontrol API (:class:`FlowcontrolNames`, listed rarely).
 
@@ -14,7 +14,7 @@ Client side, two hooks a monitor fills (the probe never imports the loader):
 
 * ``monitor.shared.client_limiter`` (:class:`probes.shared.SharedState`): the token
   bucket crdscope itself runs; whoever starts the loader on a monitor puts the
-  loader's :class:`probes.ratelimit.TokenBucket` there.  Any object with
+  loader's :class:`connection.ratelimit.TokenBucket` there.  Any object with
   ``qps``, ``burst`` and the running totals ``acquired`` (requests that passed),
   ``throttled`` (those that had to wait) and ``waited_seconds`` will do.
 * the client models (client-go, kubectl) of the discovery probe's latest sample
@@ -34,9 +34,9 @@ from .apf import (
     APF_FAMILIES, CURRENT_LIMIT, NOMINAL_LIMIT, FlowcontrolNames, FlowSchemaActivity, PriorityLevel,
     level_names, priority_levels,
 )
-from .cluster import Cluster, RequestLog
-from .metrics import SHARED_SCRAPE_AGE, MetricsSource, Scrape
-from .ratelimit import ClientModel
+from crdscope.connection.cluster import Cluster, RequestLog
+from crdscope.connection.metrics import SHARED_SCRAPE_AGE, MetricsSource, Scrape
+from crdscope.connection.ratelimit import ClientModel
 from .replicas import KEEP_SLOTS, PROCESS_FAMILY, process_of, start_time_of
 from crdscope.base.samples import Sample
 from .shared import SharedState

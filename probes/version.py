@@ -6,11 +6,11 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING
 
-from .cluster import Cluster, explain, raise_for_status
+from crdscope.connection.cluster import Cluster, explain, raise_for_status
 from crdscope.base.errors import ClusterError
 from crdscope.base.samples import Sample
 from .scheduler import FunctionProbe
-from .transport import TRANSPORT_ERRORS
+from crdscope.connection.transport import TRANSPORT_ERRORS
 
 if TYPE_CHECKING:
     from .monitor import Monitor

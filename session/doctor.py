@@ -103,7 +103,7 @@ def run_doctor(kubeconfig: str | None, context: str | None, seconds: float,
     ``memory_limit`` (bytes) is the API server's limit when the caller knows it; a
     capped crdscope lab's cap is found without it.
     """
-    from crdscope.probes.cluster import Cluster
+    from crdscope.connection.cluster import Cluster
     from crdscope.base.settings import load_settings, with_openapi_v2
 
     settings = with_openapi_v2(load_settings(), openapi_v2)
@@ -112,7 +112,7 @@ def run_doctor(kubeconfig: str | None, context: str | None, seconds: float,
 
 
 async def _diagnose(cluster: Any, settings: Any, seconds: float, memory_limit: int | None = None) -> Diagnosis:
-    from crdscope.probes.cluster import first_contact
+    from crdscope.connection.cluster import first_contact
     from crdscope.probes.monitor import Monitor
 
     from .headless import known_memory_limit, wire_lab

@@ -26,7 +26,7 @@ from crdscope.probes.discovery import DiscoverySample
 from crdscope.probes.health import HealthSample
 from crdscope.probes.latency import LatencySample
 from crdscope.probes.openapi import OpenAPISample
-from crdscope.probes.ratelimit import ClientModel
+from crdscope.connection.ratelimit import ClientModel
 from crdscope.base.samples import Sample
 from crdscope.base.settings import Thresholds
 from crdscope.findings.model import format_duration as format_seconds  # one formatter for events and findings

@@ -43,7 +43,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from crdscope.findings.model import Finding, Severity
-from crdscope.probes import __version__
+from crdscope.base.version import __version__
 from crdscope.base.errors import ConfigError
 from crdscope.base.samples import Sample
 from crdscope.base.store import SampleStore

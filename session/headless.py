@@ -144,7 +144,7 @@ def run_headless(kubeconfig: str | None = None, context: str | None = None, dura
     ``record``) recording per cluster, one metrics endpoint whose series carry ``cluster``, each
     line prefixed with its context; a threshold crossed in any cluster ends the watch.
     """
-    from crdscope.probes.cluster import Cluster
+    from crdscope.connection.cluster import Cluster
     from crdscope.base.settings import load_settings, with_openapi_v2
 
     from .exporter import parse_listen
@@ -205,7 +205,7 @@ class Watched:
 async def _watch(clusters: list[Any], settings: Any, seconds: float | None, record: str | None,
                  thresholds: list[Threshold], listen: tuple[str, int] | None, out: TextIO,
                  memory_limit: int | None = None) -> str:
-    from crdscope.probes.cluster import first_contact
+    from crdscope.connection.cluster import first_contact
     from crdscope.probes.footprint import FootprintSample, one_line
 
     from .exporter import MetricsServer, SampleCollector

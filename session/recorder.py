@@ -56,7 +56,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
-from crdscope.probes import __version__
+from crdscope.base.version import __version__
 from crdscope.base.errors import ConfigError
 from crdscope.base.paths import data_dir
 from crdscope.base.samples import Sample
@@ -104,7 +104,7 @@ DESCRIBE_TIMEOUT_SECONDS = 5.0
 
 
 async def describe_cluster(cluster: Any, timeout: float = DESCRIBE_TIMEOUT_SECONDS) -> ClusterInfo:
-    """Server, context and Kubernetes version of a :class:`probes.cluster.Cluster` (one ``/version``).
+    """Server, context and Kubernetes version of a :class:`connection.cluster.Cluster` (one ``/version``).
 
     A server that does not answer within ``timeout`` (frozen, say) is still described, its
     version unknown: watching it is the point.

@@ -31,7 +31,7 @@ from types import ModuleType
 from typing import IO, Any
 from collections.abc import Callable, Generator, Iterator
 
-from crdscope.probes import __version__
+from crdscope.base.version import __version__
 from crdscope.base.errors import ConfigError
 from crdscope.probes.registry import sample_type
 from crdscope.base.samples import Sample

@@ -13,7 +13,7 @@ from html import escape
 from typing import Any
 from collections.abc import Sequence
 
-from crdscope.probes import __version__
+from crdscope.base.version import __version__
 from crdscope.probes.fit import LinearFit
 
 from crdscope.findings.model import format_duration

@@ -66,8 +66,8 @@ class LabHandle:
         return json.loads(self.kubectl(*args, "-o", "json", context=context).stdout)
 
     def cluster(self, context: str | None = None):
-        """A probes.cluster.Cluster for the lab (close it, or use ``async with``)."""
-        from crdscope.probes.cluster import Cluster
+        """A connection.cluster.Cluster for the lab (close it, or use ``async with``)."""
+        from crdscope.connection.cluster import Cluster
 
         return Cluster.connect(self.kubeconfig, context or self.admin_context)
 

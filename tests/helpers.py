@@ -191,7 +191,7 @@ def steady_cadences(**cadences: float) -> dict[str, float]:
 
 
 def mock_cluster(handler: Callable[..., Any]) -> Any:
-    """A stand-in for ``probes.cluster.Cluster`` whose client (the streaming one too) answers with
+    """A stand-in for ``connection.cluster.Cluster`` whose client (the streaming one too) answers with
     ``handler`` through ``httpx.MockTransport``: for unit tests of what a probe makes of answers."""
     import types
 

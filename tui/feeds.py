@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from typing import Protocol, runtime_checkable
 
-from crdscope.probes.crdwatch import MANAGED_BY_VALUE
+from crdscope.connection.crdwatch import MANAGED_BY_VALUE
 from crdscope.probes.monitor import Monitor
 from crdscope.base.store import ProbeHealth, SampleStore
 from crdscope.probes.scheduler import Sink

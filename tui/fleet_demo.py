@@ -21,7 +21,7 @@ from typing import Any
 
 from crdscope.base.errors import ConfigError
 from crdscope.findings.model import Finding
-from crdscope.lab.binaries import LabError
+from crdscope.base.errors import LabError
 from crdscope.loader.crossplane_install import LabClient, Stage, run_install
 
 from .app import CrdscopeApp
@@ -129,11 +129,11 @@ def _binaries_for(kubernetes: str, say: Callable[[str], None]) -> None:
 def crossplane_binaries(crossplane: bool | None) -> tuple[Any, str]:
     """Crossplane's binaries when the demo installs through it, and else the line saying why not
     (``crossplane``: True demands it, False declines it, None takes it when built)."""
-    from crdscope.lab import crossplane as lab_crossplane
+    from crdscope.toolchain import crossplane as toolchain_crossplane
 
     if crossplane is False:
         return None, "--no-crossplane: crdscope's loader installs the provider's CRDs in both labs"
-    binaries = lab_crossplane.cached_binaries()
+    binaries = toolchain_crossplane.cached_binaries()
     if binaries is None:
         if crossplane:
             raise LabError("Crossplane is not built: run `crdscope lab build --crossplane` "

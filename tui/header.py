@@ -8,7 +8,7 @@ from textual.markup import escape
 from textual.widgets import Static
 
 from crdscope.findings.model import Finding, Severity, format_duration
-from crdscope.probes.crdwatch import MANAGED_BY_VALUE
+from crdscope.connection.crdwatch import MANAGED_BY_VALUE
 from crdscope.probes.discovery import DiscoverySample
 from crdscope.probes.footprint import FootprintSample
 from crdscope.probes.health import HealthSample

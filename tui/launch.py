@@ -26,7 +26,7 @@ log = logging.getLogger("crdscope.launch")
 
 def _describe(kubeconfig: str | None, context: str | None) -> ClusterInfo:
     """The cluster as a recording names it (server, context, version; never credentials)."""
-    from crdscope.probes.cluster import Cluster
+    from crdscope.connection.cluster import Cluster
     from crdscope.session.recorder import describe_cluster
 
     async def describe() -> ClusterInfo:
@@ -39,7 +39,7 @@ def _describe(kubeconfig: str | None, context: str | None) -> ClusterInfo:
 
 def _first_contact(kubeconfig: str | None, context: str | None) -> None:
     """A wrong CA or refused credentials are one line before the screen opens, not a screen of errors."""
-    from crdscope.probes.cluster import Cluster, first_contact
+    from crdscope.connection.cluster import Cluster, first_contact
 
     async def check() -> None:
         async with Cluster.connect(kubeconfig, context) as cluster:
@@ -102,7 +102,7 @@ def live_session(kubeconfig: str | None, context: str | None, *, settings: Setti
                  fleet: bool = False) -> ClusterSession:
     """One live cluster of the monitor: its probes (a feed), loader control, recorder and memory limit
     (``fleet``: one of several, its recording named after its context)."""
-    from crdscope.probes.cluster import Cluster
+    from crdscope.connection.cluster import Cluster
     from crdscope.probes.monitor import Monitor
     from crdscope.session.headless import follow_memory_limit, known_memory_limit, wire_lab
 
@@ -278,8 +278,8 @@ def open_crossplane_demo(provider: str | None = None, name: str = "", source: st
     import functools
     import time
 
-    from crdscope.lab import crossplane
-    from crdscope.lab.binaries import LabError
+    from crdscope.toolchain import crossplane as toolchain_crossplane
+    from crdscope.base.errors import LabError
     from crdscope.loader.oci import OciSource
     from crdscope.loader.sources import open_source
 
@@ -289,7 +289,7 @@ def open_crossplane_demo(provider: str | None = None, name: str = "", source: st
     chosen = open_source(provider or default_provider(_say))  # a one-line error before anything starts
     if isinstance(chosen, OciSource):
         chosen.prepare()  # a package reference: pulled (or read from the cache) before any lab starts
-    binaries = crossplane.cached_binaries()
+    binaries = toolchain_crossplane.cached_binaries()
     if binaries is None:
         raise LabError("Crossplane is not built: run `crdscope lab build --crossplane` "
                        "(or `make demo CROSSPLANE=1`, which builds it)")
@@ -309,7 +309,8 @@ def crossplane_install_stages(lab: Any, state: Any, provider: Any, binaries: Any
     ``lab``: Crossplane started there if it is not running, the packages built (or taken from the
     cache) and pushed to the lab's registry; a package reference is named as it is (nothing built)."""
     from crdscope.lab import crossplane
-    from crdscope.lab.processes import pid_alive
+    from crdscope.base.labrecord import lab_registry
+    from crdscope.base.labrecord import pid_alive
     from crdscope.loader.crossplane_install import (
         package_name_of, plan_install, plan_reference_install, prepare_packages,
     )
@@ -324,7 +325,7 @@ def crossplane_install_stages(lab: Any, state: Any, provider: Any, binaries: Any
         lab.start_supervisor(state)
     if isinstance(provider, OciSource):  # REGISTRY/REPO:TAG: Crossplane pulls it itself
         return plan_reference_install(provider)
-    registry = crossplane.lab_registry(lab.name)
+    registry = lab_registry(lab.name)
     packages = prepare_packages(provider, name=package_name_of(provider.spec), registry=registry,
                                 crank=binaries.crank, crossplane_version=binaries.version, say=say)
     return plan_install([p.plan for p in packages], registry)

@@ -19,7 +19,7 @@ from crdscope.loader.sources import open_source
 from crdscope.base.errors import CrdscopeError
 from crdscope.probes.monitor import Monitor
 from crdscope.base.settings import LoaderSettings
-from crdscope.probes.traffic import LOADER, origin
+from crdscope.connection.traffic import LOADER, origin
 
 from .format import duration
 

@@ -49,7 +49,7 @@ async def running_monitor(lab, probes: list[str], *, kubeconfig: str | None = No
                           context: str | None = None, count_etcd: bool = True, **cadences: float):
     """A Monitor on the lab running in the background; yields (monitor, collected)."""
     from crdscope.lab.sockets import etcd_connection_counter
-    from crdscope.probes.cluster import Cluster
+    from crdscope.connection.cluster import Cluster
     from crdscope.probes.monitor import Monitor
     from crdscope.base.settings import Settings
 

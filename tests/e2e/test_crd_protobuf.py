@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from crdscope.base.settings import Settings
-from crdscope.probes.crdwatch import CRD_PATH, CRDRecord, CRDWatch
+from crdscope.connection.crdwatch import CRD_PATH, CRDRecord, CRDWatch
 from tests.crdsets import crd_names, delete_crds, extract
 from tests.helpers import async_wait_for
 

@@ -205,7 +205,7 @@ def test_unused_active_kinds_finding_names_them_and_the_mrap_of_kinds_in_use(cro
 def _stored_objects(handle: LabHandle, group: str, resource: str) -> float:
     """The object count the API server reports for a resource (what the health probe reads), 0 if none."""
     from crdscope.probes.health import OBJECT_FAMILIES
-    from crdscope.probes.metrics import parse_text
+    from crdscope.connection.metrics import parse_text
 
     scrape = parse_text(handle.kubectl("get", "--raw", "/metrics").stdout.encode(), OBJECT_FAMILIES)
     for family in OBJECT_FAMILIES:
@@ -255,7 +255,7 @@ def _served_group_versions(handle: LabHandle) -> set[str]:
 
 
 def _registry() -> str:
-    from crdscope.lab.crossplane import lab_registry
+    from crdscope.base.labrecord import lab_registry
 
     return lab_registry(LAB_NAME)
 

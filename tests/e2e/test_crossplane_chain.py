@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from crdscope.probes.crossplane import MRAPS_CRD, MRDS_CRD, PROVIDERS_CRD, REVISIONS_CRD
-from crdscope.probes.crossplane_read import TABLE_ACCEPT, list_all
+from crdscope.base.crossplane import MRAPS_CRD, MRDS_CRD, PROVIDERS_CRD, REVISIONS_CRD
+from crdscope.connection.crossplane_read import TABLE_ACCEPT, list_all
 from tests.conftest import SHARED_CRDS
 from tests.crdsets import delete_crds, tiny_crd
 from tests.helpers import established, wait_for

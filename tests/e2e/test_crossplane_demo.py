@@ -50,7 +50,8 @@ def kubectl_json(state, *args: str) -> dict:
 
 def test_the_demo_installs_a_family_through_crossplane_stage_by_stage(demo_lab, shared_crds, tmp_path,
                                                                        monkeypatch):
-    from crdscope.lab import crossplane
+    from crdscope.toolchain import crossplane as toolchain_crossplane
+    from crdscope.base.labrecord import lab_registry
     from crdscope.loader import crossplane_install
     from crdscope.loader.sources import open_source
 
@@ -58,9 +59,9 @@ def test_the_demo_installs_a_family_through_crossplane_stage_by_stage(demo_lab, 
     source_file = tmp_path / "provider-gcp.yaml"
     source_file.write_text("\n---\n".join(p.read_text() for p in sorted((tmp_path / "crds").iterdir())))
     monkeypatch.setattr(crossplane_install, "packages_cache", lambda: tmp_path / "cache")
-    binaries = crossplane.cached_binaries()
+    binaries = toolchain_crossplane.cached_binaries()
     assert binaries is not None
-    registry = crossplane.lab_registry(LAB_NAME)
+    registry = lab_registry(LAB_NAME)
     said: list[str] = []
 
     def prepare() -> list:
@@ -112,7 +113,8 @@ async def test_the_demo_monitor_says_each_stage_and_answers_keys_meanwhile(demo_
     """The monitor of `crdscope lab --crossplane`: the install runs beside the screen, one line a stage."""
     import functools
 
-    from crdscope.lab import crossplane
+    from crdscope.toolchain import crossplane as toolchain_crossplane
+    from crdscope.base.labrecord import lab_registry
     from crdscope.lab.controlplane import Lab
     from crdscope.loader import crossplane_install
     from crdscope.loader.sources import open_source
@@ -122,8 +124,8 @@ async def test_the_demo_monitor_says_each_stage_and_answers_keys_meanwhile(demo_
     from tests.helpers import async_wait_for
 
     source = write_tiny_crds(tmp_path, 6, prefix="demo", per_group=3)  # two groups: two members
-    binaries = crossplane.cached_binaries()
-    registry = crossplane.lab_registry(LAB_NAME)
+    binaries = toolchain_crossplane.cached_binaries()
+    registry = lab_registry(LAB_NAME)
     packages = crossplane_install.prepare_packages(
         open_source(str(source)), name="tiny", registry=registry, crank=binaries.crank,
         crossplane_version=binaries.version, say=lambda line: None)

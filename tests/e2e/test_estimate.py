@@ -127,7 +127,7 @@ def test_measure_against_a_context_replays_its_crds_first(lab):
 @pytest.fixture(scope="session")
 def crossplane_cli() -> Path:
     """The real Crossplane CLI (``crank``), built from Go modules with the lab's Crossplane and cached."""
-    from crdscope.lab.crossplane import crossplane_binaries
+    from crdscope.toolchain.crossplane import crossplane_binaries
 
     if not shutil.which("go") and not _cached_crank():
         pytest.skip("Go is needed to build the Crossplane CLI")
@@ -135,7 +135,7 @@ def crossplane_cli() -> Path:
 
 
 def _cached_crank() -> bool:
-    from crdscope.lab.crossplane import cached_binaries
+    from crdscope.toolchain.crossplane import cached_binaries
 
     return cached_binaries() is not None
 

@@ -74,7 +74,7 @@ def test_package_push_goes_to_the_named_labs_registry(named_lab, tmp_path):
     run = json.loads(done.stdout)
     assert run["registry"] == registry
     # Read back from the registry itself with the real crane: the tag is there.
-    from crdscope.lab.crossplane import cached_binaries
+    from crdscope.toolchain.crossplane import cached_binaries
 
     binaries = cached_binaries()
     assert binaries is not None

@@ -59,7 +59,7 @@ def names_on(state, resource: str, *selector: str, only_established: bool = Fals
 
 async def test_the_demo_installs_one_provider_into_both_labs_and_ends_with_their_findings(
         lab_home, lab_binaries, shared_crds, tmp_path, monkeypatch):
-    from crdscope.lab import crossplane
+    from crdscope.toolchain import crossplane as toolchain_crossplane
     from crdscope.loader import crossplane_install
     from crdscope.tui.fleet_demo import build_demo_app, default_memory_limit, prepare_demo
     from crdscope.tui.format import size
@@ -69,7 +69,7 @@ async def test_the_demo_installs_one_provider_into_both_labs_and_ends_with_their
     provider = tmp_path / "provider-gcp.yaml"
     provider.write_text("\n---\n".join(p.read_text() for p in sorted((tmp_path / "crds").iterdir())))
     monkeypatch.setattr(crossplane_install, "packages_cache", lambda: tmp_path / "package-cache")
-    through_crossplane = crossplane.cached_binaries() is not None
+    through_crossplane = toolchain_crossplane.cached_binaries() is not None
     prepared: list[str] = []
     demo = prepare_demo(str(provider), prefix=PREFIX, say=prepared.append)
     old, new = (install.state for install in demo.installs)

@@ -1,7 +1,7 @@
 """A default watch costs the server next to nothing during a load (issue 24).
 
 The monitor's own requests are counted by path and by part of the monitor at the shared
-client's transport (``probes.traffic``) and recorded as ``footprint`` samples: these tests
+client's transport (``connection.traffic``) and recorded as ``footprint`` samples: these tests
 read them from the recording of a real ``crdscope watch --headless`` while a real
 ``crdscope load`` installs real AWS CRDs into a lab of the module's own.  Counts, not time:
 each part's requests during the load are held to the budget the code declares

@@ -21,7 +21,7 @@ import uuid
 import httpx
 import pytest
 
-from crdscope.probes.prometheus import PrometheusSource
+from crdscope.connection.prometheus import PrometheusSource
 from tests.e2e.ha_lab import admin_context, replica_metrics, replica_port, start_ha_lab
 from tests.apf_squeeze import LIST_CRDS, squeeze_manifests
 from tests.e2e.prometheus_server import PROMETHEUS, PrometheusServer

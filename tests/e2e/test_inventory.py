@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from crdscope.probes.crdwatch import CRDWatch
-from crdscope.probes.credentials import parse_rfc3339
+from crdscope.connection.crdwatch import CRDWatch
+from crdscope.connection.credentials import parse_rfc3339
 from crdscope.probes.inventory import InventorySample, summarize
 from tests.conftest import SHARED_CRDS
 from tests.crdsets import delete_crds, tiny_crd, write_tiny_crds

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from crdscope.lab.controlplane import pid_alive
-from crdscope.probes.cluster import Cluster
+from crdscope.connection.cluster import Cluster
 from crdscope.base.errors import ClusterError, ConfigError
 
 CRDSCOPE = [sys.executable, "-m", "crdscope.cli.main"]
@@ -44,7 +44,7 @@ async def test_restricted_user_may_discover_but_not_create(lab):
         listed = await cluster.client.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
         assert listed.status_code == 200
         with pytest.raises(ClusterError) as caught:
-            from crdscope.probes.cluster import raise_for_status
+            from crdscope.connection.cluster import raise_for_status
 
             raise_for_status(created)
         # The one line names the missing permission, as the server states it.

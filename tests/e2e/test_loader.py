@@ -23,7 +23,7 @@ import yaml
 from crdscope.loader.engine import LoadEngine
 from crdscope.loader.sources import ContextSource, CRDDocument, open_source
 from crdscope.loader.synthetic import synthetic_documents
-from crdscope.probes.crdwatch import RUN_ANNOTATION, CRDWatch
+from crdscope.connection.crdwatch import RUN_ANNOTATION, CRDWatch
 from tests.crdsets import crd_names, delete_crds, extract, tiny_crd, write_tiny_crds
 from tests.helpers import async_wait_for, established, wait_for
 
@@ -386,7 +386,7 @@ async def test_429_from_priority_and_fairness_are_retried_after_retry_after(fres
                              "resourceRules": [{"verbs": ["patch"], "apiGroups": ["apiextensions.k8s.io"],
                                                 "resources": ["customresourcedefinitions"],
                                                 "clusterScope": True}]}]}}]}))
-    from crdscope.probes.cluster import Cluster
+    from crdscope.connection.cluster import Cluster
 
     async with Cluster.connect(str(kubeconfig), context) as cluster:
         engine = LoadEngine(cluster, open_source("synthetic:80", seed=88, schema_props=200), profile="burst",

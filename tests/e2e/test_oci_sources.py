@@ -163,13 +163,13 @@ def test_the_lab_demo_names_a_reference_and_crossplane_pulls_it_with_its_family(
     """`crdscope lab --crossplane --provider REF`: one Provider names REF, nothing is built; Crossplane
     pulls the member from the lab's registry, installs the family package it depends on, and the
     member's kinds become CRDs once the demo's MRAP names them."""
-    from crdscope.lab import crossplane
+    from crdscope.base.labrecord import lab_registry
     from crdscope.lab.controlplane import Lab
     from crdscope.loader.crossplane_install import LabClient, run_install
     from crdscope.tui.launch import crossplane_install_stages
 
     _address, work, crds = pushed
-    registry = crossplane.lab_registry(LAB_NAME)
+    registry = lab_registry(LAB_NAME)
     done = crdscope("package", str(work / "crds"), "--name", "provider-gcp", "--family", "--safe-start", "--push",
                     "--registry", registry, "--version", VERSION, "--output", str(tmp_path), "--json")
     assert done.returncode == 0, done.stderr

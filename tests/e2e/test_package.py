@@ -3,7 +3,7 @@
 A family of a few dozen real GCP CRDs is built, pushed to ``crane registry serve`` and read back
 from the registry (``crane catalog``, ``crane ls``, ``crane export`` of the pushed image's
 ``package.yaml``); a monolith of an archive is read back by crdscope's own loader and estimator.
-The binaries are the lab's Crossplane build (``crdscope.lab.crossplane.crossplane_binaries``).
+The binaries are the lab's Crossplane build (``crdscope.toolchain.crossplane.crossplane_binaries``).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def crdscope(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def binaries():
     """crank, crane (and the core), built from Go modules once and cached."""
-    from crdscope.lab.crossplane import cached_binaries, crossplane_binaries
+    from crdscope.toolchain.crossplane import cached_binaries, crossplane_binaries
 
     if cached_binaries() is None and not shutil.which("go"):
         pytest.skip("Go is needed to build the Crossplane CLI")

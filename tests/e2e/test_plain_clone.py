@@ -58,9 +58,9 @@ def plain_clone(tmp_path: Path) -> Path:
     """A clone of the checkout with nothing beside it, and its venv (``.venv``, as the Makefile names it)."""
     if not shutil.which("tmux"):
         pytest.skip("tmux is absent (make system-deps)")
-    from crdscope.lab import crossplane
+    from crdscope.toolchain import crossplane as toolchain_crossplane
 
-    if crossplane.cached_binaries() is None:
+    if toolchain_crossplane.cached_binaries() is None:
         pytest.skip("Crossplane is not built (make lab-binaries)")
     clone = tmp_path / "plain"
     run("git", "clone", "--quiet", ROOT, clone)

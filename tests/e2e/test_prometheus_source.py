@@ -29,7 +29,7 @@ import sys
 
 import pytest
 
-from crdscope.probes.prometheus import PrometheusSource
+from crdscope.connection.prometheus import PrometheusSource
 from tests.e2e.monitoring import metric_value
 from tests.e2e.prometheus_server import PROMETHEUS, PrometheusServer
 from tests.helpers import wait_for

@@ -25,7 +25,7 @@ import pytest
 from bench.common import scrape_metrics, stop_process
 from crdscope.loader.engine import LoadEngine
 from crdscope.loader.sources import open_source
-from crdscope.probes.cluster import Cluster
+from crdscope.connection.cluster import Cluster
 from tests.faults.helpers import spawn
 from tests.apf_squeeze import CONCURRENCY, COUNT, LEVEL, SEED, USER, manifests
 from tests.helpers import async_wait_for, wait_for

@@ -147,7 +147,7 @@ def test_loader_run_of_200_crds_on_126(old_lab):
 async def test_on_126_the_crd_list_comes_in_protobuf_with_the_records_json_gives(old_lab):
     """The oldest supported server answers the CRD list in protobuf too (crdscope's CRDs of the
     loader test above, and whatever else is there), record for record as in JSON."""
-    from crdscope.probes.crdwatch import CRDWatch
+    from crdscope.connection.crdwatch import CRDWatch
 
     async with old_lab.cluster() as cluster:
         in_protobuf, in_json = CRDWatch(cluster), CRDWatch(cluster, protobuf=False)

@@ -25,7 +25,7 @@ import pytest
 from crdscope.loader.engine import LoadEngine
 from crdscope.loader.sources import open_source
 from crdscope.loader.synthetic import synthetic_documents
-from crdscope.probes.cluster import Cluster
+from crdscope.connection.cluster import Cluster
 from tests.apf_squeeze import CONCURRENCY, COUNT, LEVEL, SEED, USER, manifests
 from tests.faults.helpers import assert_loaded_once, count_requests
 from tests.helpers import async_wait_for, steady_cadences

@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from crdscope.probes.cluster import DEFAULT_TIMEOUT
+from crdscope.connection.cluster import DEFAULT_TIMEOUT
 from crdscope.probes.health_checks import CHECK_TIMEOUT
 from crdscope.base.settings import LoaderSettings, Settings
 from tests.faults.helpers import count_requests
@@ -43,7 +43,7 @@ LOAD = 150
 CONCURRENCY = 8
 PROBE_PANELS = (InventoryPanel, DiscoveryPanel, ThrottlingPanel, OpenAPIPanel, HealthPanel)
 #: The longest a request may take against a frozen server: waiting for a pooled connection,
-#: connecting, then one read, each under its own deadline (probes.cluster.DEFAULT_TIMEOUT).
+#: connecting, then one read, each under its own deadline (connection.cluster.DEFAULT_TIMEOUT).
 LONGEST_REQUEST_SECONDS = DEFAULT_TIMEOUT.pool + DEFAULT_TIMEOUT.connect + DEFAULT_TIMEOUT.read
 #: Requests in flight at once: the seven probes (the health probe sends three at a time, the
 #: others at most two), the responsiveness probe's one heartbeat, the CRD watch, and the loader's applies.  The legacy discovery walk (2+N

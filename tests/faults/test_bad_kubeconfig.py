@@ -96,7 +96,7 @@ def test_an_exec_plugin_that_fails_is_one_line(lab, tmp_path: Path):
 
 
 def test_an_exec_plugin_that_hangs_is_cut_off_by_its_deadline(lab, tmp_path: Path):
-    from crdscope.probes.credentials import EXEC_TIMEOUT_SECONDS
+    from crdscope.connection.credentials import EXEC_TIMEOUT_SECONDS
 
     kubeconfig = with_exec_plugin(lab, tmp_path, "sleep 3600\n")
     done = crdscope("probe", "version", "--kubeconfig", kubeconfig, timeout=EXEC_TIMEOUT_SECONDS + 60)

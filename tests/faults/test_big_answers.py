@@ -27,10 +27,10 @@ from pathlib import Path
 
 
 from bench.common import stop_process
-from crdscope.probes.cluster import Cluster, ClusterConfig
+from crdscope.connection.cluster import Cluster, ClusterConfig
 from crdscope.probes.discovery import DiscoveryProbe
 from crdscope.probes.health import HEALTH_FAMILIES
-from crdscope.probes.metrics import MetricsSource
+from crdscope.connection.metrics import MetricsSource
 from crdscope.probes.scheduler import Scheduler
 from crdscope.probes.version import VersionSample, probe_version
 from tests.conftest import ROOT

@@ -21,7 +21,7 @@ import signal
 import pytest
 import yaml
 
-from crdscope.probes.crdwatch import CRDWatch
+from crdscope.connection.crdwatch import CRDWatch
 from tests.conftest import ROOT
 from tests.crdsets import tiny_crd, write_tiny_crds
 from tests.faults.helpers import CRDSCOPE, OWNED, crdscope, owned_crds

@@ -27,10 +27,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from crdscope.loader.sources import CRDDocument, SourceProblem, document_items, yaml_items
-from crdscope.probes.cluster import Cluster, ClusterConfig
+from crdscope.connection.cluster import Cluster, ClusterConfig
 from crdscope.probes.discovery import DiscoveryProbe, DiscoverySample
 from crdscope.base.errors import CrdscopeError
-from crdscope.probes.metrics import MetricsParser, MetricsSource, parse_text
+from crdscope.connection.metrics import MetricsParser, MetricsSource, parse_text
 from crdscope.probes.registry import monitor_probes, sample_type
 from crdscope.session.recorder import ClusterInfo, header_record
 from crdscope.session.replay import read_recording

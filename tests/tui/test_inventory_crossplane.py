@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from crdscope.probes.crossplane import CrossplaneObjects
-from crdscope.probes.crossplane_read import parse_mrap, parse_mrd_table, parse_provider, parse_revision
+from crdscope.base.crossplane import CrossplaneObjects
+from crdscope.connection.crossplane_read import parse_mrap, parse_mrd_table, parse_provider, parse_revision
 from crdscope.probes.inventory import InventorySample, with_crossplane
 from crdscope.tui.app import CrdscopeApp
 from crdscope.tui.panels.inventory import InventoryPanel

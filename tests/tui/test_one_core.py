@@ -18,7 +18,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from crdscope.probes.discovery import DiscoverySample
-from crdscope.probes.ratelimit import ClientModel
+from crdscope.connection.ratelimit import ClientModel
 from crdscope.probes.responsiveness import ResponsivenessSample
 from crdscope.probes.version import VersionSample
 from crdscope.session.recorder import ClusterInfo, Recorder

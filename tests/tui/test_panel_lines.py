@@ -8,7 +8,7 @@ from crdscope.probes.discovery import DiscoverySample
 from crdscope.probes.discovery_kubectl import KubectlCache
 from crdscope.probes.health import HealthSample
 from crdscope.probes.replicas import ReplicaFigures
-from crdscope.probes.restarts import RestartEvent
+from crdscope.base.restarts import RestartEvent
 from crdscope.tui.panels.discovery import cache_line, summary_text
 from crdscope.tui.panels.health import replica_lines
 

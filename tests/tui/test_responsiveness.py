@@ -14,7 +14,7 @@ import gc
 import pytest
 
 from crdscope.probes.discovery import once as discovery_once
-from crdscope.probes.metrics import MetricsSource
+from crdscope.connection.metrics import MetricsSource
 from tests.helpers import async_wait_for, lab_app, timed_action
 
 pytestmark = pytest.mark.lab

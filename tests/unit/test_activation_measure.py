@@ -85,10 +85,11 @@ def test_a_wait_past_its_deadline_is_one_line(monkeypatch):
 
 def test_the_lab_goes_down_when_the_measurement_fails(monkeypatch, tmp_path):
     from crdscope.lab import crossplane
+    from crdscope.toolchain import crossplane as toolchain_crossplane
     from crdscope.lab.controlplane import Lab
 
     calls: list[str] = []
-    monkeypatch.setattr(crossplane, "crossplane_binaries", lambda progress: object())
+    monkeypatch.setattr(toolchain_crossplane, "crossplane_binaries", lambda progress: object())
     monkeypatch.setattr(activation_measure, "_control_plane", lambda minor, say: object())
     monkeypatch.setattr(Lab, "up", lambda self, binaries, say, options: calls.append(f"up {options.name}") or {})
     monkeypatch.setattr(Lab, "down", lambda self: calls.append(f"down {self.name}") or [])

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from crdscope.probes.apf import APF_FAMILIES, priority_levels
-from crdscope.probes.metrics import parse_text
+from crdscope.connection.metrics import parse_text
 
 OLDER = """\
 apiserver_flowcontrol_nominal_limit_seats{priority_level="a"} 10

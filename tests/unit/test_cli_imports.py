@@ -49,7 +49,7 @@ def test_plain_kubeconfig_and_client_without_kubernetes_or_cryptography(tmp_path
             "client-key-data": base64.b64encode(pair.key_pem).decode()}}],
         "contexts": [{"name": "alice", "context": {"cluster": "c", "user": "alice"}}],
         "current-context": "alice"}))
-    code = ("import crdscope.cli.main\nfrom crdscope.probes.cluster import Cluster\n"
+    code = ("import crdscope.cli.main\nfrom crdscope.connection.cluster import Cluster\n"
             f"cluster = Cluster.connect({str(config)!r})\nassert cluster.config.cert_file")
     loaded = loaded_after(code)
     assert not loaded & {"kubernetes", "cryptography", "rich"}, loaded
@@ -62,6 +62,6 @@ def test_lab_status_path_loads_no_http_client_yaml_or_cryptography():
 
 
 def test_version_is_read_without_importlib_metadata():
-    code = ("import sys\nimport crdscope.probes as probes\n"
-            "assert probes.USER_AGENT.startswith('crdscope/') and 'importlib.metadata' not in sys.modules")
+    code = ("import sys\nimport crdscope.base.version as version\n"
+            "assert version.USER_AGENT.startswith('crdscope/') and 'importlib.metadata' not in sys.modules")
     assert loaded_after(code) == set()

@@ -7,7 +7,7 @@ from crdscope.findings.crashloop import CRASH_LOOP
 from crdscope.findings.engine import FindingsEngine
 from crdscope.findings.model import CLOSED, OPENED
 from crdscope.probes.health import HealthSample, Outage
-from crdscope.probes.restarts import LAB_SUPERVISOR, START_TIME, RestartEvent
+from crdscope.base.restarts import LAB_SUPERVISOR, START_TIME, RestartEvent
 from crdscope.base.settings import Thresholds
 from crdscope.probes.version import VersionSample
 

@@ -8,8 +8,8 @@ import tarfile
 import pytest
 import yaml
 
-from crdscope.probes.crd_decode import decode_event, decode_page
-from crdscope.probes.crdwatch import record_from, slim
+from crdscope.connection.crd_decode import decode_event, decode_page
+from crdscope.connection.crdwatch import record_from, slim
 from tests.crdsets import archive
 
 OBJECT = {

@@ -9,9 +9,9 @@ import json
 import httpx
 import pytest
 
-from crdscope.probes import crd_proto
+from crdscope.connection import crd_proto
 from tests.helpers import mock_cluster
-from crdscope.probes.crdwatch import CRDWatch, record_from, slim
+from crdscope.connection.crdwatch import CRDWatch, record_from, slim
 
 
 # -- a minimal protobuf writer, enough to build what the API server sends ---------------------------

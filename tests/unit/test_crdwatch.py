@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from tests.helpers import mock_cluster
-from crdscope.probes.crdwatch import CRD_PATH, CRDWatch, LineSplitter, WatchError, record_from
+from crdscope.connection.crdwatch import CRD_PATH, CRDWatch, LineSplitter, WatchError, record_from
 
 
 def crd(name: str, uid: str, rv: str, established: bool = True) -> dict:

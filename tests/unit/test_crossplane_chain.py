@@ -15,12 +15,12 @@ from crdscope.probes.shared import SharedState
 import httpx
 import pytest
 
-from crdscope.probes.cluster import Cluster, ClusterConfig
-from crdscope.probes.crdwatch import CRD_PATH, CRDWatch, record_from
-from crdscope.probes.crossplane import (
+from crdscope.connection.cluster import Cluster, ClusterConfig
+from crdscope.connection.crdwatch import CRD_PATH, CRDWatch, record_from
+from crdscope.base.crossplane import (
     MRAPS_CRD, MRDS_CRD, PROVIDERS_CRD, REVISIONS_CRD, CrossplaneObjects, go_match, runtime_state,
 )
-from crdscope.probes.crossplane_read import (
+from crdscope.connection.crossplane_read import (
     TABLE_ACCEPT, ChainReader, is_safe_start, parse_mrd_table, parse_revision, read_nodes, read_objects,
     revision_provider,
 )

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crdscope.probes.discovery_decode import decode_aggregated
-from crdscope.probes.discovery_docs import decode_in_pieces, parse_aggregated
+from crdscope.connection.discovery_decode import decode_aggregated
+from crdscope.connection.discovery_docs import decode_in_pieces, parse_aggregated
 from tests.helpers import LoopTurns
 from tests.unit.discovery_documents import APIS, CORE, group, resource
 

@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from crdscope.probes import __version__
+from crdscope.base.version import __version__
 from crdscope.probes.apf import PriorityLevel
 from crdscope.base.errors import ConfigError
 from crdscope.probes.health import HealthSample

@@ -118,7 +118,7 @@ def test_unused_crds_stand_through_a_sample_that_could_not_count_objects():
 def test_the_kubectl_finding_estimates_a_legacy_walk_behind_its_limits():
     from crdscope.findings.kubectl import KubectlClient, kubectl_check, parse_client_version
     from crdscope.probes.discovery import DiscoverySample
-    from crdscope.probes.ratelimit import ClientModel
+    from crdscope.connection.ratelimit import ClientModel
 
     old = parse_client_version('{"clientVersion": {"major": "1", "minor": "23+", "gitVersion": "v1.23.17"}}', "kubectl")
     assert old == KubectlClient("kubectl", "v1.23.17", 1, 23)

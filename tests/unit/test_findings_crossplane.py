@@ -9,7 +9,7 @@ from crdscope.findings.crossplane import (ACTIVE_OUTSIDE, MRAP_NOT_READY, NO_SAF
                                           without_safe_start)
 from crdscope.findings.engine import FindingsEngine
 from crdscope.findings.observations import Observations
-from crdscope.probes.crossplane import (CrossplaneObjects, MRAPObject, MRDRow, ProviderObject, RevisionInfo,
+from crdscope.base.crossplane import (CrossplaneObjects, MRAPObject, MRDRow, ProviderObject, RevisionInfo,
                                         RevisionObject, build_chain)
 from crdscope.probes.health import HealthSample
 from crdscope.probes.inventory import InventorySample

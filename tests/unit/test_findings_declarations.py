@@ -25,10 +25,10 @@ from crdscope.probes.discovery import DiscoverySample
 from crdscope.probes.health import HealthSample
 from crdscope.probes.latency import Canary, LatencySample
 from crdscope.probes.openapi import OpenAPISample
-from crdscope.probes.ratelimit import ClientModel
+from crdscope.connection.ratelimit import ClientModel
 from crdscope.probes.registry import monitor_probes, sample_type
 from crdscope.probes.responsiveness import ResponsivenessSample
-from crdscope.probes.restarts import RestartEvent
+from crdscope.base.restarts import RestartEvent
 from crdscope.probes.throttling import ThrottlingSample
 from crdscope.probes.version import VersionSample
 from tests.unit.test_findings_crossplane import _inventory

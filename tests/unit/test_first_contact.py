@@ -211,7 +211,7 @@ def test_a_compressed_recording_cut_short_replays_what_came_before(tmp_path):
 
 
 async def test_refused_connections_are_not_counted_as_load():
-    from crdscope.probes.cluster import GoawayRetryTransport
+    from crdscope.connection.cluster import GoawayRetryTransport
 
     def handler(request: httpx.Request) -> httpx.Response:
         if request.url.path == "/version":
@@ -234,7 +234,7 @@ async def test_a_request_the_server_received_counts_even_unanswered():
     import asyncio
     import socket
 
-    from crdscope.probes.cluster import GoawayRetryTransport
+    from crdscope.connection.cluster import GoawayRetryTransport
 
     received = asyncio.Event()
 

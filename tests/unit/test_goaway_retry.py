@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import httpx
 
-from crdscope.probes.cluster import GoawayRetryTransport
+from crdscope.connection.cluster import GoawayRetryTransport
 
 UNAUTHORIZED = b'{"kind":"Status","code":401,"message":"Unauthorized"}'
 

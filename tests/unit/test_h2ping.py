@@ -18,10 +18,10 @@ import h2.connection
 import h2.events
 
 from crdscope.lab.pki import CertificateAuthority
-from crdscope.probes import h2ping
-from crdscope.probes.cluster import InFlightRequests
-from crdscope.probes.h2ping import H2Pinger, unsupported_reason
-from crdscope.probes.kubeconfig import ClusterConfig
+from crdscope.connection import h2ping
+from crdscope.connection.cluster import InFlightRequests
+from crdscope.connection.h2ping import H2Pinger, unsupported_reason
+from crdscope.connection.kubeconfig import ClusterConfig
 from crdscope.probes.responsiveness import ResponsivenessProbe, ResponsivenessSample
 from tests.helpers import async_wait_for
 
@@ -379,7 +379,7 @@ async def test_the_probe_falls_back_to_heartbeats_where_pings_are_unsupported(tm
 
 
 async def test_the_monitor_closes_the_ping_connection_and_task_when_it_stops(tmp_path):
-    from crdscope.probes.cluster import Cluster
+    from crdscope.connection.cluster import Cluster
     from crdscope.probes.monitor import Monitor
     from crdscope.base.settings import Settings
 

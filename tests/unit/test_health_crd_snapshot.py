@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import httpx
 
-from crdscope.probes.cluster import Cluster, ClusterConfig
+from crdscope.connection.cluster import Cluster, ClusterConfig
 from crdscope.probes.health import HealthProbe
-from crdscope.probes.metrics import MetricsSource
+from crdscope.connection.metrics import MetricsSource
 
 SERVER = "https://apiserver.test"
 #: A scrape with the object counts the unused CRDs are read from: one CRD has objects.

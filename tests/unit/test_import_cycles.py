@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 #: The installed namespace's packages: the folders at the top of the repository.
-PACKAGES = ("probes", "loader", "lab", "session", "findings", "costmodel", "themes", "tui")
+PACKAGES = ("base", "cli", "connection", "toolchain", "probes", "loader", "lab", "session", "findings", "costmodel", "themes", "tui")
 
 
 def _strongly_connected(graph: grimp.ImportGraph) -> list[list[str]]:

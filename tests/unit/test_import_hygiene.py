@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-UI_FREE = ("probes", "loader", "session", "lab")
+UI_FREE = ("base", "connection", "toolchain", "probes", "loader", "session", "lab")
 FORBIDDEN = ("textual", "rich", "textual_plotext", "plotext")
 # httpx's own package __init__ imports its command-line module, which loads rich
 # whenever rich is installed; so the transitive check covers the Textual stack only,

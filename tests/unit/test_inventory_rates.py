@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crdscope.probes.crdwatch import CRDRecord
+from crdscope.connection.crdwatch import CRDRecord
 from crdscope.probes.inventory import owner_install, summarize
 
 NOW = 1000.0

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from crdscope.lab.pki import CertificateAuthority
-from crdscope.probes.cluster import Cluster, KubeAuth, load_config, load_in_cluster_config
+from crdscope.connection.cluster import Cluster, KubeAuth, load_config, load_in_cluster_config
 from crdscope.base.errors import ConfigError
 
 SERVER = "https://k8s.example.test:6443"
@@ -162,7 +162,7 @@ def test_exec_plugin_failure_is_one_line(tmp_path: Path):
 
 
 def test_exec_plugin_that_hangs_is_cut_off(tmp_path: Path, monkeypatch):
-    import crdscope.probes.credentials as credentials
+    import crdscope.connection.credentials as credentials
 
     monkeypatch.setattr(credentials, "EXEC_TIMEOUT_SECONDS", 1.0)
     script = _plugin(tmp_path, """
@@ -287,7 +287,7 @@ async def test_401_refreshes_exec_credential_once(tmp_path: Path):
 
 
 def test_user_agent_and_timeouts(tmp_path: Path):
-    from crdscope.probes import USER_AGENT
+    from crdscope.base.version import USER_AGENT
 
     path = write_config(tmp_path / "config", {"u": {"token": "t"}}, current="u")
     cluster = Cluster(load_config(str(path)))

@@ -10,7 +10,7 @@ import pytest
 from cryptography import x509
 
 from crdscope.lab.pki import CertificateAuthority
-from crdscope.probes.kubeconfig import certificate_validity
+from crdscope.connection.kubeconfig import certificate_validity
 
 
 def expected(pem: bytes) -> tuple[dt.datetime, dt.datetime]:

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from crdscope.lab.binaries import go_build, go_env, staging_replaces, versions_for, LabError
+from crdscope.lab.binaries import staging_replaces, versions_for
+from crdscope.base.errors import LabError
+from crdscope.toolchain.gobuild import go_build, go_env
 
 RELEASE_GO_MOD = """module k8s.io/kubernetes
 

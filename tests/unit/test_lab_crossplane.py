@@ -5,27 +5,29 @@ from __future__ import annotations
 import pytest
 
 from crdscope.lab import crossplane
-from crdscope.lab.binaries import LabError
+from crdscope.toolchain import crossplane as toolchain_crossplane
+from crdscope.base.labrecord import lab_registry
+from crdscope.base.errors import LabError
 from crdscope.lab.controlplane import Lab, LabState
-from crdscope.lab.processes import Component
+from crdscope.base.labrecord import Component
 from crdscope.lab.restarts import platform_restarts
 from crdscope.lab.supervisor import supervised
 
 
 def test_the_module_pins_crossplane_v2_and_its_registry():
-    text = (crossplane.MODULE_DIR / "go.mod").read_text()
-    assert crossplane.pinned_version().startswith("v2.")
+    text = (toolchain_crossplane.MODULE_DIR / "go.mod").read_text()
+    assert toolchain_crossplane.pinned_version().startswith("v2.")
     # One module graph for the core, the CLI and crane: each is a tool of that module.
-    for package in crossplane.PACKAGES:
+    for package in toolchain_crossplane.PACKAGES:
         assert package in text
-    assert (crossplane.MODULE_DIR / "go.sum").stat().st_size > 0
+    assert (toolchain_crossplane.MODULE_DIR / "go.sum").stat().st_size > 0
 
 
 def test_bad_pin_is_a_clear_error(tmp_path):
     go_mod = tmp_path / "go.mod"
     go_mod.write_text("module x\n\ngo 1.24\n")
     with pytest.raises(LabError, match="does not pin"):
-        crossplane.pinned_version(go_mod)
+        toolchain_crossplane.pinned_version(go_mod)
 
 
 @pytest.mark.parametrize(("given", "patterns"), [
@@ -79,9 +81,9 @@ def test_state_round_trips_with_crossplane_fields():
 def test_lab_registry_without_a_lab_or_without_crossplane(tmp_path, monkeypatch):
     monkeypatch.setenv("CRDSCOPE_LAB_HOME", str(tmp_path))
     with pytest.raises(LabError, match="no lab"):
-        crossplane.lab_registry()
+        lab_registry()
     state = _state(False)
     del state.components["registry"]
     Lab().save(state)
     with pytest.raises(LabError, match="no registry"):
-        crossplane.lab_registry()
+        lab_registry()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from crdscope.probes.latency import DURATION_FAMILY, SLI_FAMILY, breaches, reduce_scrape, slo_seconds, window_p99
-from crdscope.probes.metrics import parse_text
+from crdscope.connection.metrics import parse_text
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

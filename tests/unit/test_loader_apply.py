@@ -15,7 +15,7 @@ from crdscope.loader.apply import Applier, ApplyFatalError
 from crdscope.loader.record import RunRecord, list_runs
 from crdscope.loader.safety import CREATE_ONLY
 from crdscope.loader.sources import document_items
-from crdscope.probes.crdwatch import MANAGED_BY_LABEL, RUN_ANNOTATION
+from crdscope.connection.crdwatch import MANAGED_BY_LABEL, RUN_ANNOTATION
 from crdscope.base.errors import ConfigError
 from tests.crdsets import tiny_crd
 

@@ -18,7 +18,7 @@ import yaml
 from crdscope.loader.sources import (ArchiveSource, CRDDocument, DirectorySource, SourceProblem, StdinSource, UniqueNames,
                             YamlFileSource, open_source)
 from crdscope.loader.synthetic import SyntheticSource, synthetic_documents
-from crdscope.probes.crdwatch import MANAGED_BY_LABEL, RUN_ANNOTATION
+from crdscope.connection.crdwatch import MANAGED_BY_LABEL, RUN_ANNOTATION
 from crdscope.base.errors import ConfigError
 from tests.crdsets import crd_names, tiny_crd
 

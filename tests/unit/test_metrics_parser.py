@@ -7,7 +7,7 @@ import math
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from crdscope.probes.metrics import (
+from crdscope.connection.metrics import (
     MetricsParser, delta_buckets, histogram_quantile, merge_buckets, parse_text, buckets,
 )
 

@@ -21,7 +21,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from crdscope.probes.apf import APF_FAMILIES
-from crdscope.probes.metrics import MetricsParser, MetricsSource
+from crdscope.connection.metrics import MetricsParser, MetricsSource
 
 MB = 1 << 20
 CHUNK = 1 << 16

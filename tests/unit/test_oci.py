@@ -289,7 +289,7 @@ def test_a_missing_tag_is_one_line(registry):
 
 
 def test_crane_not_built_says_how_to_build_it(tmp_path, monkeypatch):
-    monkeypatch.setattr("crdscope.lab.crossplane.cached_binaries", lambda version=None: None)
+    monkeypatch.setattr("crdscope.toolchain.crossplane.cached_binaries", lambda version=None: None)
     with pytest.raises(ConfigError, match="run `crdscope lab build --crossplane`"):
         open_source("xpkg.example.org/x/p:v1").prepare()
 

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from crdscope.loader.package import (
     FAMILY_LABEL, SAFE_START, PackagePlan, family_package_name, package_metadata, plan_packages, provider_groups,
 )
-from crdscope.probes.crdwatch import MANAGED_BY_LABEL
+from crdscope.connection.crdwatch import MANAGED_BY_LABEL
 from crdscope.base.errors import ConfigError
 from crdscope.cli.main import cli
 from tests.crdsets import tiny_crd

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crdscope.probes.prometheus import PrometheusSource
+from crdscope.connection.prometheus import PrometheusSource
 
 GIB = float(1 << 30)
 

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from crdscope.probes.crdwatch import CRDRecord
+from crdscope.connection.crdwatch import CRDRecord
 from crdscope.probes.openapi import document_resources
 from crdscope.probes.publication import CONTENT_CHECK_AFTER, PublicationTracker, lag_stats
 
@@ -218,7 +218,7 @@ def test_regeneration_series_time_the_v3_stage_of_crds_established_while_watched
 
 
 def test_published_versions_and_server_minor_from_a_real_exposition():
-    from crdscope.probes.metrics import parse_text
+    from crdscope.connection.metrics import parse_text
     from crdscope.probes.openapi import REGENERATION_FAMILY, published_versions, server_minor
 
     # As kube-apiserver 1.26.15 exposes it: created by With() and never incremented, so every value is 0.

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from crdscope.base.errors import ConfigError
-from crdscope.probes.ratelimit import (
+from crdscope.connection.ratelimit import (
     CLIENT_GO_DEFAULT,
     KUBECTL_FROM_1_24,
     KUBECTL_UP_TO_1_23,

@@ -17,10 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from crdscope.probes.cluster import Cluster, ClusterConfig
+from crdscope.connection.cluster import Cluster, ClusterConfig
 from crdscope.probes.health import HealthProbe
 from crdscope.probes.leases import LeaseReading, LeaseWatcher, parse_leases, parse_time
-from crdscope.probes.metrics import MetricsSource, parse_text
+from crdscope.connection.metrics import MetricsSource, parse_text
 from crdscope.probes.replicas import REPLICA_GAUGES, ReplicaTracker
 
 DATA = Path(__file__).parent.parent / "data" / "ha"

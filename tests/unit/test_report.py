@@ -14,7 +14,7 @@ from crdscope.probes.health import HealthSample, Outage
 from crdscope.probes.inventory import InventorySample
 from crdscope.probes.openapi import OpenAPISample
 from crdscope.probes.publication import LagStats
-from crdscope.probes.ratelimit import ClientModel
+from crdscope.connection.ratelimit import ClientModel
 from crdscope.probes.throttling import Responses429, ThrottlingSample
 from crdscope.session.recorder import ClusterInfo, Recorder
 from crdscope.session.report import summarise

@@ -8,8 +8,9 @@ from crdscope.lab.restarts import platform_restarts
 from crdscope.lab.supervisor import read_events
 from crdscope.probes.health import HealthSample, HealthTracker
 from crdscope.probes.leases import LeaseReading, LeaseWatcher, parse_leases
-from crdscope.probes.restarts import (IDENTITY_LEASE, KUBE_STATE_METRICS, LAB_SUPERVISOR, START_TIME,
-                                      PlatformRestarts, RestartEvent, RestartLedger)
+from crdscope.base.restarts import (IDENTITY_LEASE, KUBE_STATE_METRICS, LAB_SUPERVISOR, START_TIME,
+                                    PlatformRestarts, RestartEvent)
+from crdscope.probes.restarts import RestartLedger
 
 
 def test_the_ledger_reports_the_source_that_saw_the_most_and_never_adds_them():

@@ -11,10 +11,10 @@ from types import SimpleNamespace
 import pytest
 
 from crdscope.probes.apf import APF_FAMILIES
-from crdscope.probes.cluster import RequestLog
+from crdscope.connection.cluster import RequestLog
 from crdscope.base.errors import ClusterError
-from crdscope.probes.metrics import MetricsSource, parse_text
-from crdscope.probes.ratelimit import ClientModel, TokenBucket
+from crdscope.connection.metrics import MetricsSource, parse_text
+from crdscope.connection.ratelimit import ClientModel, TokenBucket
 from crdscope.probes.shared import SharedState
 from crdscope.probes.throttling import ThrottlingProbe, ThrottlingSample
 

@@ -7,12 +7,12 @@ import asyncio
 import httpx
 import pytest
 
-from crdscope.probes.cluster import GoawayRetryTransport
+from crdscope.connection.cluster import GoawayRetryTransport
 from crdscope.probes.footprint import budget_of, summarize
 from crdscope.probes.guard import Guard
-from crdscope.probes.ratelimit import Allowance
+from crdscope.connection.ratelimit import Allowance
 from crdscope.base.settings import RequestBudgets
-from crdscope.probes.traffic import LOADER, Traffic, origin, path_class
+from crdscope.connection.traffic import LOADER, Traffic, origin, path_class
 
 
 @pytest.mark.parametrize(("path", "expected"), [

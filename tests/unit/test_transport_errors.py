@@ -20,7 +20,7 @@ import pytest
 from crdscope.loader.apply import Applier
 from crdscope.loader.safety import CREATE_ONLY
 from crdscope.loader.sources import document_items
-from crdscope.probes.cluster import Cluster, explain
+from crdscope.connection.cluster import Cluster, explain
 from crdscope.base.errors import ClusterError
 from crdscope.probes.health_checks import count_crds, health_check
 from crdscope.probes.version import probe_version

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from textual.widget import Widget
 from textual.widgets import Static
 
-from crdscope.probes.crossplane import CrossplaneChain, MRAPInfo, ProviderChain, RuntimeState
+from crdscope.base.crossplane import CrossplaneChain, MRAPInfo, ProviderChain, RuntimeState
 from crdscope.probes.inventory import InventorySample
 
 from ..format import DASH, age, number as fmt, rate

@@ -1,6 +1,6 @@
 """One configured ``httpx.AsyncClient`` per cluster, and one-line errors about it.
 
-:mod:`probes.kubeconfig` resolves the kubeconfig; this module builds the shared
+:mod:`connection.kubeconfig` resolves the kubeconfig; this module builds the shared
 client (TLS, credentials, HTTP/2, timeouts, User-Agent, a request log of every
 answer) and explains failures in one line.
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from . import USER_AGENT
+from crdscope.base.version import USER_AGENT
 from .credentials import TokenSource
 from .crd_proto import decode_status, is_protobuf
 from crdscope.base.errors import ClusterError, ConfigError
@@ -346,7 +346,7 @@ class Cluster:
 
     @property
     def traffic(self) -> Traffic:
-        """What crdscope sent to this cluster, by origin and path (see :mod:`probes.traffic`)."""
+        """What crdscope sent to this cluster, by origin and path (see :mod:`connection.traffic`)."""
         return self.transport.traffic
 
     @property
@@ -431,7 +431,7 @@ def explain(exc: BaseException, server: str) -> str:
         return f"cannot reach {server}: {text}"
     if isinstance(exc, httpx.RemoteProtocolError):
         return f"{server} closed the connection ({_first_line(exc)})"
-    if not isinstance(exc, httpx.HTTPError):  # one httpx did not wrap (see probes.transport)
+    if not isinstance(exc, httpx.HTTPError):  # one httpx did not wrap (see connection.transport)
         return f"connection to {server} failed ({_first_line(exc)})"
     return f"request to {server} failed: {_first_line(exc)}"
 

@@ -4,7 +4,7 @@ What the inventory shows for each Provider: its package, its revisions (active
 or not, health, runtime), its ManagedResourceDefinitions (Active / Inactive),
 the CRDs those made (from the shared CRD watch), and which
 ManagedResourceActivationPolicies activated what.  This module holds the sample
-records, the rules and the join with the CRD watch; :mod:`probes.crossplane_read`
+records, the rules and the join with the CRD watch; :mod:`connection.crossplane_read`
 parses the objects and sends the few list requests.
 
 How Crossplane v2.0.0 links the chain (``internal/controller/pkg``):

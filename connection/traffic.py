@@ -2,7 +2,7 @@
 
 A monitor must not change what it measures, so it counts its own cost.  Every
 request of a cluster's shared client is counted at the transport
-(:class:`probes.cluster.GoawayRetryTransport`) under
+(:class:`connection.cluster.GoawayRetryTransport`) under
 
 * its **origin**: who sent it, from the context variable :data:`REQUEST_ORIGIN`
   (the scheduler sets the probe's name in each probe's task, the shared

@@ -223,8 +223,8 @@ def slim(obj: dict[str, Any]) -> dict[str, Any]:
 def _decode_page(raw: bytes, content_type: str | None = None) -> dict[str, Any]:
     """A list page with its items slimmed (their schemas are never built).
 
-    Protobuf pages (:mod:`probes.crd_proto`) come out slim; JSON ones are decoded by
-    :mod:`probes.crd_decode` and slimmed here.
+    Protobuf pages (:mod:`connection.crd_proto`) come out slim; JSON ones are decoded by
+    :mod:`connection.crd_decode` and slimmed here.
     """
     if crd_proto.is_protobuf(content_type):
         return crd_proto.decode_page(raw)
@@ -324,7 +324,7 @@ class CRDWatch:
                  backoff_max: float = 10.0, protobuf: bool = True, coalesce: float = 0.0) -> None:
         self.cluster = cluster
         self.label_selector = label_selector
-        #: Ask for protobuf (JSON where the server cannot): see :mod:`probes.crd_proto`.
+        #: Ask for protobuf (JSON where the server cannot): see :mod:`connection.crd_proto`.
         self.protobuf = protobuf
         #: Seconds to pause after the stream was found drained, so that the events of the next
         #: moments wait in the socket and are read back to back (see :meth:`_watch`); 0 reads each

@@ -3,10 +3,10 @@
 A provider CRD is about 50 KB of JSON, almost all of it the OpenAPI schema of its versions, and a
 watch of an install carries each CRD three times or more (created, names accepted, established):
 about 300 MB of JSON for the whole AWS set.  ``json.loads`` builds every dict of every schema
-only for :func:`probes.crdwatch.slim` to drop them.  msgspec decodes into structs that declare
+only for :func:`connection.crdwatch.slim` to drop them.  msgspec decodes into structs that declare
 the few fields crdscope reads and skips the rest while parsing, without building it: the monitor
 then costs the machine it shares with the API server far less CPU during an install
-(bench/RESULTS.md, footprint).  The result is the same slim dict :func:`probes.crdwatch.slim` makes.
+(bench/RESULTS.md, footprint).  The result is the same slim dict :func:`connection.crdwatch.slim` makes.
 """
 
 from __future__ import annotations

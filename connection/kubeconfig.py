@@ -8,7 +8,7 @@ without the ``kubernetes`` package, whose import alone costs a one-shot
 command more than a hundred milliseconds; users with an exec plugin or an
 auth-provider still go through its ``KubeConfigLoader`` so that those behave
 exactly as before.  Credentials that change while a monitor runs (token
-files, exec plugins) are handled in :mod:`probes.credentials`.
+files, exec plugins) are handled in :mod:`connection.credentials`.
 """
 
 from __future__ import annotations

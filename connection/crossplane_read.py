@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 from .cluster import Cluster, explain, status_message
 from .crdwatch import CRDRecord
-from .crossplane import (
+from crdscope.base.crossplane import (
     MRAPS_CRD, MRDS_CRD, PACKAGE_LABEL, PROVIDERS_CRD, REVISIONS_CRD, CrossplaneObjects, MRAPObject, MRDRow,
     ProviderObject, RevisionInfo, RevisionObject, deployment_unavailable,
 )

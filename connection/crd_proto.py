@@ -6,8 +6,8 @@ custom marshalers level by level).  The server's own controllers watch CRDs in p
 protobuf watcher asks for the encoding the server already makes, smaller and far cheaper to
 produce (bench/RESULTS.md, footprint on 1.26).
 
-Only the fields :func:`probes.crdwatch.record_from` reads are decoded; a schema is skipped by its
-length without being looked at.  The result is the same slim dict :func:`probes.crdwatch.slim`
+Only the fields :func:`connection.crdwatch.record_from` reads are decoded; a schema is skipped by its
+length without being looked at.  The result is the same slim dict :func:`connection.crdwatch.slim`
 makes from JSON, times as RFC 3339 text, so everything after decoding is shared.
 
 Wire format (``k8s.io/apimachinery/pkg/runtime/serializer/protobuf``): an object is the magic
@@ -315,7 +315,7 @@ def decode_event(frame: bytes) -> dict[str, Any]:
 class FrameSplitter:
     """Splits a protobuf watch stream into frames (4-byte big-endian length, then the frame).
 
-    Like :class:`probes.crdwatch.LineSplitter`, it copies each byte about once: a megabyte frame
+    Like :class:`connection.crdwatch.LineSplitter`, it copies each byte about once: a megabyte frame
     arrives in many small chunks.
     """
 

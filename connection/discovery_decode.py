@@ -12,7 +12,7 @@ document never holds the loop for long (msgspec, like ``json``, keeps the GIL:
 a thread would not help).
 
 The structs are strict about types; a document they refuse (a wrong type, a
-missing name) is handed to :func:`probes.discovery_docs.parse_aggregated`, the
+missing name) is handed to :func:`connection.discovery_docs.parse_aggregated`, the
 reference reader, which says what is wrong in the same words as before.
 """
 
