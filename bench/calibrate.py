@@ -158,13 +158,16 @@ def measure_set(chosen: CalibrationSet, kubernetes: str | None = None) -> dict[s
     wait_for_memory(2.0 + 0.01 * len(files))
     say(f"calibrate: {chosen.name}: {len(files)} CRDs")
     points = []
+    # The machine's load beside each point: a busy machine lengthens installs (the install-time fit).
+    load_before = os.getloadavg()
     with fresh_lab(kubernetes) as state:
         wait_until_idle(state)
         points.append({"files": 0, **snapshot(state)})
         load = _load(state, whole)
         times = sorted(t for t in established_times(state).values() if t is not None)
         wait_until_idle(state)
-        points.append({"files": len(files), **load, "established_total": len(times),
+        points.append({"files": len(files), **load, "load_average_before": load_before,
+                       "load_average_after": os.getloadavg(), "established_total": len(times),
                        "established_first": times[0] if times else None,
                        "established_last": times[-1] if times else None, **snapshot(state)})
         say(f"calibrate: {chosen.name}: {len(files)} CRDs, RSS {points[-1]['rss_bytes'] / 2**20:.0f} MiB")
