@@ -47,17 +47,15 @@ from crdscope.base.errors import ClusterError, ConfigError
 from crdscope.connection.ratelimit import ClientLimits, ClientModel, client_models, user_limits
 from crdscope.base.samples import Sample, percentile
 from crdscope.base.settings import Cadences
-from .shared import SharedState
+from .shared import DiscoveryMode, DiscoveryView, SharedState
 from crdscope.connection.traffic import origin
 from crdscope.connection.transport import TRANSPORT_ERRORS
 
 if TYPE_CHECKING:
-    from .monitor import Monitor
+    from .probe import ProbeParts
 
 log = logging.getLogger("crdscope.discovery")
 
-#: How a discovery run asked: aggregated discovery (two requests), or the legacy walk (one per group-version).
-DiscoveryMode = Literal["aggregated", "legacy"]
 #: (path, size, mtime) of every file of kubectl's cache (``discovery_kubectl.cache_signature``).
 CacheSignature = tuple[tuple[str, int, int], ...]
 
@@ -129,34 +127,6 @@ class DiscoverySample(Sample):
     kubectl_cache: KubectlCache | None = None
     kubectl: KubectlTiming | None = None
     unobservable: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class DiscoveryView:
-    """What the probe publishes as ``monitor.shared.discovery`` after every successful run.
-
-    - ``timestamp``: when the view was taken (``time.time()``)
-    - ``mode``: ``"aggregated"`` or ``"legacy"``
-    - ``visible_since``: every fresh group-version in discovery (``"v1"``,
-      ``"<group>/<version>"``) -> the wall-clock time (``time.time()``) this probe
-      first saw it; group-versions present when the probe started carry its first
-      run's time; one that vanishes and comes back starts again
-    - ``stale``: group-versions listed with ``freshness: Stale``
-    - ``served``: ``(group, version, resource)`` of every resource (not subresource)
-      in a fresh group-version (``group`` is ``""`` for core)
-    - ``resources``: ``kubectl api-resources -o name`` as a set
-
-    ``timestamp`` is taken when the discovery answers were in, before anything
-    else the run does.  A new object replaces the old one on every successful run:
-    readers may keep a reference.
-    """
-
-    timestamp: float
-    mode: DiscoveryMode
-    visible_since: dict[str, float]
-    stale: frozenset[str]
-    served: frozenset[tuple[str, str, str]]
-    resources: frozenset[str]
 
 
 @dataclass
@@ -554,6 +524,6 @@ async def once(cluster: Cluster, legacy: bool = False, qps: float | None = None,
     return sample
 
 
-def make_probe(monitor: Monitor) -> DiscoveryProbe:
+def make_probe(monitor: ProbeParts) -> DiscoveryProbe:
     """The discovery probe on the monitor's cluster and cadences; it publishes ``monitor.shared.discovery``."""
     return DiscoveryProbe(monitor.cluster, monitor.settings.cadences, shared=monitor.shared)

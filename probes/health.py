@@ -50,7 +50,7 @@ from crdscope.base.restarts import IDENTITY_LEASE, KUBE_STATE_METRICS, PlatformR
 from crdscope.base.samples import Sample
 
 if TYPE_CHECKING:
-    from .monitor import Monitor
+    from .probe import ProbeParts
 
 log = logging.getLogger("crdscope.health")
 
@@ -545,7 +545,7 @@ def _storage(scrape: Scrape, unobservable: dict[str, str]) -> tuple[dict[str, in
 # --------------------------------------------------------------------------- wiring
 
 
-def make_probe(monitor: Monitor) -> HealthProbe:
+def make_probe(monitor: ProbeParts) -> HealthProbe:
     """The health probe on the monitor's shared scrape, CRD watch and settings."""
     prometheus = PrometheusSource(monitor.settings.prometheus_url) if monitor.settings.prometheus_url else None
 

@@ -21,7 +21,8 @@ from crdscope.connection.heap import give_back_freed_memory
 from crdscope.connection.metrics import MetricsSource
 from .registry import factory, monitor_probes
 from crdscope.base.samples import Sample
-from .scheduler import Probe, Scheduler, Sink
+from .probe import Probe
+from .scheduler import Scheduler, Sink
 from crdscope.base.settings import Settings
 from .shared import SharedState
 

@@ -18,8 +18,7 @@ from crdscope.base.errors import ConfigError
 from crdscope.base.samples import SAMPLE_TYPES, Sample
 
 if TYPE_CHECKING:
-    from .monitor import Monitor
-    from .scheduler import Probe
+    from .probe import Probe, ProbeParts
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,7 @@ class ProbeKind:
     module: str
     #: Name of the :class:`Sample` subclass in ``module``.
     sample: str
-    #: ``factory(monitor) -> Probe`` in ``module``; None: the monitor does not run it.
+    #: ``factory(parts) -> Probe`` in ``module``; None: the monitor does not run it.
     factory: str | None = "make_probe"
     #: ``async def f(cluster, **options) -> Sample`` in ``module``; None: no ``crdscope probe`` form.
     oneshot: str | None = "once"
@@ -68,12 +67,12 @@ def _attribute(module: str, name: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-def factory(name: str) -> Callable[[Monitor], Probe]:
+def factory(name: str) -> Callable[[ProbeParts], Probe]:
     """The monitor factory of probe ``name`` (:class:`KeyError` when the monitor cannot run it)."""
     kind = _BY_NAME.get(name)
     if kind is None or kind.factory is None:
         raise KeyError(name)
-    built: Callable[[Monitor], Probe] = _attribute(kind.module, kind.factory)
+    built: Callable[[ProbeParts], Probe] = _attribute(kind.module, kind.factory)
     return built
 
 

@@ -14,9 +14,9 @@ import inspect
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 
+from .probe import Probe
 from .registry import sample_type
 from crdscope.base.store import ProbeHealth, SampleStore
 from crdscope.base.samples import Sample
@@ -47,19 +47,6 @@ async def deliver(sinks: list[Sink], sample: Sample) -> None:
 #: bound each read, not a whole answer: a server trickling a byte a second would hold a probe
 #: (and, through it, the panel's freshness) forever.  A probe may set its own ``deadline``.
 DEFAULT_DEADLINE_SECONDS = 120.0
-
-
-class Probe(Protocol):
-    """What the scheduler runs: a name, a cadence and one async run per call.
-
-    An optional ``deadline`` attribute (seconds) overrides :data:`DEFAULT_DEADLINE_SECONDS`.
-    """
-
-    name: str
-    cadence: float  # seconds from the end of one run to the start of the next
-
-    async def run(self) -> Sample:
-        """Observe once and return a sample; expected failures return a sample with ``error``."""
 
 
 @dataclass

@@ -14,14 +14,44 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from .guard import Guard
 
 if TYPE_CHECKING:
-    from .discovery import DiscoveryView
     from crdscope.connection.ratelimit import TokenBucket
     from crdscope.base.restarts import PlatformRestarts
+
+#: How a discovery run asked: aggregated discovery (two requests), or the legacy walk (one per group-version).
+DiscoveryMode = Literal["aggregated", "legacy"]
+
+
+@dataclass(frozen=True)
+class DiscoveryView:
+    """What the discovery probe publishes as ``monitor.shared.discovery`` after every successful run.
+
+    - ``timestamp``: when the view was taken (``time.time()``)
+    - ``mode``: ``"aggregated"`` or ``"legacy"``
+    - ``visible_since``: every fresh group-version in discovery (``"v1"``,
+      ``"<group>/<version>"``) -> the wall-clock time (``time.time()``) this probe
+      first saw it; group-versions present when the probe started carry its first
+      run's time; one that vanishes and comes back starts again
+    - ``stale``: group-versions listed with ``freshness: Stale``
+    - ``served``: ``(group, version, resource)`` of every resource (not subresource)
+      in a fresh group-version (``group`` is ``""`` for core)
+    - ``resources``: ``kubectl api-resources -o name`` as a set
+
+    ``timestamp`` is taken when the discovery answers were in, before anything
+    else the run does.  A new object replaces the old one on every successful run:
+    readers may keep a reference.
+    """
+
+    timestamp: float
+    mode: DiscoveryMode
+    visible_since: dict[str, float]
+    stale: frozenset[str]
+    served: frozenset[tuple[str, str, str]]
+    resources: frozenset[str]
 
 
 @dataclass
