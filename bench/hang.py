@@ -1,9 +1,9 @@
 """Benchmark: how soon a frozen API server is the critical finding "API server not answering" (issue 27).
 
 ``python -m bench hang [--runs 20] [--size 300] [--kubernetes MINOR] [--rest-seconds 120]``: a fresh
-lab (default: the newest Kubernetes) watched by two in-process monitors side by side, each with
-every default probe and a findings engine as its sink (what the headless watch builds), on their
-own shared clients:
+lab (default: the newest Kubernetes) watched by two in-process monitors side by side, each a live
+core as every front end opens it (``session.live.open_live_core``: every default probe and a
+findings engine), on their own shared clients:
 
 - ``ping``: the default settings (an HTTP/2 PING every second, ``thresholds.ping_unanswered_seconds_critical``);
 - ``heartbeat``: ``cadences.responsiveness_ping = 0``, the behaviour before issue 27 (a /livez
@@ -43,11 +43,10 @@ from crdscope.lab.binaries import ensure_binaries
 from crdscope.lab.controlplane import Lab, LabState
 from crdscope.connection.cluster import Cluster
 from crdscope.base.errors import CrdscopeError
-from crdscope.probes.monitor import Monitor
 from crdscope.probes.responsiveness import ResponsivenessSample
 from crdscope.base.samples import Sample, percentile
 from crdscope.base.settings import Settings
-from crdscope.session.core import WatchCore
+from crdscope.session.live import open_live_core
 
 from .common import BenchError, Options, Result, append_row, isolate_environment, say, size_label
 from .labs import apply_and_wait, memory_for, wait_for_memory, wait_until_idle
@@ -69,14 +68,15 @@ GOAL_SECONDS = 5.0
 
 
 class Watcher:
-    """One in-process monitor with its session core (as every front end has); remembers when "not
-    answering" opened and closed."""
+    """One in-process live core (as every front end opens it); remembers when "not answering" opened
+    and closed."""
 
     def __init__(self, name: str, state: LabState, settings: Settings) -> None:
         self.name = name
         self.cluster = Cluster.connect(state.kubeconfig, state.admin_context)
-        self.monitor = Monitor(self.cluster, settings)
-        self.core = WatchCore(self.monitor, thresholds=settings.thresholds, cluster=state.admin_context)
+        self.live = open_live_core(self.cluster, settings)
+        self.monitor = self.live.monitor
+        self.core = self.live.core
         self.monitor.add_sink(self._sample)
         self.core.add_listener(lambda taken: [self._change(change) for change in taken.changes])
         #: (time.monotonic(), the change) of every "not answering" transition.
@@ -113,7 +113,7 @@ class Watcher:
             self.changes.append((time.monotonic(), change))
 
     def start(self) -> None:
-        self.task = asyncio.create_task(self.monitor.run(), name=f"monitor-{self.name}")
+        self.task = asyncio.create_task(self.live.run(), name=f"monitor-{self.name}")
 
     async def stop(self) -> None:
         if self.task is not None:

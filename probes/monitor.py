@@ -13,9 +13,10 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Mapping
 
 from crdscope.connection.cluster import Cluster
-from crdscope.connection.crdwatch import CRDEvent, CRDWatch
+from crdscope.connection.crdwatch import MANAGED_BY_VALUE, CRDEvent, CRDWatch
 from .health import HealthSample
 from crdscope.connection.heap import give_back_freed_memory
 from crdscope.connection.metrics import MetricsSource
@@ -36,9 +37,12 @@ class Monitor:
     """Everything that observes one cluster, wired together."""
 
     def __init__(self, cluster: Cluster, settings: Settings | None = None,
-                 probes: list[str] | None = None) -> None:
+                 probes: list[str] | None = None, *, latest: Mapping[str, Sample]) -> None:
         self.cluster = cluster
         self.settings = settings or Settings()
+        #: Probe name -> its latest sample, read where the samples are kept (the session core's
+        #: store; a monitor keeps none): the throttling probe reads discovery's client models there.
+        self.latest = latest
         self.metrics = MetricsSource(cluster)
         self.crds = CRDWatch(cluster, protobuf=self.settings.budgets.crd_watch_protobuf,
                              coalesce=self.settings.budgets.crd_watch_coalesce_seconds)
@@ -91,6 +95,38 @@ class Monitor:
     def add_sink(self, sink: Sink) -> None:
         """Receive every sample of every probe."""
         self.scheduler.add_sink(sink)
+
+    # -- a source of samples (``session.core.SampleSource``), as a recording's replay is ----------
+    @property
+    def context(self) -> str:
+        return self.cluster.context
+
+    @property
+    def server(self) -> str:
+        return self.cluster.server
+
+    def pause(self) -> None:
+        """Stop starting probe runs (runs in flight finish)."""
+        self.scheduler.pause()
+
+    def resume(self) -> None:
+        self.scheduler.resume()
+
+    @property
+    def paused(self) -> bool:
+        return self.scheduler.paused
+
+    def now(self) -> float:
+        """Live: the wall clock."""
+        return time.time()
+
+    def crd_counts(self) -> tuple[int, int] | None:
+        """CRDs installed and owned by crdscope, from the shared watch once it has listed (the header
+        shows them before the inventory probe reports)."""
+        if not self.crds.status.synced:
+            return None
+        records = list(self.crds.crds.values())
+        return len(records), sum(1 for r in records if r.owner == MANAGED_BY_VALUE)
 
     async def run(self) -> None:
         """Run the CRD watch and every probe until cancelled."""

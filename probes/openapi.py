@@ -481,7 +481,7 @@ class OpenAPIProbe:
     def _index_costs_the_server(self) -> bool:
         """True on a server before 1.27, whose index read marshals every changed group-version
         under its OpenAPI controller's lock (module doc); False while the version is unknown."""
-        version = self.monitor.scheduler.latest.get("version")
+        version = self.monitor.latest.get("version")
         minor = server_minor(getattr(version, "minor", ""))
         return minor is not None and minor < LAZY_INDEX_MINOR
 

@@ -5,6 +5,7 @@ none of them).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from crdscope.base.samples import Sample
@@ -40,6 +41,8 @@ class ProbeParts(Protocol):
     metrics: MetricsSource
     crds: CRDWatch
     shared: SharedState
+    #: Probe name -> its latest sample (where the samples are kept; a monitor keeps none).
+    latest: Mapping[str, Sample]
 
     def quiet(self) -> bool:
         """True once nothing changed for a while (probes with an idle cadence slow down)."""

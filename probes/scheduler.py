@@ -14,11 +14,10 @@ import inspect
 import logging
 import time
 from dataclasses import dataclass, field
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable
 
 from .probe import Probe
 from .registry import sample_type
-from crdscope.base.store import ProbeHealth, SampleStore
 from crdscope.base.samples import Sample
 from crdscope.connection.traffic import REQUEST_ORIGIN
 
@@ -64,7 +63,9 @@ class FunctionProbe:
 @dataclass
 class _Entry:
     probe: Probe
-    health: ProbeHealth
+    #: Whether its last run failed: the log says "down" and "recovered" once each.  Runs and failures
+    #: are counted where the samples are kept (the session core's store), not here.
+    failing: bool = False
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     #: Set with ``wake`` by :meth:`Scheduler.trigger` (run now); a wake without it re-paces the wait.
     forced: bool = False
@@ -79,29 +80,6 @@ def error_sample(probe: str, error: str) -> Sample:
         return Sample(error=error)
 
 
-class LatestSamples(Mapping[str, Sample]):
-    """Probe name -> its latest sample, read from the scheduler's current store (no copy kept).
-
-    A probe that reads another probe's sample (the throttling probe reads discovery's client
-    models) is handed this view once; it follows the store a session core shares later.
-    """
-
-    def __init__(self, scheduler: Scheduler) -> None:
-        self._scheduler = scheduler
-
-    def __getitem__(self, probe: str) -> Sample:
-        found = self._scheduler.store.latest(probe)
-        if found is None:
-            raise KeyError(probe)
-        return found
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._scheduler.store.health())
-
-    def __len__(self) -> int:
-        return len(self._scheduler.store.health())
-
-
 class Scheduler:
     """Runs each probe on its own cadence; pause/resume; hands samples to sinks."""
 
@@ -111,11 +89,6 @@ class Scheduler:
         #: True while nothing changes: a probe with an ``idle_cadence`` (and not ``busy``) uses it.
         self._quiet = quiet
         self.sinks: list[Sink] = list(sinks or [])
-        #: Where the samples are kept: the scheduler's own store until a session core shares its
-        #: store (:meth:`share_store`); then the core adds each sample as it takes it.
-        self.store = SampleStore()
-        self._keeps_store = True
-        self.latest: Mapping[str, Sample] = LatestSamples(self)
         self._running = asyncio.Event()
         self._running.set()
         for probe in probes or []:
@@ -126,7 +99,7 @@ class Scheduler:
         """Register a probe (starts at once if the scheduler is running)."""
         if probe.name in self._entries:
             raise ValueError(f"probe {probe.name!r} registered twice")
-        entry = _Entry(probe, ProbeHealth(probe.name))
+        entry = _Entry(probe)
         self._entries[probe.name] = entry
         if self._started:
             entry.task = asyncio.create_task(self._loop(entry), name=f"probe:{probe.name}")
@@ -134,19 +107,9 @@ class Scheduler:
     def add_sink(self, sink: Sink) -> None:
         self.sinks.append(sink)
 
-    def share_store(self, store: SampleStore) -> None:
-        """Read the samples from ``store``, which its owner (a session core, one of the sinks) fills:
-        one holder of the latest samples, not one here and one there."""
-        self.store = store
-        self._keeps_store = False
-
     @property
     def probes(self) -> list[Probe]:
         return [entry.probe for entry in self._entries.values()]
-
-    def health(self) -> dict[str, ProbeHealth]:
-        """Per-probe health, by name."""
-        return {name: entry.health for name, entry in self._entries.items()}
 
     # -- control -------------------------------------------------------------------
     _started = False
@@ -201,8 +164,7 @@ class Scheduler:
         return await self._run_once(self._entries[name])
 
     async def _run_once(self, entry: _Entry) -> Sample:
-        probe, health = entry.probe, entry.health
-        started = time.monotonic()
+        probe = entry.probe
         deadline = float(getattr(probe, "deadline", None) or DEFAULT_DEADLINE_SECONDS)
         token = REQUEST_ORIGIN.set(probe.name)  # its requests (and its tasks') count as this probe's
         try:
@@ -220,15 +182,11 @@ class Scheduler:
             sample = error_sample(probe.name, f"internal error in probe {probe.name}: {type(exc).__name__}: {exc}")
         finally:
             REQUEST_ORIGIN.reset(token)
-        was_failing = health.consecutive_failures
-        health.record(sample.error, time.time())
-        health.last_seconds = time.monotonic() - started
-        if sample.error and not was_failing:
+        if sample.error and not entry.failing:
             log.warning("probe %s down: %s", probe.name, sample.error)
-        elif not sample.error and was_failing:
-            log.info("probe %s recovered after %d failed runs", probe.name, was_failing)
-        if self._keeps_store:
-            self.store.add(sample)
+        elif not sample.error and entry.failing:
+            log.info("probe %s recovered", probe.name)
+        entry.failing = bool(sample.error)
         await self._deliver(sample)
         return sample
 

@@ -6,7 +6,7 @@ probes may (the loader, the lab) fill the hooks.  Probes never import the
 loader or the lab: they read these fields, None meaning "not here".
 
 Samples are not shared here: a probe that reads another probe's sample reads
-``Scheduler.latest``, a view over the one store the session core keeps.
+``Monitor.latest``, a view over the one store the session core keeps.
 """
 
 from __future__ import annotations

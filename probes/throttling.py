@@ -18,7 +18,7 @@ Client side, two hooks a monitor fills (the probe never imports the loader):
   ``qps``, ``burst`` and the running totals ``acquired`` (requests that passed),
   ``throttled`` (those that had to wait) and ``waited_seconds`` will do.
 * the client models (client-go, kubectl) of the discovery probe's latest sample
-  (``monitor.scheduler.latest["discovery"].client_models``), copied as they are.
+  (``monitor.latest["discovery"].client_models``), copied as they are.
 
 What cannot be seen (``/metrics`` forbidden, no limiter in a one-shot run) is
 named with its reason in ``unobservable``; the rest of the sample stays filled.
@@ -290,4 +290,4 @@ async def once(cluster: Cluster) -> ThrottlingSample:
 def make_probe(monitor: Monitor) -> ThrottlingProbe:
     """The throttling probe on the monitor's shared scrape, hooks and cadence."""
     return ThrottlingProbe(monitor.cluster, monitor.metrics, cadence=monitor.settings.cadences.throttling,
-                           shared=monitor.shared, latest=monitor.scheduler.latest)
+                           shared=monitor.shared, latest=monitor.latest)

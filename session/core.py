@@ -2,17 +2,19 @@
 
 A :class:`WatchCore` holds, for one cluster:
 
-* one :class:`SessionStore` (``base.store.SampleStore`` plus the events log): the only holder of
-  "the latest sample of each probe"; the live scheduler reads it too (``Scheduler.latest``);
-* one source of samples: the live :class:`probes.monitor.Monitor` or a recording played by
-  :class:`session.replay.ReplayFeed` (anything with ``add_sink`` and ``async run()``);
+* one :class:`SessionStore` (``base.store.SampleStore`` plus the events log), handed in by whoever
+  builds the core (:func:`session.live.open_live_core`, a replay): the only holder of "the latest
+  sample of each probe" and of each probe's health; the live probes read it too (``Monitor.latest``);
+* one :class:`SampleSource`: the live :class:`probes.monitor.Monitor` or a recording played by
+  :class:`session.replay.ReplayFeed`; each of its samples goes straight to :meth:`WatchCore.take`;
 * one :class:`findings.engine.FindingsEngine` reading that store, the events detector, and what
   is known beyond the samples: the local kubectl (its version, limits and own cache TTL) and the
   API server's memory limit.
 
-The TUI, the headless watch, ``doctor``, replay, the exporter and the report each build one core
-and read it, so what one of them knows, all know.  Many clusters are many cores: ``cluster`` names
-the one a core watches (the ``cluster`` label of issue 28), and nothing here is global.
+What a sample caused (:class:`Taken`: the sample, the events it raised, the findings it changed)
+goes to the core's listeners: the headless lines, the recording, the TUI's redraws.  Many clusters
+are many cores: ``cluster`` names the one a core watches (the ``cluster`` label of issue 28), and
+nothing here is global.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import asyncio
 import dataclasses
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from crdscope.base.samples import Sample
@@ -30,6 +32,7 @@ from crdscope.base.store import SampleStore
 from crdscope.findings.engine import FindingsEngine
 from crdscope.findings.kubectl import KUBECTL_DISCOVERY_CHECK, KubectlClient, read_local_kubectl
 from crdscope.findings.model import Finding, FindingChange
+from crdscope.probes.scheduler import Sink
 
 from .events import Event, EventDetector
 
@@ -62,11 +65,49 @@ class SessionStore(SampleStore):
 
 
 class SampleSource(Protocol):
-    """Where a core's samples come from: the live monitor, or a recording's replay feed."""
+    """Where a core's samples come from: the live monitor (``probes.monitor.Monitor``), or a
+    recording's replay (``session.replay.ReplayFeed``); the front ends run, pause and show it."""
 
-    def add_sink(self, sink: Callable[[Sample], Any]) -> None: ...
+    def add_sink(self, sink: Sink) -> None: ...
 
     async def run(self) -> None: ...
+
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
+
+    @property
+    def paused(self) -> bool: ...
+
+    def now(self) -> float:
+        """The source's clock (seconds since the epoch): wall time live, recording time in a replay."""
+        ...
+
+    @property
+    def context(self) -> str: ...
+
+    @property
+    def server(self) -> str: ...
+
+
+class LatestSamples(Mapping[str, Sample]):
+    """Probe name -> its latest sample, read from a store at each access (no copy kept): what the
+    live probes read of each other (``Monitor.latest``)."""
+
+    def __init__(self, store: SampleStore) -> None:
+        self._store = store
+
+    def __getitem__(self, probe: str) -> Sample:
+        found = self._store.latest(probe)
+        if found is None:
+            raise KeyError(probe)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._store.health())
+
+    def __len__(self) -> int:
+        return len(self._store.health())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,36 +127,33 @@ def engine_on(store: SampleStore, thresholds: Thresholds, memory_limit: int | No
 class WatchCore:
     """One cluster's store, source, findings engine, events detector and local knowledge."""
 
-    def __init__(self, source: SampleSource | None = None, *, thresholds: Thresholds | None = None,
+    def __init__(self, source: SampleSource | None, *, store: SessionStore, thresholds: Thresholds | None = None,
                  memory_limit: int | None = None, kubectl: KubectlClient | None = None,
-                 cluster: str = "", subscribe: bool = True, store: SessionStore | None = None) -> None:
+                 cluster: str = "") -> None:
+        #: None: the caller hands samples to :meth:`take` itself (a report reading a recording).
         self.source = source
         #: The cluster this core watches (the context name): the ``cluster`` label of a fleet.
         self.cluster = cluster
         self.thresholds = thresholds or Thresholds()
-        self.store = store if store is not None else SessionStore()
+        self.store = store
         self.detector = EventDetector(self.thresholds)
         self.memory_limit = memory_limit
         self.kubectl: KubectlClient | None = None
         self.findings = engine_on(self.store, self.thresholds, memory_limit)
-        #: Called with what each sample caused (the headless lines, the TUI's redraws).
+        #: Called with what each sample caused (the headless lines, the recording, the TUI's redraws).
         self.listeners: list[Callable[[Taken], None]] = []
+        #: Called after a reset (the TUI redraws its panels).
+        self.reset_listeners: list[Callable[[], None]] = []
         #: Samples taken since the core began (or was reset).
         self.samples = 0
         self.know_kubectl(kubectl)
-        # The live scheduler reads this store instead of keeping its own (a Monitor's scheduler,
-        # or a feed that wraps one).
-        share = getattr(source, "share_store", None) or getattr(getattr(source, "scheduler", None),
-                                                                "share_store", None)
-        if callable(share):
-            share(self.store)
-        if source is not None and subscribe:  # else the caller hands samples to take() itself
-            source.add_sink(self.take)
-            reset = getattr(source, "add_reset_listener", None)
-            if callable(reset):
-                reset(self.reset)
+        if source is not None:
+            source.add_sink(self._sink)
 
     # -- samples in ------------------------------------------------------------------------
+    def _sink(self, sample: Sample) -> None:
+        self.take(sample)
+
     def take(self, sample: Sample) -> Taken:
         """Keep a sample, detect transitions and evaluate the findings; tell the listeners."""
         self.samples += 1
@@ -138,8 +176,6 @@ class WatchCore:
             listener(taken)
         return taken
 
-    __call__ = take  # a feed sink
-
     def add_listener(self, listener: Callable[[Taken], None]) -> None:
         """Receive what each sample caused."""
         self.listeners.append(listener)
@@ -158,6 +194,8 @@ class WatchCore:
         self.detector = EventDetector(self.thresholds)
         self.findings = engine_on(self.store, self.thresholds, self.memory_limit)
         self.know_kubectl(self.kubectl)
+        for listener in list(self.reset_listeners):
+            listener()
 
     # -- what is known beyond the samples ------------------------------------------------
     def know_kubectl(self, client: KubectlClient | None) -> None:
@@ -174,12 +212,10 @@ class WatchCore:
         return client
 
     def set_memory_limit(self, limit: int | None) -> None:
-        """The API server's memory limit (``--memory-limit``, a lab's cap; None: unknown)."""
+        """The API server's memory limit (``--memory-limit``, a lab's cap; None: unknown): the
+        findings judge by it (a live core's monitor is told by :class:`session.live.LiveCore`)."""
         self.memory_limit = limit
         self.findings.observations.memory_limit_bytes = limit
-        set_limit = getattr(self.source, "set_memory_limit", None)
-        if callable(set_limit):
-            set_limit(limit)
 
     # -- findings out --------------------------------------------------------------------
     def open_findings(self) -> list[Finding]:
@@ -191,8 +227,14 @@ class WatchCore:
         return self.findings.evaluate(now)
 
 
-async def run_for(core: WatchCore, seconds: float | None,
-                  *stops: Awaitable[Any]) -> tuple[bool, BaseException | None]:
+class Runs(Protocol):
+    """What :func:`run_each` runs: a core, or a live core with its monitor and memory-limit follower."""
+
+    async def run(self) -> None: ...
+
+
+async def run_for(core: Runs, seconds: float | None,
+                  *stops: Awaitable[object]) -> tuple[bool, BaseException | None]:
     """Run ``core``'s source for ``seconds`` (None: until it ends) or until one of ``stops`` is done.
 
     Returns (the source ended by itself, the exception it ended with, if any).
@@ -200,8 +242,8 @@ async def run_for(core: WatchCore, seconds: float | None,
     return await run_each([core], seconds, *stops)
 
 
-async def run_each(cores: Sequence[WatchCore], seconds: float | None,
-                   *stops: Awaitable[Any]) -> tuple[bool, BaseException | None]:
+async def run_each(cores: Sequence[Runs], seconds: float | None,
+                   *stops: Awaitable[object]) -> tuple[bool, BaseException | None]:
     """Run every core's source (a fleet) for ``seconds`` (None: until all end) or until one of
     ``stops`` is done, or one source fails.
 

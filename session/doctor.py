@@ -14,14 +14,19 @@ import contextlib
 import dataclasses
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crdscope.findings.engine import CHECKS
+from crdscope.findings.kubectl import KubectlMeasurement
 from crdscope.findings.model import Finding, Severity, format_duration, most_severe_first
 from crdscope.base.errors import ConfigError
 
-from .core import WatchCore, run_for
+from .core import Runs, WatchCore, run_for
 from .recorder import ClusterInfo
+
+if TYPE_CHECKING:  # the live wiring (probes, the connection) is imported when the doctor starts
+    from crdscope.base.settings import Settings
+    from crdscope.connection.cluster import Cluster
 
 FORMATS = ("text", "md", "json")
 #: The exit code of a server that answered nothing (the README's "cluster unreachable").
@@ -111,32 +116,28 @@ def run_doctor(kubeconfig: str | None, context: str | None, seconds: float,
     return asyncio.run(_diagnose(cluster, settings, seconds, memory_limit))
 
 
-async def _diagnose(cluster: Any, settings: Any, seconds: float, memory_limit: int | None = None) -> Diagnosis:
+async def _diagnose(cluster: Cluster, settings: Settings, seconds: float,
+                    memory_limit: int | None = None) -> Diagnosis:
     from crdscope.connection.cluster import first_contact
-    from crdscope.probes.monitor import Monitor
 
-    from .headless import known_memory_limit, wire_lab
+    from .live import open_live_core
     from .recorder import describe_cluster
 
-    measuring: asyncio.Task[Any] | None = None
+    measuring: asyncio.Task[KubectlMeasurement] | None = None
     try:
         await first_contact(cluster)
         try:
             info = await asyncio.wait_for(describe_cluster(cluster), DESCRIBE_TIMEOUT_SECONDS)
         except TimeoutError:
             info = ClusterInfo(server=cluster.server, context=cluster.context)
-        monitor = Monitor(cluster, settings)
-        wire_lab(monitor)
-        core = WatchCore(monitor, thresholds=settings.thresholds, cluster=info.context,
-                         memory_limit=known_memory_limit(cluster.server, memory_limit))
-        monitor.set_memory_limit(core.memory_limit)
-        local = await core.learn_local_kubectl()
+        live = open_live_core(cluster, settings, memory_limit=memory_limit)
+        local = await live.core.learn_local_kubectl()
         # The local kubectl's cold discovery, for real, beside the probes (bounded by the duration).
         measuring = asyncio.create_task(measure_kubectl(cluster, local.path, seconds)) if local else None
-        diagnosis = await examine(core, info, seconds, measuring)
+        diagnosis = await examine(live.core, info, seconds, measuring, running=live)
         traffic = cluster.traffic
         own = traffic.total()
-        unanswered = None if traffic.answered else _why_unanswered(core)
+        unanswered = None if traffic.answered else _why_unanswered(live.core)
         return dataclasses.replace(diagnosis, own_requests=own.requests, own_bytes=own.bytes,
                                    unsent=traffic.unsent, unanswered=unanswered)
     finally:
@@ -156,14 +157,16 @@ def _why_unanswered(core: WatchCore) -> str:
 
 
 async def examine(core: WatchCore, info: ClusterInfo, seconds: float,
-                  measuring: asyncio.Task[Any] | None = None) -> Diagnosis:
-    """Run ``core``'s source for ``seconds`` (or until a recording ends) and diagnose what it saw.
+                  measuring: asyncio.Task[KubectlMeasurement] | None = None, *,
+                  running: Runs | None = None) -> Diagnosis:
+    """Run ``core``'s source (or ``running``: the live core around it) for ``seconds`` (or until a
+    recording ends) and diagnose what it saw.
 
     ``measuring`` is the local kubectl's real cold discovery, timed beside the probes: its
     figure replaces the model's before the last evaluation.
     """
     started = time.monotonic()
-    _, failure = await run_for(core, seconds)
+    _, failure = await run_for(running or core, seconds)
     if failure is not None:
         raise failure
     if measuring is not None:
@@ -177,9 +180,8 @@ async def examine(core: WatchCore, info: ClusterInfo, seconds: float,
                      probes_seen=seen)
 
 
-async def measure_kubectl(cluster: Any, kubectl: str, seconds: float) -> Any:
+async def measure_kubectl(cluster: Cluster, kubectl: str, seconds: float) -> KubectlMeasurement:
     """kubectl's ``api-resources`` with an empty cache dir, timed, at most ``seconds`` (then stopped)."""
-    from crdscope.findings.kubectl import KubectlMeasurement
     from crdscope.probes.discovery_kubectl import kubectl_cold_seconds
 
     budget = max(1.0, seconds)

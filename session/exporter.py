@@ -185,7 +185,7 @@ class Exported:
     #: The ``cluster`` label of its series (the context name); "" leaves the label out.
     cluster: str
     store: SampleStore
-    findings: Callable[[], list[Finding]] | None = None
+    findings: Callable[[], list[Finding]]
     info: ClusterInfo | None = None
 
 
@@ -194,45 +194,31 @@ class SampleCollector(Collector):
 
     Each cluster is a session core (``watch(core)``), read at each scrape: nothing is copied per
     sample.  Every series carries a ``cluster`` label, the core's cluster name (the context), so
-    one exporter serves a fleet and rules group by ``cluster`` as the Kubernetes mixins do.
-    Without a core the collector keeps its own store and is a sink (``collector(sample)``), for a
-    caller with no core; ``cluster`` (a :class:`ClusterInfo`) then names it.  ``findings`` (a
-    zero-argument callable returning the open findings, e.g. ``core.open_findings``) adds
-    ``crdscope_findings{severity}`` and ``crdscope_finding_open{finding,kind,severity}``.
+    one exporter serves a fleet and rules group by ``cluster`` as the Kubernetes mixins do.  Each
+    core's open findings add ``crdscope_findings{severity}`` and
+    ``crdscope_finding_open{finding,kind,severity}``.
     """
 
-    def __init__(self, cluster: ClusterInfo | None = None,
-                 findings: Callable[[], list[Finding]] | None = None, store: SampleStore | None = None) -> None:
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._own = Exported(cluster.context if cluster is not None else "",
-                             store if store is not None else SampleStore(), findings, cluster)
-        #: The watched clusters, in the order they were added (none: the collector's own store).
+        #: The watched clusters, in the order they were added.
         self._watched: list[Exported] = []
 
     def watch(self, core: WatchCore, info: ClusterInfo | None = None) -> None:
         """Serve ``core``'s samples and open findings (its store is read at each scrape), labelled
-        with its cluster name; ``info`` adds its ``crdscope_info`` (the constructor's, for the
-        first core, when not given)."""
+        with its cluster name; ``info`` adds its ``crdscope_info``."""
         with self._lock:
-            if info is None and not self._watched:
-                info = self._own.info
             name = core.cluster or (info.context if info is not None else "")
             self._watched.append(Exported(name, core.store, core.open_findings, info))
 
-    def __call__(self, sample: Sample) -> None:
-        """A sink for a collector without a core: keep the sample in the collector's store."""
-        with self._lock:
-            self._own.store.add(sample)
-
     def clusters(self) -> list[Exported]:
-        """What is served: the watched cores, else the collector's own store."""
+        """What is served: the watched cores."""
         with self._lock:
-            return list(self._watched) or [self._own]
+            return list(self._watched)
 
-    def latest(self, exported: Exported | None = None) -> dict[str, Sample]:
-        """Probe name -> its latest sample in one cluster's store (the first by default), read now
-        (scrapes run in a thread)."""
-        store = (exported or self.clusters()[0]).store
+    def latest(self, exported: Exported) -> dict[str, Sample]:
+        """Probe name -> its latest sample in one cluster's store, read now (scrapes run in a thread)."""
+        store = exported.store
         with self._lock:
             found = {name: store.latest(name) for name in list(store.health())}
         return {name: sample for name, sample in found.items() if sample is not None}
@@ -281,8 +267,7 @@ class SampleCollector(Collector):
                     data = exported.info.to_json()
                     found.add_metric([*head.values(), data["server"], data["context"], data["kubernetes_version"],
                                       __version__], 1.0)
-            if exported.findings is not None:
-                findings_series(exported.findings(), head, family_of)
+            findings_series(exported.findings(), head, family_of)
         yield from families.values()
 
 

@@ -19,20 +19,28 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 from collections.abc import Callable, Iterable, Sequence
 
 from crdscope.base.errors import ConfigError, CrdscopeError
 from crdscope.base.logs import log_to_file
 from crdscope.findings.engine import FindingsEngine
 from crdscope.findings.kubectl import KubectlClient
-from crdscope.findings.model import FindingChange, format_duration
+from crdscope.findings.model import format_duration
 from crdscope.base.samples import Sample
 
 from .core import Taken, WatchCore, run_each
 from .events import FAIL, Event
 from .durations import parse_duration
 from .failif import FINDINGS, Holding, Threshold, parse_thresholds
+
+if TYPE_CHECKING:  # the live wiring (probes, the connection) is imported when a watch starts
+    from crdscope.base.settings import Settings
+    from crdscope.connection.cluster import Cluster
+
+    from .live import LiveCore, TakenRecorder
+    from .recorder import ClusterInfo, Recorder
+    from .replay import Recording
 
 @dataclasses.dataclass
 class Crossing:
@@ -47,18 +55,20 @@ class Crossing:
 
 
 class HeadlessSink:
-    """What a headless watch does with each sample its core took: events and findings to lines
-    (and the recording), ``--fail-if`` thresholds to a stop.  The core keeps the samples (the
-    metrics endpoint reads its store) and the findings."""
+    """What a headless watch does with each sample its core took: events and findings to lines,
+    ``--fail-if`` thresholds to a stop (the crossing recorded with the rest).  The core keeps the
+    samples (the metrics endpoint reads its store) and the findings."""
 
     def __init__(self, core: WatchCore, thresholds: Iterable[Threshold], *,
-                 recorder: Any = None, out: TextIO | None = None, label: str = "") -> None:
+                 recording: TakenRecorder | None = None, out: TextIO | None = None, label: str = "") -> None:
         self.core = core
         #: Prefixed to each line (the context, in a fleet), so interleaved clusters stay readable.
         self.label = label
         self.thresholds = list(thresholds)
         self.holding = Holding()
-        self.recorder = recorder
+        self.recording = recording
+        if recording is not None:
+            recording.on_failure = self.recording_failed
         self.out = out or sys.stdout
         self.crossing: Crossing | None = None
         self.events: list[Event] = []
@@ -76,21 +86,14 @@ class HeadlessSink:
         """Samples the core took."""
         return self.core.samples
 
-    def __call__(self, sample: Sample) -> None:
-        """Hand a sample to the core (whose listener this sink is)."""
-        self.core.take(sample)
-
     def taken(self, taken: Taken) -> None:
         """The core's listener: a line per event and finding change, then the thresholds."""
         sample = taken.sample
-        self.record(sample)
         for event in taken.events:
             self.say(event.line())
             self.events.append(event)
-            self.record(event)
         for change in taken.changes:  # one line as each finding opens and closes
             self.say(change.line())
-            self.record(change)
         if self.crossing is None:
             for threshold in self.thresholds:
                 value = self.holding.crossed(threshold, self._value(threshold, sample), sample.timestamp)
@@ -99,7 +102,8 @@ class HeadlessSink:
                     event = Event(sample.timestamp, "threshold-crossed", FAIL, threshold.probe,
                                   self.crossing.message())
                     self.say(event.line())
-                    self.record(event)
+                    if self.recording is not None:
+                        self.recording.record(event)
                     self.done.set()
                     break
 
@@ -110,15 +114,10 @@ class HeadlessSink:
         field = threshold.path[0]
         return float(sum(counts.values()) if field == "any" else counts[field])
 
-    def record(self, item: Sample | Event | FindingChange) -> None:
-        """Record a sample or an event; a failing disk stops the recording, not the watch."""
-        if self.recorder is None:
-            return
-        try:
-            self.recorder(item)
-        except OSError as exc:
-            self.say(f"recording stopped: cannot write {self.recorder.path}: {exc.strerror or exc}")
-            self.recorder = None
+    def recording_failed(self, recorder: Recorder, exc: Exception) -> None:
+        """A failing disk stops the recording, not the watch: one line says so."""
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        self.say(f"recording stopped: cannot write {recorder.path}: {why}")
 
     def say(self, line: str, *, plain: bool = False) -> None:
         """One line on stdout (after the sink's label unless ``plain``); a closed pipe (``| head``)
@@ -144,7 +143,6 @@ def run_headless(kubeconfig: str | None = None, context: str | None = None, dura
     ``record``) recording per cluster, one metrics endpoint whose series carry ``cluster``, each
     line prefixed with its context; a threshold crossed in any cluster ends the watch.
     """
-    from crdscope.connection.cluster import Cluster
     from crdscope.base.settings import load_settings, with_openapi_v2
 
     from .exporter import parse_listen
@@ -161,7 +159,7 @@ def run_headless(kubeconfig: str | None = None, context: str | None = None, dura
     if repeated is not None:
         raise ConfigError(f"--context {repeated} is given twice")
     # Connecting sends nothing: a bad context fails here, before any cluster is watched.
-    clusters = [_connect(Cluster, kubeconfig, name, fleet=len(names) > 1) for name in names]
+    clusters = [_connect(kubeconfig, name, fleet=len(names) > 1) for name in names]
     out = out or sys.stdout
     log_to_file(errors_to_stderr=True)  # probe transitions are event lines already
     outcome = asyncio.run(_watch(clusters, settings, seconds, record, thresholds, listen, out, memory_limit))
@@ -171,10 +169,12 @@ def run_headless(kubeconfig: str | None = None, context: str | None = None, dura
         raise CrdscopeError("interrupted", exit_code=130)
 
 
-def _connect(cluster_class: Any, kubeconfig: str | None, context: str | None, *, fleet: bool) -> Any:
+def _connect(kubeconfig: str | None, context: str | None, *, fleet: bool) -> Cluster:
     """One cluster of the watch; in a fleet, an error names the context it is about."""
+    from crdscope.connection.cluster import Cluster
+
     try:
-        return cluster_class.connect(kubeconfig, context)
+        return Cluster.connect(kubeconfig, context)
     except CrdscopeError as exc:
         if fleet:
             raise exc.about(f"context {context}") from None
@@ -193,16 +193,22 @@ def recording_path(record: str, context: str, fleet: bool) -> str:
 
 @dataclasses.dataclass
 class Watched:
-    """One cluster of a headless watch: its connection, core and sink."""
+    """One cluster of a headless watch: its live core, description and sink."""
 
-    cluster: Any
-    info: Any
-    core: WatchCore
+    live: LiveCore
+    info: ClusterInfo
     sink: HeadlessSink
-    probes: list[str]
+
+    @property
+    def core(self) -> WatchCore:
+        return self.live.core
+
+    @property
+    def probes(self) -> list[str]:
+        return [p.name for p in self.live.monitor.scheduler.probes]
 
 
-async def _watch(clusters: list[Any], settings: Any, seconds: float | None, record: str | None,
+async def _watch(clusters: list[Cluster], settings: Settings, seconds: float | None, record: str | None,
                  thresholds: list[Threshold], listen: tuple[str, int] | None, out: TextIO,
                  memory_limit: int | None = None) -> str:
     from crdscope.connection.cluster import first_contact
@@ -235,15 +241,15 @@ async def _watch(clusters: list[Any], settings: Any, seconds: float | None, reco
             version = each.info.kubernetes_version or "version unknown"
             each.sink.say(f"watching {each.info.server} ({version}, context {each.info.context}); probes: "
                           f"{', '.join(each.probes)}" + (f"; for {format_duration(seconds)}" if seconds else ""))
-            if each.sink.recorder is not None:
-                each.sink.say(f"recording to {each.sink.recorder.path}")
+            if each.live.recording is not None:
+                each.sink.say(f"recording to {each.live.recording.opened.path}")
         if server is not None:
             watched[0].sink.say(f"serving metrics on {server.url}"
                                 + (f" ({len(watched)} clusters, label cluster)" if fleet else ""), plain=True)
         _install_signals(stopped.set)
         stack.callback(_remove_signals)
         done = [each.sink.done.wait() for each in watched]
-        _, failure = await run_each([each.core for each in watched], seconds, *done, stopped.wait())
+        _, failure = await run_each([each.live for each in watched], seconds, *done, stopped.wait())
         if failure is not None:
             raise failure
         elapsed = format_duration(time.monotonic() - started)
@@ -268,11 +274,10 @@ async def _watch(clusters: list[Any], settings: Any, seconds: float | None, reco
             await cluster.aclose()
 
 
-async def _start_one(cluster: Any, settings: Any, record: str | None, thresholds: list[Threshold], out: TextIO,
-                     memory_limit: int | None, stack: contextlib.ExitStack, fleet: bool) -> Watched:
-    """One cluster's probes, core and sink (its recording and memory-cap follower closed by ``stack``)."""
-    from crdscope.probes.monitor import Monitor
-
+async def _start_one(cluster: Cluster, settings: Settings, record: str | None, thresholds: list[Threshold],
+                     out: TextIO, memory_limit: int | None, stack: contextlib.ExitStack, fleet: bool) -> Watched:
+    """One cluster's live core and sink (its recording closed by ``stack``)."""
+    from .live import open_live_core
     from .recorder import Recorder, describe_cluster
 
     info = await describe_cluster(cluster)  # a frozen server: watched anyway, its version unknown
@@ -280,21 +285,14 @@ async def _start_one(cluster: Any, settings: Any, record: str | None, thresholds
     if record:
         recorder = Recorder(recording_path(record, info.context, fleet), info)
         stack.callback(recorder.close)
-    monitor = Monitor(cluster, settings)
-    wire_lab(monitor)
-    core = WatchCore(monitor, thresholds=settings.thresholds, cluster=info.context,
-                     memory_limit=known_memory_limit(cluster.server, memory_limit))
-    monitor.set_memory_limit(core.memory_limit)
-    sink = HeadlessSink(core, thresholds, recorder=recorder, out=out, label=info.context if fleet else "")
-    await core.learn_local_kubectl()
-    if not memory_limit:  # a lab's cap can change while the watch runs
-        follower = asyncio.create_task(follow_memory_limit(
-            cluster.server, None, core.memory_limit, core.set_memory_limit), name=f"memory-limit {info.context}")
-        stack.callback(follower.cancel)
-    return Watched(cluster, info, core, sink, [p.name for p in monitor.scheduler.probes])
+    live = open_live_core(cluster, settings, memory_limit=memory_limit, recorder=recorder)
+    sink = HeadlessSink(live.core, thresholds, recording=live.recording, out=out,
+                        label=info.context if fleet else "")
+    await live.core.learn_local_kubectl()
+    return Watched(live, info, sink)
 
 
-def replay_headless(recording: Any, *, speed: float = 0.0, as_json: bool = False,
+def replay_headless(recording: Recording, *, speed: float = 0.0, as_json: bool = False,
                     out: TextIO | None = None, kubectl: KubectlClient | None | bool = True) -> WatchCore:
     """``crdscope replay --headless``: play a recording as event lines (as the live watch prints
     them), or every sample and event as JSON lines; a closed pipe (``| head``) ends it quietly.
@@ -307,14 +305,13 @@ def replay_headless(recording: Any, *, speed: float = 0.0, as_json: bool = False
     from crdscope.base.settings import load_settings
 
     from .recorder import event_record, finding_record, sample_line
-    from .replay import ReplayFeed
+    from .replay import ReplayFeed, replay_core
 
     out = out or sys.stdout
     log_to_file(errors_to_stderr=True)  # probe transitions are event lines already
-    feed = ReplayFeed(recording, speed=speed)
-    core = WatchCore(feed, thresholds=load_settings().thresholds, cluster=recording.cluster.context)
+    core = replay_core(ReplayFeed(recording, speed=speed), load_settings().thresholds)
     closed: list[bool] = []
-    playing: asyncio.Task[Any] | None = None
+    playing: asyncio.Task[None] | None = None
 
     def lines(taken: Taken) -> None:
         try:
@@ -356,7 +353,8 @@ def replay_headless(recording: Any, *, speed: float = 0.0, as_json: bool = False
         _discard_output(out)
         return core
     if not as_json:
-        span = (recording.end - recording.start) if recording.samples else 0.0
+        start, end = recording.start, recording.end
+        span = end - start if start is not None and end is not None else 0.0
         print(f"replayed {len(recording.samples)} samples covering {format_duration(span)}"
               + ("" if recording.ended else " (the recording was not closed cleanly)"), file=out, flush=True)
     return core
@@ -369,73 +367,6 @@ def _discard_output(out: TextIO) -> None:
 
     with contextlib.suppress(OSError, ValueError, AttributeError):  # not a real file (tests)
         os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
-
-
-def known_memory_limit(server: str, explicit: int | None = None, lab_home: Path | None = None) -> int | None:
-    """The API server's memory limit: the one given (``--memory-limit``), else the lab's cap when
-    ``server`` is a capped crdscope lab, else None (unknown: no headroom finding)."""
-    if explicit:
-        return explicit
-    try:
-        from crdscope.lab.lookup import lab_memory_limit
-    except ImportError:
-        return None
-    return lab_memory_limit(server, lab_home)
-
-
-#: How often a running monitor re-reads a crdscope lab's memory cap (``crdscope lab limit`` resizes it live).
-LIMIT_REFRESH_SECONDS = 5.0
-
-
-async def follow_memory_limit(server: str, lab_home: Path | None, known: int | None,
-                              apply: Callable[[int | None], None], *,
-                              every: float = LIMIT_REFRESH_SECONDS) -> None:
-    """Tell ``apply`` each new memory limit of the lab serving ``server`` until cancelled.
-
-    ``crdscope lab limit`` changes a lab's cap under a running monitor, as a provider resizes a
-    control plane; ``known`` is the limit the caller already uses.  Only a capped lab's cap can
-    change (``lab limit`` refuses an uncapped one), so with ``known`` None, or ``server`` no lab,
-    this returns at once.  The lab is found once; each turn reads its state file alone, in a
-    thread: a slow disk never holds the event loop.  Callers given ``--memory-limit`` do not follow.
-    """
-    if known is None:
-        return
-    from crdscope.lab.lookup import lab_for_server, lab_memory_limit
-
-    found = await asyncio.to_thread(lab_for_server, server, lab_home)
-    if found is None:
-        return
-    home = found[0].home
-    while True:
-        await asyncio.sleep(every)  # a cadence, not a wait for a condition
-        try:
-            now = await asyncio.to_thread(lab_memory_limit, server, home)
-        except Exception:  # noqa: BLE001 - an unreadable state file keeps the limit already known
-            continue
-        if now != known:
-            known = now
-            apply(now)
-
-
-def wire_lab(monitor: Any, lab_home: Path | None = None) -> None:
-    """When the monitor watches crdscope's lab, give the health probe the lab's etcd connection count
-    and its supervisor's account of restarts.
-
-    The health probe reads ``monitor.shared.lab_etcd_connections`` (a callable) if set;
-    only lab-aware callers (the headless watch, the TUI's ``build_app``) set it, since
-    probes never import ``lab``.  ``lab_home`` is the lab's directory when the caller
-    holds the lab (``crdscope lab``); otherwise the default lab's is looked up.
-    """
-    try:
-        from crdscope.lab.sockets import etcd_connection_counter
-    except ImportError:
-        return
-    from crdscope.lab.restarts import restart_reader
-
-    counter: Callable[[], Any] | None = etcd_connection_counter(monitor.cluster.server, lab_home)
-    if counter is not None:
-        monitor.shared.lab_etcd_connections = counter
-    monitor.shared.lab_restarts = restart_reader(monitor.cluster.server, lab_home)
 
 
 def _install_signals(callback: Callable[[], None]) -> None:

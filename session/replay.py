@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gzip
-import inspect
 import json
 import lzma
 import math
@@ -37,6 +36,9 @@ from crdscope.probes.registry import sample_type
 from crdscope.base.samples import Sample
 from crdscope.probes.scheduler import Sink, deliver
 
+from crdscope.base.settings import Thresholds
+
+from .core import SessionStore, WatchCore
 from .durations import parse_duration
 from .events import Event
 from .recorder import FORMAT, FORMAT_VERSION, ClusterInfo, part_path
@@ -276,7 +278,7 @@ class ReplayFeed:
         self.cluster = recording.cluster
         self.hold_at_end = hold_at_end
         self.sinks: list[Sink] = []
-        self.reset_listeners: list[Callable[[], Any]] = []
+        self.reset_listeners: list[Callable[[], None]] = []
         self.position = 0
         #: The recording time the replay has reached.
         self.clock: float = recording.start or 0.0
@@ -292,7 +294,7 @@ class ReplayFeed:
         """Receive every replayed sample (sync or async callable)."""
         self.sinks.append(sink)
 
-    def add_reset_listener(self, listener: Callable[[], Any]) -> None:
+    def add_reset_listener(self, listener: Callable[[], None]) -> None:
         """Called before a backwards seek replays from the start: forget what was shown."""
         self.reset_listeners.append(listener)
 
@@ -406,9 +408,7 @@ class ReplayFeed:
         target = min(max(target, self.samples[0].timestamp), self.samples[-1].timestamp)
         if target < self.clock:
             for listener in list(self.reset_listeners):
-                result = listener()
-                if inspect.isawaitable(result):
-                    await result
+                listener()
             self.position = 0
             self.clock = self.samples[0].timestamp
         delivered = 0
@@ -418,6 +418,14 @@ class ReplayFeed:
             if delivered % 100 == 0:
                 await asyncio.sleep(0)
         self.clock = target
+
+
+def replay_core(feed: ReplayFeed, thresholds: Thresholds | None = None) -> WatchCore:
+    """The session core a recording's replay feeds: its own store, named after the recorded
+    context; a seek backwards resets it (the store stays the same object: views keep working)."""
+    core = WatchCore(feed, store=SessionStore(), thresholds=thresholds, cluster=feed.context)
+    feed.add_reset_listener(core.reset)
+    return core
 
 
 def _valid_speed(value: float) -> float:

@@ -28,7 +28,7 @@ from crdscope.base.store import SampleStore
 from crdscope.findings.kubectl import KubectlClient, read_local_kubectl
 from crdscope.findings.model import Finding, FindingChange
 
-from .core import WatchCore
+from .core import SessionStore, WatchCore
 from .events import Event, kubectl_124_seconds
 from .recorder import ClusterInfo
 from .replay import Damage, RecordingReader
@@ -149,7 +149,7 @@ def summarise(path: str | Path, *, kubectl: KubectlClient | None | bool = True) 
     """
     reader = RecordingReader(path)
     summary = Summary(path=Path(path), cluster=reader.cluster, header=reader.header)
-    core = WatchCore(thresholds=load_settings().thresholds, cluster=reader.cluster.context)
+    core = WatchCore(None, store=SessionStore(), thresholds=load_settings().thresholds, cluster=reader.cluster.context)
     core.know_kubectl(read_local_kubectl() if kubectl is True else kubectl or None)
     #: probe -> times its CRD count changed (inventory or health).
     crd_changes: dict[str, list[float]] = {}

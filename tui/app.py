@@ -1,44 +1,50 @@
-"""The crdscope monitor: a thin Textual App around a feed of samples.
+"""The crdscope monitor: a thin Textual App around its clusters' session cores.
 
-The app holds one :class:`tui.sessions.ClusterSession` per watched cluster (its feed, its
-session core (:class:`session.core.WatchCore`: the sample store, the findings engine, the
-events detector, the local kubectl), recorder, loader and lab); ``app.session`` is the one the
-monitor screen shows, and the screens and panels render what is in its store.  Several
-clusters open on the fleet screen (``screens/fleet.py``).  Everything that talks to a
-cluster runs in the app's event loop as a worker (the feed, loader actions), so
-a key press is never stuck behind the network.
+The app holds one :class:`tui.sessions.ClusterSession` per watched cluster (its session core
+(:class:`session.core.WatchCore`: the sample store, the findings engine, the events detector, the
+local kubectl) and its source: live, the :class:`session.live.LiveCore` that
+``session.live.open_live_core`` opened, with its recording; else a recording's replay; plus the
+loader and the lab); ``app.session`` is the one the monitor screen shows, and the screens and panels
+render what is in its store.  What each sample caused (:class:`session.core.Taken`) reaches the
+screens as a :class:`tui.messages.SampleTaken`.  Several clusters open on the fleet screen
+(``screens/fleet.py``).  Everything that talks to a cluster runs in the app's event loop as a worker
+(the sources, loader actions), so a key press is never stuck behind the network.
 """
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Sequence
 
 from textual.app import App
 from textual.binding import Binding
 
-from crdscope.findings.engine import FindingsEngine
 from crdscope.findings.kubectl import KubectlClient
 from crdscope.findings.model import Finding
 from crdscope.base.errors import ConfigError
 from crdscope.probes.footprint import FootprintSample
 from crdscope.base.logs import log_path, write_traceback
 from crdscope.base.paths import data_dir
-from crdscope.base.samples import Sample
 from crdscope.base.store import ProbeHealth
 from crdscope.base.settings import Settings
-from crdscope.session.core import SessionStore, WatchCore
+from crdscope.session.core import SampleSource, SessionStore, Taken, WatchCore
+from crdscope.session.replay import ReplayFeed, replay_core
 from crdscope.themes import DEFAULT_THEME, THEME_NAMES, THEMES, role_defaults
 
 from .commands import CrdscopeCommands
-from .feeds import Feed
 from .frozen_heap import HOLD_COLLECTIONS_SECONDS, SETTLE_EVERY_SECONDS, FrozenHeap
-from .messages import SampleArrived
-from .sessions import ClusterSession, LimitFollower
+from .messages import SampleTaken
+from .sessions import ClusterSession
 from .screens.help import HelpScreen
 from .screens.monitor import MonitorScreen
+
+if TYPE_CHECKING:
+    from crdscope.lab.controlplane import Lab
+    from crdscope.session.recorder import Recorder
+
+    from .loader_control import LoaderControl
 
 log = logging.getLogger("crdscope.tui")
 
@@ -66,29 +72,25 @@ class CrdscopeApp(App[None]):
         Binding("f", "findings", "Findings"),
     ]
 
-    def __init__(self, feed: Feed | None = None, *, settings: Settings | None = None, theme: str | None = None,
-                 loader: Any = None, lab: Any = None, recorder: Any = None, detector: Any = None,
-                 clock: Callable[[], float] | None = None, layout: str | None = None,
-                 mode_label: str = "", memory_limit: int | None = None,
-                 follow_memory_limit: LimitFollower | None = None,
-                 kubectl: KubectlClient | None | bool = True,
+    def __init__(self, feed: SampleSource | None = None, *, settings: Settings | None = None,
+                 theme: str | None = None, clock: Callable[[], float] | None = None, layout: str | None = None,
+                 mode_label: str = "", kubectl: KubectlClient | None | bool = True,
                  sessions: Sequence[ClusterSession] = (), compare: bool = False) -> None:
         super().__init__()
         self.settings = settings or Settings()
-        if feed is not None:
-            sessions = [ClusterSession(feed, settings=self.settings, memory_limit=memory_limit, detector=detector,
-                                       kubectl=kubectl if isinstance(kubectl, KubectlClient) else None,
-                                       loader=loader, lab=lab, recorder=recorder, clock=clock,
-                                       follow_memory_limit=follow_memory_limit)]
+        if feed is not None:  # one cluster that is no live one: a recording's replay, or test samples
+            core = (replay_core(feed, self.settings.thresholds) if isinstance(feed, ReplayFeed)
+                    else WatchCore(feed, store=SessionStore(), thresholds=self.settings.thresholds,
+                                   cluster=feed.context))
+            sessions = [ClusterSession(core, clock=clock)]
         if not sessions:
             raise ValueError("the monitor needs a feed or at least one cluster session")
         #: Every watched cluster, in the order given (a fleet when several).
         self.sessions: list[ClusterSession] = list(sessions)
         #: The cluster the monitor screen shows (and the header, panels and palette read).
         self.session = self.sessions[0]
-        for each in self.sessions:
-            each.record_failed = self._recording_failed
-            if feed is None and isinstance(kubectl, KubectlClient):
+        if isinstance(kubectl, KubectlClient):
+            for each in self.sessions:
                 each.core.know_kubectl(kubectl)
         #: True: find the kubectl on PATH once mounted; a client: that one; None/False: none.
         self._kubectl = kubectl
@@ -115,8 +117,8 @@ class CrdscopeApp(App[None]):
         return len(self.sessions) > 1
 
     @property
-    def feed(self) -> Any:
-        """The current cluster's feed."""
+    def feed(self) -> SampleSource:
+        """The current cluster's source of samples (the live monitor, or a replay)."""
         return self.session.feed
 
     @property
@@ -125,45 +127,19 @@ class CrdscopeApp(App[None]):
         return self.session.core
 
     @property
-    def loader(self) -> Any:
+    def loader(self) -> LoaderControl | None:
         """The current cluster's loader control (None in a replay)."""
         return self.session.loader
 
-    @loader.setter
-    def loader(self, control: Any) -> None:
-        self.session.loader = control
-
     @property
-    def lab(self) -> Any:
+    def lab(self) -> Lab | None:
         """The current cluster's lab, when it is one."""
         return self.session.lab
-
-    @property
-    def recorder(self) -> Any:
-        """The current cluster's recorder (None: not recording)."""
-        return self.session.recorder
-
-    @recorder.setter
-    def recorder(self, recorder: Any) -> None:
-        self.session.recorder = recorder
 
     @property
     def store(self) -> SessionStore:
         """The core's sample store (the panels are views over it)."""
         return self.core.store
-
-    @property
-    def findings(self) -> FindingsEngine:
-        """The core's findings engine."""
-        return self.core.findings
-
-    @findings.setter
-    def findings(self, engine: FindingsEngine) -> None:
-        self.core.findings = engine
-
-    @property
-    def detector(self) -> Any:
-        return self.core.detector
 
     @property
     def memory_limit(self) -> int | None:
@@ -198,20 +174,17 @@ class CrdscopeApp(App[None]):
         self.set_interval(SETTLE_EVERY_SECONDS, self.heap.settle)
 
     def _wire(self, session: ClusterSession) -> None:
-        """Samples of ``session``'s feed and loader reach its core (as messages); run its feed."""
-        def sink(sample: Sample) -> None:
-            self.post_message(SampleArrived(sample, session))
+        """What each sample of ``session`` caused reaches the screens (as a message); run its source."""
+        def taken(taken: Taken) -> None:
+            self.post_message(SampleTaken(taken, session))
 
-        session.feed.add_sink(sink)
-        reset = getattr(session.feed, "add_reset_listener", None)
-        if callable(reset):
-            reset(lambda: self.reset(session))
-        if session.loader is not None and hasattr(session.loader, "add_sink"):
-            session.loader.add_sink(sink)
+        session.core.add_listener(taken)
+        session.core.reset_listeners.append(lambda: self._redraw_panels(session))
+        if session.live is not None:
+            session.live.limit_listeners.append(lambda _limit: self._redraw_panels(session))
+            if session.live.recording is not None:
+                session.live.recording.on_failure = self._recording_failed
         self.run_worker(self._run_feed(session), name=f"feed {session.name}", group="feed", exit_on_error=False)
-        if session.follow_memory_limit is not None:
-            follow = session.follow_memory_limit(lambda limit: self.set_memory_limit(limit, session))
-            self.run_worker(follow, name=f"memory-limit {session.name}", group="memory-limit", exit_on_error=False)
 
     def on_unmount(self) -> None:
         self.heap.thaw()
@@ -234,28 +207,19 @@ class CrdscopeApp(App[None]):
 
     async def _run_feed(self, session: ClusterSession) -> None:
         try:
-            await session.feed.run()
+            await session.run()
         except Exception as exc:
             log.exception("the feed of %s stopped", session.name)
             which = f" of {session.name}" if self.fleet else ""
             self.notify(f"monitor{which} stopped: {type(exc).__name__}: {exc} (details in {self.log_path()})",
                         severity="error", timeout=30)
 
-    def sink(self, sample: Sample) -> None:
-        """Hand a sample of the current cluster to the UI (safe from any thread or task)."""
-        self.post_message(SampleArrived(sample, self.session))
-
-    def on_sample_arrived(self, message: SampleArrived) -> None:
-        self.take(message.sample, message.session)
-
-    def take(self, sample: Sample, session: ClusterSession | None = None) -> None:
-        """Hand a sample to its cluster's core, record it with what it caused, and tell the screens
-        that show that cluster."""
-        session = session or self.session
-        taken = session.take(sample)
+    def on_sample_taken(self, message: SampleTaken) -> None:
+        """Tell the screens that show the sample's cluster what it changed."""
+        session, taken = message.session, message.taken
         screen = self.monitor_screen_of(session)
         if screen is not None:
-            screen.probe_changed(sample.probe)
+            screen.probe_changed(taken.sample.probe)
             if taken.changes:
                 screen.findings_changed()
             if taken.events:
@@ -270,20 +234,9 @@ class CrdscopeApp(App[None]):
         """Open findings, most severe first (the header and the findings strip read them)."""
         return self.session.current_findings()
 
-    def _recording_failed(self) -> None:
+    def _recording_failed(self, recorder: Recorder, exc: Exception) -> None:
+        log.error("recording to %s failed; recording stops", recorder.path, exc_info=exc)
         self.notify("recording failed and stopped (details in the log)", severity="error")
-
-    def set_memory_limit(self, limit: int | None, session: ClusterSession | None = None) -> None:
-        """The API server's memory limit changed (``crdscope lab limit``): findings and panels use the new one."""
-        session = session or self.session
-        session.core.set_memory_limit(limit)
-        self._redraw_panels(session)
-
-    def reset(self, session: ClusterSession | None = None) -> None:
-        """Forget every sample and event (a replay seeking backwards)."""
-        session = session or self.session
-        session.core.reset()
-        self._redraw_panels(session)
 
     def _redraw_panels(self, session: ClusterSession) -> None:
         screen = self.monitor_screen_of(session)

@@ -291,6 +291,8 @@ class FleetDemoApp(CrdscopeApp):
     async def _load(self, install: LabInstall, session: ClusterSession) -> None:
         """One lab's install with crdscope's loader (the same source and pace in each lab)."""
         loader = session.loader
+        if loader is None:  # the demo's clusters are its live labs: each has its loader
+            raise RuntimeError(f"{install.lab.name} is watched without a loader")
         loader.configure(self.demo.provider, loader.settings.profile, loader.settings.rate,
                          loader.settings.concurrency)
         final = await loader.run()

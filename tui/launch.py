@@ -6,22 +6,31 @@ import asyncio
 import dataclasses
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from crdscope.base.logs import NOT_WRITABLE, log_to_file
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Sequence
+    from collections.abc import Callable, Sequence
 
+    from crdscope.base.labrecord import LabState
     from crdscope.base.settings import Settings
+    from crdscope.lab.components import LabOptions
+    from crdscope.lab.controlplane import Lab
+    from crdscope.loader.crossplane_install import Stage
+    from crdscope.loader.documents import Source
+    from crdscope.toolchain.crossplane import CrossplaneBinaries
     from crdscope.session.recorder import ClusterInfo, Recorder
 
     from .app import CrdscopeApp
     from .sessions import ClusterSession
 
 log = logging.getLogger("crdscope.launch")
+
+#: What ``--record`` asked for: True the default file, a path that file, False or None no recording.
+RecordChoice = bool | str | Path | None
 
 
 def _describe(kubeconfig: str | None, context: str | None) -> ClusterInfo:
@@ -48,7 +57,7 @@ def _first_contact(kubeconfig: str | None, context: str | None) -> None:
     asyncio.run(check())
 
 
-def open_recorder(record: Any, settings: Settings, kubeconfig: str | None, context: str | None, *,
+def open_recorder(record: RecordChoice, settings: Settings, kubeconfig: str | None, context: str | None, *,
                   fleet: bool = False) -> Recorder | None:
     """A Recorder for ``record`` (True: the default file, a path: that file, or in a fleet
     ``NAME.<context>.EXT`` beside it; None: none)."""
@@ -66,9 +75,9 @@ def open_recorder(record: Any, settings: Settings, kubeconfig: str | None, conte
     return Recorder(Path(record), info)
 
 
-def build_app(kubeconfig: str | None = None, context: str | None = None, *, record: Any = None,
-              prometheus_url: str | None = None, theme: str | None = None, lab: Any = None,
-              settings: Any = None, layout: str | None = None, source: str | None = None,
+def build_app(kubeconfig: str | None = None, context: str | None = None, *, record: RecordChoice = None,
+              prometheus_url: str | None = None, theme: str | None = None, lab: Lab | None = None,
+              settings: Settings | None = None, layout: str | None = None, source: str | None = None,
               memory_limit: int | None = None, openapi_v2: bool = False,
               app_class: Callable[..., CrdscopeApp] | None = None) -> CrdscopeApp:
     """The monitor app on a cluster, ready to run (tests drive it with ``run_test``); ``app_class``
@@ -82,7 +91,7 @@ def build_app(kubeconfig: str | None = None, context: str | None = None, *, reco
     return (app_class or CrdscopeApp)(settings=settings, theme=theme, layout=layout, sessions=[session])
 
 
-def _settings(settings: Any, openapi_v2: bool, prometheus_url: str | None) -> Settings:
+def _settings(settings: Settings | None, openapi_v2: bool, prometheus_url: str | None) -> Settings:
     from crdscope.base.settings import load_settings, with_openapi_v2
 
     chosen: Settings = with_openapi_v2(settings or load_settings(), openapi_v2)
@@ -97,41 +106,29 @@ def _theme(theme: str | None, settings: Settings) -> str:
     return check_theme(theme or settings.ui.theme)
 
 
-def live_session(kubeconfig: str | None, context: str | None, *, settings: Settings, record: Any = None,
-                 lab: Any = None, source: str | None = None, memory_limit: int | None = None,
-                 fleet: bool = False) -> ClusterSession:
-    """One live cluster of the monitor: its probes (a feed), loader control, recorder and memory limit
-    (``fleet``: one of several, its recording named after its context)."""
+def live_session(kubeconfig: str | None, context: str | None, *, settings: Settings,
+                 record: RecordChoice = None, lab: Lab | None = None, source: str | None = None,
+                 memory_limit: int | None = None, fleet: bool = False) -> ClusterSession:
+    """One live cluster of the monitor: its live core (``session.live.open_live_core``: probes,
+    store, findings, recording, memory limit) and loader control (``fleet``: one of several, its
+    recording named after its context)."""
     from crdscope.connection.cluster import Cluster
-    from crdscope.probes.monitor import Monitor
-    from crdscope.session.headless import follow_memory_limit, known_memory_limit, wire_lab
+    from crdscope.session.live import open_live_core
 
-    from .feeds import LiveFeed
     from .loader_control import LoaderControl
     from .sessions import ClusterSession
 
     cluster = Cluster.connect(kubeconfig, context)
     recorder = open_recorder(record, settings, kubeconfig, context, fleet=fleet)
-    monitor = Monitor(cluster, settings)
-    wire_lab(monitor, lab.home if lab is not None else None)
-    loader = LoaderControl(monitor, settings.loader, context_flag=context, source=source)
-    lab_dir = lab.home if lab is not None else None
-    limit = known_memory_limit(cluster.server, memory_limit, lab_dir)
-    monitor.set_memory_limit(limit)
-
-    def follow(apply: Callable[[int | None], None]) -> Awaitable[None]:
-        def both(new: int | None) -> None:
-            monitor.set_memory_limit(new)
-            apply(new)
-        return follow_memory_limit(cluster.server, lab_dir, limit, both)
-
-    # A lab's cap changes under the monitor (`crdscope lab limit`); a limit given as a flag does not.
-    return ClusterSession(LiveFeed(monitor), settings=settings, memory_limit=limit, loader=loader, lab=lab,
-                          recorder=recorder, follow_memory_limit=None if memory_limit else follow)
+    live = open_live_core(cluster, settings, lab_home=lab.home if lab is not None else None,
+                          memory_limit=memory_limit, recorder=recorder)
+    loader = LoaderControl(live.monitor, settings.loader, context_flag=context, source=source)
+    loader.add_sink(live.core.take)  # the loader's progress is recorded and replayed like a probe's samples
+    return ClusterSession(live.core, live=live, loader=loader, lab=lab)
 
 
-def build_fleet_app(kubeconfig: str | None, contexts: Sequence[str], *, record: Any = None,
-                    prometheus_url: str | None = None, theme: str | None = None, settings: Any = None,
+def build_fleet_app(kubeconfig: str | None, contexts: Sequence[str], *, record: RecordChoice = None,
+                    prometheus_url: str | None = None, theme: str | None = None, settings: Settings | None = None,
                     layout: str | None = None, source: str | None = None, memory_limit: int | None = None,
                     openapi_v2: bool = False, compare: bool = False) -> CrdscopeApp:
     """The monitor on several clusters (one session each), opening on the fleet screen, or with
@@ -160,8 +157,8 @@ def check_source(source: str | None) -> None:
         open_source(source)
 
 
-def open_monitor(kubeconfig: str | None = None, context: str | None = None, *, record: Any = True,
-                 prometheus_url: str | None = None, theme: str | None = None, lab: Any = None,
+def open_monitor(kubeconfig: str | None = None, context: str | None = None, *, record: RecordChoice = True,
+                 prometheus_url: str | None = None, theme: str | None = None, lab: Lab | None = None,
                  source: str | None = None, memory_limit: int | None = None, openapi_v2: bool = False,
                  app_class: Callable[..., CrdscopeApp] | None = None) -> None:
     """Open the monitor on a cluster (the current context by default) and run it until quit;
@@ -190,7 +187,7 @@ def _run(app: CrdscopeApp, where: str | Path) -> None:
 
 
 def open_fleet_monitor(contexts: Sequence[str], *, kubeconfig: str | None = None, compare: bool = False,
-                       record: Any = True, prometheus_url: str | None = None, theme: str | None = None,
+                       record: RecordChoice = True, prometheus_url: str | None = None, theme: str | None = None,
                        source: str | None = None, memory_limit: int | None = None,
                        openapi_v2: bool = False) -> None:
     """Open the monitor on several clusters (``--context`` repeated) and run it until quit: the fleet
@@ -209,14 +206,14 @@ def open_fleet_monitor(contexts: Sequence[str], *, kubeconfig: str | None = None
     _run(app, where)
 
 
-def say_lab_still_running(lab: Any) -> None:
+def say_lab_still_running(lab: Lab) -> None:
     """Quitting the monitor leaves the lab up (loaded CRDs and all): say so, and how to stop it."""
     try:
         running = lab.state() is not None
     except Exception:  # noqa: BLE001 - a reminder must never turn a clean quit into a traceback
         return
     if running:
-        down = f"crdscope lab down --name {lab.name}" if getattr(lab, "name", "") else "crdscope lab down"
+        down = f"crdscope lab down --name {lab.name}" if lab.name else "crdscope lab down"
         click.echo(f"the lab is still running: {down} stops it", err=True)
 
 
@@ -224,8 +221,8 @@ def _say(line: str) -> None:
     click.echo(line, err=True)
 
 
-def _lab_up(name: str, *, kubernetes: str | None = None, options: Any = None,
-            say: Callable[[str], None] = _say) -> tuple[Any, Any]:
+def _lab_up(name: str, *, kubernetes: str | None = None, options: LabOptions | None = None,
+            say: Callable[[str], None] = _say) -> tuple[Lab, LabState]:
     """The lab ``name`` (started when it is not up: Kubernetes ``kubernetes``, the newest by
     default, with ``options``, a ``lab.controlplane.LabOptions``) and its state."""
     from crdscope.lab.binaries import ensure_binaries
@@ -299,12 +296,12 @@ def open_crossplane_demo(provider: str | None = None, name: str = "", source: st
     packages = sum(1 for stage in stages for obj in stage.objects if obj["kind"] == "Provider")
     _say(f"ready in {time.monotonic() - started:.0f}s: the monitor installs {packages} packages "
          "through Crossplane once it is up")
-    app_class = functools.partial(CrossplaneDemoApp, stages=stages, server=state.server, pki_dir=state.pki_dir)
+    app_class = functools.partial(CrossplaneDemoApp, stages=stages, server=state.server, pki_dir=str(state.pki_dir))
     open_monitor(kubeconfig=state.kubeconfig, context=None, lab=lab, source=source, app_class=app_class)
 
 
-def crossplane_install_stages(lab: Any, state: Any, provider: Any, binaries: Any, *,
-                              say: Callable[[str], None] = _say) -> list[Any]:
+def crossplane_install_stages(lab: Lab, state: LabState, provider: Source, binaries: CrossplaneBinaries, *,
+                              say: Callable[[str], None] = _say) -> list[Stage]:
     """The stages of ``provider``'s install (a ``loader.sources`` source) through the Crossplane of
     ``lab``: Crossplane started there if it is not running, the packages built (or taken from the
     cache) and pushed to the lab's registry; a package reference is named as it is (nothing built)."""

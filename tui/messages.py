@@ -1,4 +1,4 @@
-"""Messages that carry data from feeds (any thread or task) into the widget tree."""
+"""Messages that carry what happened in a cluster's core into the widget tree."""
 
 from __future__ import annotations
 
@@ -6,17 +6,17 @@ from typing import TYPE_CHECKING
 
 from textual.message import Message
 
-from crdscope.base.samples import Sample
+from crdscope.session.core import Taken
 
 if TYPE_CHECKING:
     from .sessions import ClusterSession
 
 
-class SampleArrived(Message):
-    """A probe (or the loader) produced a sample; ``session``: the cluster it is about (None: the
-    app's current one)."""
+class SampleTaken(Message):
+    """A cluster's core took a sample (a probe's, or the loader's): what it caused, for the screens
+    that show ``session``."""
 
-    def __init__(self, sample: Sample, session: ClusterSession | None = None) -> None:
+    def __init__(self, taken: Taken, session: ClusterSession) -> None:
         super().__init__()
-        self.sample = sample
+        self.taken = taken
         self.session = session

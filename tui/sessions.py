@@ -1,64 +1,55 @@
 """The monitor's clusters: one :class:`ClusterSession` per watched cluster.
 
-A session is what the single-cluster monitor always held (a feed, its session core, the
-recorder, the loader's control and the lab), now one object per cluster so that one app can
+A session is what the single-cluster monitor always held (a session core and its source of samples,
+the recording, the loader's control and the lab), one object per cluster so that one app can
 watch a fleet.  The app shows one session at a time in its monitor screen (``app.session``);
 every attribute the header, panels and palette read (``app.store``, ``app.feed``,
-``app.now()``...) is that session's.  Samples carry their session in the message that brings
-them to the app (:class:`tui.messages.SampleArrived`), so each reaches its own core.
+``app.now()``...) is that session's.  A live session is a :class:`session.live.LiveCore`
+(``session.live.open_live_core``); a replay's is the core a recording feeds.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from crdscope.base.samples import Sample
-from crdscope.base.settings import Settings
 from crdscope.base.store import ProbeHealth
-from crdscope.findings.kubectl import KubectlClient
-from crdscope.findings.model import Finding
-from crdscope.session.core import SessionStore, Taken, WatchCore
+from crdscope.findings.model import Finding, FindingChange
+from crdscope.session.core import SampleSource, SessionStore, WatchCore
 
-from .feeds import Feed
+if TYPE_CHECKING:
+    from crdscope.lab.controlplane import Lab
+    from crdscope.session.live import LiveCore
+
+    from .loader_control import LoaderControl
 
 log = logging.getLogger("crdscope.tui")
 
-#: Runs until cancelled, telling its argument each new memory limit (a lab's cap resized live).
-LimitFollower = Callable[[Callable[[int | None], None]], Awaitable[None]]
-
 
 class ClusterSession:
-    """One watched cluster: its feed, session core, recorder, loader control and lab."""
+    """One watched cluster: its session core (and, live, the live core around it), loader control
+    and lab."""
 
-    def __init__(self, feed: Feed, *, settings: Settings | None = None, memory_limit: int | None = None,
-                 detector: Any = None, kubectl: KubectlClient | None = None, loader: Any = None,
-                 lab: Any = None, recorder: Any = None, clock: Callable[[], float] | None = None,
-                 follow_memory_limit: LimitFollower | None = None) -> None:
-        self.feed = feed
-        settings = settings or Settings()
-        #: The session core: samples reach it through the app (as messages), not as a feed sink.
-        self.core = WatchCore(feed, thresholds=settings.thresholds, memory_limit=memory_limit,
-                              cluster=str(getattr(feed, "context", "") or ""), subscribe=False)
-        if detector is not None:
-            self.core.detector = detector
-        if kubectl is not None:
-            self.core.know_kubectl(kubectl)
+    def __init__(self, core: WatchCore, *, live: LiveCore | None = None, loader: LoaderControl | None = None,
+                 lab: Lab | None = None, clock: Callable[[], float] | None = None) -> None:
+        if core.source is None:
+            raise ValueError("a monitored cluster needs a source of samples")
+        self.core = core
+        #: Where the samples come from: the live monitor, or a recording's replay.
+        self.feed: SampleSource = core.source
+        #: The live core (monitor, recording, memory limit) when the cluster is watched live.
+        self.live = live
         #: The loader's controller (tui.loader_control.LoaderControl), None in a replay.
         self.loader = loader
         #: A lab.controlplane.Lab when watching a lab: its faults go in the palette.
         self.lab = lab
-        self.recorder = recorder
-        self.follow_memory_limit = follow_memory_limit
-        #: Called once when recording fails (the app says so on screen).
-        self.record_failed: Callable[[], None] | None = None
         self._clock = clock
 
     @property
     def name(self) -> str:
         """The cluster's name: its context (the ``cluster`` label of the fleet exporter)."""
-        return self.core.cluster or str(getattr(self.feed, "server", "") or "")
+        return self.core.cluster or self.feed.server
 
     @property
     def store(self) -> SessionStore:
@@ -78,42 +69,27 @@ class ClusterSession:
         return self.feed.paused
 
     def probe_health(self) -> dict[str, ProbeHealth]:
-        """Per-probe health: the scheduler's when the feed has one, else from the samples seen."""
-        health = getattr(self.feed, "health", None)
-        found = health() if callable(health) else None
-        return found if found else self.store.health()
+        """Per-probe health, counted where the samples are kept (the core's store)."""
+        return self.store.health()
 
     def current_findings(self) -> list[Finding]:
         """Open findings, most severe first."""
         return self.core.open_findings()
 
-    def take(self, sample: Sample) -> Taken:
-        """Hand a sample to the core and record it with what it caused."""
-        taken = self.core.take(sample)
-        self.record(sample)
-        for change in taken.changes:
-            self.record(change)
-        for event in taken.events:
-            self.record(event)
-        return taken
+    async def run(self) -> None:
+        """Run the cluster's source (live: with its memory-limit follower) until it ends or is cancelled."""
+        if self.live is not None:
+            await self.live.run()
+        else:
+            await self.core.run()
 
-    def record(self, item: Any) -> bool:
-        """Record an item; False when recording failed (it then stops, and the caller says so)."""
-        if self.recorder is None:
-            return True
-        try:
-            self.recorder(item)
-        except Exception:
-            log.exception("recording of %s failed; recording stops", self.name)
-            self.recorder = None
-            if self.record_failed is not None:
-                self.record_failed()
-            return False
-        return True
+    def record(self, change: FindingChange) -> None:
+        """Record a finding re-judged beyond a sample (the local kubectl learned)."""
+        if self.live is not None and self.live.recording is not None:
+            self.live.recording.record(change)
 
     def close_recorder(self) -> str | None:
         """Close the recording; where it went (None: nothing recorded)."""
-        if self.recorder is None:
+        if self.live is None or self.live.recording is None:
             return None
-        self.recorder.close()
-        return str(self.recorder.first_path)
+        return str(self.live.recording.close())

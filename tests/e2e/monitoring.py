@@ -56,7 +56,7 @@ async def running_monitor(lab, probes: list[str], *, kubeconfig: str | None = No
     cluster = Cluster.connect(kubeconfig or lab.kubeconfig, context or (None if kubeconfig else ADMIN_CONTEXT))
     from tests.helpers import steady_cadences
 
-    monitor = Monitor(cluster, Settings().override("cadences", **steady_cadences(**cadences)), probes=probes)
+    monitor = Monitor(cluster, Settings().override("cadences", **steady_cadences(**cadences)), probes=probes, latest={})
     if count_etcd:
         # What the TUI/headless wiring does when the server is the lab's.
         counter = etcd_connection_counter(lab.server, Path(lab.lab.home))

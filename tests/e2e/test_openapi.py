@@ -57,7 +57,7 @@ async def test_every_stage_of_a_batch_in_order(lab, shared_crds, tmp_path: Path)
     names = crd_names(real) + crd_names([tiny])
     assert 60 <= len(names) <= 300
     settings = Settings().override("cadences", **steady_cadences(openapi=0.2, openapi_v2=5.0))
-    async with lab.cluster() as cluster, running(Monitor(cluster, settings, probes=["openapi"])) as (monitor, samples):
+    async with lab.cluster() as cluster, running(Monitor(cluster, settings, probes=["openapi"], latest={})) as (monitor, samples):
         probe = monitor.probe("openapi")
         try:
             await async_wait_for(lambda: len(samples) >= 2, timeout=60, message="two index fetches before the batch")
@@ -178,7 +178,7 @@ async def test_discovery_stage_from_the_discovery_probe(lab, tmp_path: Path):
     names = crd_names([tiny])
     settings = Settings().override("cadences", **steady_cadences(openapi=0.2, discovery=0.2, openapi_v2=0.0))
     async with lab.cluster() as cluster, \
-            running(Monitor(cluster, settings, probes=["discovery", "openapi"]), "openapi") as (monitor, samples):
+            running(Monitor(cluster, settings, probes=["discovery", "openapi"], latest={}), "openapi") as (monitor, samples):
         openapi = monitor.probe("openapi")
         try:
             await async_wait_for(lambda: monitor.shared.discovery is not None and len(samples) >= 2, timeout=60,

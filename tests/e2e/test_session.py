@@ -47,7 +47,7 @@ async def test_record_a_load_and_a_restart_then_replay_and_report(fresh_lab, tmp
     path = tmp_path / "session.jsonl"
     cluster = fresh_lab.cluster()
     settings = Settings().override("cadences", **steady_cadences(**CADENCES))
-    monitor = Monitor(cluster, settings)
+    monitor = Monitor(cluster, settings, latest={})
     recorder = Recorder(path, await describe_cluster(cluster))
     detector = EventDetector(settings.thresholds)
     live, live_events = [], []

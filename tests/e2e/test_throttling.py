@@ -98,7 +98,7 @@ async def test_squeezed_user_gets_429s_the_probe_reports(lab):
         await async_wait_for(classified_into_the_squeeze, timeout=60, message="APF to use the new flow schema")
 
         # Cadence 0: every run scrapes afresh, so the two runs below bracket the burst.
-        monitor = Monitor(admin, Settings().override("cadences", **steady_cadences(throttling=0.0)), probes=["throttling"])
+        monitor = Monitor(admin, Settings().override("cadences", **steady_cadences(throttling=0.0)), probes=["throttling"], latest={})
         probe = monitor.probe("throttling")
         first = await probe.run()
         before = (await asyncio.to_thread(server_counters, lab)).get(name, {"rejected": 0.0, "dispatched": 0.0,

@@ -133,7 +133,7 @@ class Watched:
 
         from tests.helpers import steady_cadences
 
-        self.monitor = Monitor(cluster, Settings().override("cadences", **steady_cadences(**FAST_CADENCES)))
+        self.monitor = Monitor(cluster, Settings().override("cadences", **steady_cadences(**FAST_CADENCES)), latest={})
         self.detector = EventDetector()
         self.samples: list = []
         self.events: list = []

@@ -38,13 +38,15 @@ async def watched_findings(lab):
     """A monitor running only the throttling probe (every second) into a session core."""
     from crdscope.probes.monitor import Monitor
     from crdscope.base.settings import Settings
-    from crdscope.session.core import WatchCore
+    from crdscope.session.core import LatestSamples, SessionStore, WatchCore
 
     samples: list = []
     opened: list = []  # every finding that opened (the squeeze's may close again once the load is done)
     async with Cluster.connect(lab.kubeconfig, lab.admin_context) as admin:
-        monitor = Monitor(admin, Settings().override("cadences", **steady_cadences(throttling=1.0)), probes=["throttling"])
-        core = WatchCore(monitor)
+        store = SessionStore()
+        monitor = Monitor(admin, Settings().override("cadences", **steady_cadences(throttling=1.0)), probes=["throttling"],
+                          latest=LatestSamples(store))
+        core = WatchCore(monitor, store=store)
         core.add_listener(lambda taken: opened.extend(c.finding for c in taken.changes if c.change == "opened"))
         monitor.add_sink(samples.append)
         task = asyncio.create_task(monitor.run())

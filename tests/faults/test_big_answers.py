@@ -113,7 +113,6 @@ async def test_a_server_sending_a_byte_a_second_is_cut_off(tmp_path):
         took = time.monotonic() - started
         assert isinstance(sample, VersionSample) and "did not finish within 4s" in sample.error, sample
         assert 4.0 <= took < 6.0, took
-        assert scheduler.health()["version"].consecutive_failures == 1
     finally:
         await cluster.aclose()
         stop_process(process, grace=10)

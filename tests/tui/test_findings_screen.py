@@ -87,7 +87,7 @@ async def test_with_nothing_open_the_screen_says_so(recorded_samples, utc):
     app = make_app(recorded_samples)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot)
-        app.findings = FindingsEngine(Settings().thresholds)  # a fresh engine: nothing open
+        app.core.findings.open.clear()  # nothing open
         await pilot.press("f")
         await pilot.pause()
         text = widget_text(app.screen.query_one("#finding-details"))

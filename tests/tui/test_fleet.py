@@ -16,9 +16,8 @@ from crdscope.probes.discovery import DiscoverySample
 from crdscope.probes.health import HealthSample
 from crdscope.probes.version import VersionSample
 from crdscope.session.recorder import ClusterInfo
-from crdscope.session.replay import ReplayFeed, read_recording
+from crdscope.session.replay import ReplayFeed, read_recording, replay_core
 from crdscope.tui.app import CrdscopeApp
-from crdscope.tui.messages import SampleArrived
 from crdscope.tui.screens.compare import CompareScreen
 from crdscope.tui.screens.fleet import FleetScreen
 from crdscope.tui.screens.monitor import MonitorScreen
@@ -63,7 +62,7 @@ def older_cluster(recording):
 
 def fleet_app(*, compare: bool = False) -> CrdscopeApp:
     recording = read_recording(LAB_SESSION)
-    sessions = [ClusterSession(ReplayFeed(played, speed=0, hold_at_end=True), kubectl=KUBECTL)
+    sessions = [ClusterSession(replay_core(ReplayFeed(played, speed=0, hold_at_end=True)))
                 for played in (as_cluster(recording), older_cluster(recording))]
     return CrdscopeApp(sessions=sessions, compare=compare, kubectl=KUBECTL, theme="crdscope-dark")
 
@@ -105,7 +104,7 @@ async def test_enter_opens_a_clusters_monitor_and_escape_returns(utc):
         other = app.sessions[0]
         taken = other.core.samples
         for _ in range(5):
-            app.post_message(SampleArrived(other.store.latest("loader"), other))  # the shown tab's probe
+            other.core.take(other.store.latest("loader"))  # the shown tab's probe
         await pilot.pause(0.8)  # deliberate: nothing must happen, so wait past the panels' redraw throttle
         assert other.core.samples == taken + 5 and app.sessions[1].core.samples == len(app.sessions[1].feed.samples)
         assert [panel.draws for panel in panels] == draws
@@ -184,7 +183,7 @@ async def test_the_fleet_redraws_a_few_times_a_second_however_many_samples_arriv
         before = fleet.draws
         sample = app.sessions[0].store.last_good_of(HealthSample)
         for _ in range(500):
-            app.take(sample, app.sessions[0])
+            app.sessions[0].core.take(sample)
         await pilot.pause(1.2)  # deliberate: the throttle is under test, so count redraws over two of its periods
         assert 1 <= fleet.draws - before <= 3, fleet.draws - before
 

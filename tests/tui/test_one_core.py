@@ -72,11 +72,10 @@ def kubectl_title(findings) -> str:
 
 
 async def test_every_front_end_states_the_same_open_findings(recording, kubectl_123, tmp_path):
-    from crdscope.session.core import WatchCore
     from crdscope.session.doctor import examine
     from crdscope.session.exporter import SampleCollector
     from crdscope.session.headless import replay_headless
-    from crdscope.session.replay import ReplayFeed
+    from crdscope.session.replay import ReplayFeed, replay_core
     from crdscope.session.report import summarise
     from crdscope.tui.replay_bar import build_replay_app
 
@@ -99,8 +98,8 @@ async def test_every_front_end_states_the_same_open_findings(recording, kubectl_
     assert "finding opened: your kubectl v1.23.17" in printed and "API server not answering" in printed
 
     # The exporter, serving the headless core as `watch --headless --serve-metrics` does.
-    collector = SampleCollector(CLUSTER)
-    collector.watch(headless_core)
+    collector = SampleCollector()
+    collector.watch(headless_core, CLUSTER)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     scraped = generate_latest(registry).decode()
@@ -108,7 +107,7 @@ async def test_every_front_end_states_the_same_open_findings(recording, kubectl_
                 if line.startswith("crdscope_finding_open{")}
 
     # doctor: its diagnosis of a core on the same recording, the local kubectl found as it finds it.
-    doctor_core = WatchCore(ReplayFeed(recording, speed=0), cluster=CLUSTER.context)
+    doctor_core = replay_core(ReplayFeed(recording, speed=0))
     await doctor_core.learn_local_kubectl()
     diagnosis = await examine(doctor_core, CLUSTER, seconds=30)
 

@@ -1,15 +1,15 @@
-"""The session core: one store per cluster, shared with the live scheduler; what it knows survives a reset."""
+"""The session core: one store per cluster, which the live probes read; what it knows survives a reset."""
 
 from __future__ import annotations
 
 from crdscope.findings.kubectl import KUBECTL_DISCOVERY_CHECK, KubectlClient
 from crdscope.probes.scheduler import FunctionProbe, Scheduler
 from crdscope.probes.version import VersionSample
-from crdscope.session.core import WatchCore
+from crdscope.session.core import LatestSamples, SessionStore, WatchCore
 
 
 class SchedulerSource:
-    """What the core sees of a Monitor: its scheduler, add_sink and run."""
+    """What the core sees of a Monitor: its scheduler's samples and run."""
 
     def __init__(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
@@ -21,30 +21,23 @@ class SchedulerSource:
         await self.scheduler.run()
 
 
-async def test_the_scheduler_reads_the_cores_store_and_keeps_no_samples_of_its_own():
+async def test_the_probes_read_the_cores_store_and_health_is_counted_there_once():
     async def version() -> VersionSample:
         return VersionSample(git_version="v1.37.2")
 
+    store = SessionStore()
     scheduler = Scheduler([FunctionProbe("version", 60.0, version)])
-    core = WatchCore(SchedulerSource(scheduler), cluster="prod-eu")
+    core = WatchCore(SchedulerSource(scheduler), store=store, cluster="prod-eu")
+    latest = LatestSamples(store)
     sample = await scheduler.run_probe_once("version")
-    assert scheduler.store is core.store
-    assert len(core.store.history("version")) == 1  # added once: by the core, not again by the scheduler
-    assert scheduler.latest["version"] is sample and dict(scheduler.latest) == {"version": sample}
+    assert len(core.store.history("version")) == 1  # added once: by the core
+    assert latest["version"] is sample and dict(latest) == {"version": sample} and "discovery" not in latest
     assert core.store.latest_of(VersionSample) is sample and core.samples == 1
-
-
-async def test_a_scheduler_without_a_core_keeps_its_own_store():
-    async def version() -> VersionSample:
-        return VersionSample(git_version="v1.37.2")
-
-    scheduler = Scheduler([FunctionProbe("version", 60.0, version)])
-    sample = await scheduler.run_probe_once("version")
-    assert scheduler.latest.get("version") is sample and "discovery" not in scheduler.latest
+    assert store.health()["version"].runs == 1
 
 
 def test_a_reset_forgets_samples_but_keeps_the_store_and_the_local_kubectl():
-    core = WatchCore(kubectl=KubectlClient("/usr/bin/kubectl", "v1.23.17", 1, 23))
+    core = WatchCore(None, store=SessionStore(), kubectl=KubectlClient("/usr/bin/kubectl", "v1.23.17", 1, 23))
     store = core.store
     core.take(VersionSample(timestamp=10.0, git_version="v1.37.2"))
     core.reset()
@@ -90,18 +83,18 @@ async def test_a_fleet_runs_until_every_source_ends_or_a_stop_comes_or_one_fails
     # One recording ends at once; the fleet goes on until the other (released by the first's end) ends too.
     release = asyncio.Event()
     short, longer = TimedSource(on_end=release), TimedSource(ends=release)
-    ended, failure = await run_each([WatchCore(short), WatchCore(longer)], None)
+    ended, failure = await run_each([WatchCore(short, store=SessionStore()), WatchCore(longer, store=SessionStore())], None)
     assert (ended, failure) == (True, None) and not longer.cancelled
     # A stop ends it: every live source is cancelled.
     live = [TimedSource(forever=True), TimedSource(forever=True)]
     stop = asyncio.Event()
     asyncio.get_running_loop().call_soon(stop.set)
-    ended, failure = await run_each([WatchCore(s) for s in live], None, stop.wait())
+    ended, failure = await run_each([WatchCore(s, store=SessionStore()) for s in live], None, stop.wait())
     assert (ended, failure) == (False, None) and all(s.cancelled for s in live)
     # One source failing ends the fleet with its exception; the others are cancelled.
     broken, healthy = TimedSource(fails=RuntimeError("boom")), TimedSource(forever=True)
-    ended, failure = await run_each([WatchCore(healthy), WatchCore(broken)], None)
+    ended, failure = await run_each([WatchCore(healthy, store=SessionStore()), WatchCore(broken, store=SessionStore())], None)
     assert isinstance(failure, RuntimeError) and healthy.cancelled
     # Time runs out.
-    ended, failure = await run_each([WatchCore(TimedSource(forever=True))], 0.05)
+    ended, failure = await run_each([WatchCore(TimedSource(forever=True), store=SessionStore())], 0.05)
     assert (ended, failure) == (False, None)

@@ -18,6 +18,7 @@ from crdscope.probes.latency import Canary, LatencySample
 from crdscope.probes.openapi import OpenAPISample
 from crdscope.probes.publication import LagStats
 from crdscope.probes.throttling import Responses429, ThrottlingSample
+from crdscope.session.core import SessionStore, WatchCore
 from crdscope.session.exporter import MetricsServer, SampleCollector
 from crdscope.session.recorder import ClusterInfo
 
@@ -36,15 +37,23 @@ def without_cluster(series: dict[tuple[str, tuple], float], cluster: str) -> dic
     return {(name, tuple(kv for kv in labels if kv[0] != "cluster")): value for (name, labels), value in series.items()}
 
 
+def serving(info: ClusterInfo | None = None) -> tuple[SampleCollector, WatchCore]:
+    """A collector serving one cluster's core (its samples given to the store the core keeps)."""
+    core = WatchCore(None, store=SessionStore(), cluster=info.context if info is not None else "")
+    collector = SampleCollector()
+    collector.watch(core, info)
+    return collector, core
+
+
 def test_figures_and_labels():
-    collector = SampleCollector(ClusterInfo(server="https://10.0.0.1:6443", context="prod", kubernetes_version="v1.37.2"))
-    collector(HealthSample(timestamp=5.0, rss_bytes=300 << 20, ready=True, restarts=None, crds=12))
-    collector(ThrottlingSample(timestamp=6.0, priority_levels=(
+    collector, core = serving(ClusterInfo(server="https://10.0.0.1:6443", context="prod", kubernetes_version="v1.37.2"))
+    core.store.add(HealthSample(timestamp=5.0, rss_bytes=300 << 20, ready=True, restarts=None, crds=12))
+    core.store.add(ThrottlingSample(timestamp=6.0, priority_levels=(
         PriorityLevel(name="workload-low", inqueue=3, rejected_per_s=1.5, rejected_by_reason={"queue-full": 4}),
         PriorityLevel(name="exempt", rejected_per_s=None)), responses_429=Responses429(total=7)))
-    collector(LatencySample(timestamp=7.0, p99_by_verb={"GET": 0.25, "LIST": 1.5},
+    core.store.add(LatencySample(timestamp=7.0, p99_by_verb={"GET": 0.25, "LIST": 1.5},
                             canaries={"version": Canary(seconds=0.01, status=200)}, slo_breaches=("LIST cluster",)))
-    collector(OpenAPISample(timestamp=8.0, backlog=4, lag_seconds={"established": LagStats(p50=1.0, p95=2.0, max=3.0)}))
+    core.store.add(OpenAPISample(timestamp=8.0, backlog=4, lag_seconds={"established": LagStats(p50=1.0, p95=2.0, max=3.0)}))
     series = without_cluster(scrape(collector), "prod")
     assert series[("crdscope_health_rss_bytes", ())] == 300 << 20
     assert series[("crdscope_health_ready", ())] == 1.0
@@ -66,9 +75,9 @@ def test_figures_and_labels():
 
 
 def test_a_failed_probe_is_down_and_its_stale_figures_are_gone():
-    collector = SampleCollector()
-    collector(HealthSample(timestamp=1.0, rss_bytes=1000))
-    collector(HealthSample(timestamp=2.0, error="connection refused", rss_bytes=1000, down=True, down_seconds=12.0,
+    collector, core = serving()
+    core.store.add(HealthSample(timestamp=1.0, rss_bytes=1000))
+    core.store.add(HealthSample(timestamp=2.0, error="connection refused", rss_bytes=1000, down=True, down_seconds=12.0,
                            restarts=4, restarts_by_source={"lab supervisor": 4}))
     series = scrape(collector)
     assert series[("crdscope_probe_up", (("probe", "health"),))] == 0.0
@@ -85,8 +94,8 @@ def test_a_failed_probe_is_down_and_its_stale_figures_are_gone():
 
 
 def test_the_endpoint_serves_and_closes():
-    collector = SampleCollector()
-    collector(HealthSample(timestamp=1.0, crds=3))
+    collector, core = serving()
+    core.store.add(HealthSample(timestamp=1.0, crds=3))
     server = MetricsServer(collector, "127.0.0.1", 0)
     try:
         text = httpx.get(server.url, timeout=5).text
@@ -111,10 +120,11 @@ def test_counters_are_counters_units_are_spelled_out_and_findings_are_series():
     from crdscope.probes.discovery import DiscoverySample
 
     finding = Finding("apf-rejecting:workload-low", Severity.CRITICAL, "t", (), "c", "r", since=1.0)
-    collector = SampleCollector(findings=lambda: [finding])
-    collector(DiscoverySample(timestamp=1.0, not_modified=2, not_modified_total=9))
-    collector(HealthSample(timestamp=5.0, restarts=1, storage_objects_total=40))
-    collector(ThrottlingSample(timestamp=6.0, rejected_per_s=0.5, responses_429=Responses429(total=7), priority_levels=(
+    collector, core = serving()
+    core.findings.open[finding.id] = finding
+    core.store.add(DiscoverySample(timestamp=1.0, not_modified=2, not_modified_total=9))
+    core.store.add(HealthSample(timestamp=5.0, restarts=1, storage_objects_total=40))
+    core.store.add(ThrottlingSample(timestamp=6.0, rejected_per_s=0.5, responses_429=Responses429(total=7), priority_levels=(
         PriorityLevel(name="workload-low", rejected=3, rejected_total=11, rejected_per_s=1.5),)))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
@@ -137,9 +147,8 @@ def test_counters_are_counters_units_are_spelled_out_and_findings_are_series():
 
 def test_a_fleet_labels_every_series_with_its_cluster():
     from crdscope.findings.model import Finding, Severity
-    from crdscope.session.core import WatchCore
 
-    cores = {name: WatchCore(cluster=name) for name in ("lab-a", "lab-b")}
+    cores = {name: WatchCore(None, store=SessionStore(), cluster=name) for name in ("lab-a", "lab-b")}
     collector = SampleCollector()
     for name, core in cores.items():
         collector.watch(core, ClusterInfo(server=f"https://{name}:6443", context=name, kubernetes_version="v1.37.2"))

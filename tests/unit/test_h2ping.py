@@ -386,7 +386,7 @@ async def test_the_monitor_closes_the_ping_connection_and_task_when_it_stops(tmp
     async with serving(tmp_path) as server:
         cluster = Cluster(server.config())
         monitor = Monitor(cluster, Settings().override("cadences", responsiveness=0.1, responsiveness_ping=0.1),
-                          probes=["responsiveness"])
+                          probes=["responsiveness"], latest={})
         samples: list[ResponsivenessSample] = []
         monitor.add_sink(samples.append)
         running = asyncio.create_task(monitor.run())

@@ -38,10 +38,10 @@ async def test_as_fast_as_possible_delivers_every_sample_in_order(recording):
 
 
 async def test_a_core_on_the_feed_holds_the_latest_samples(recording):
-    from crdscope.session.core import WatchCore
+    from crdscope.session.replay import replay_core
 
     feed = ReplayFeed(recording, speed=0)
-    core = WatchCore(feed)
+    core = replay_core(feed)
     await asyncio.wait_for(core.run(), 10)
     assert core.store.latest_of(HealthSample) == recording.samples[-1]
     assert core.samples == len(recording.samples)

@@ -52,7 +52,8 @@ async def test_runs_never_overlap_even_when_triggered():
 
 async def test_failures_are_samples_and_transitions_logged_once(caplog):
     probe = SlowProbe(duration=0.0, fail_every=1)
-    scheduler = Scheduler([probe])
+    samples: list[Sample] = []
+    scheduler = Scheduler([probe], [samples.append])
     task = asyncio.create_task(scheduler.run())
     with caplog.at_level(logging.INFO, logger="crdscope.scheduler"):
         await async_wait_for(lambda: probe.runs >= 5, timeout=10)
@@ -64,8 +65,7 @@ async def test_failures_are_samples_and_transitions_logged_once(caplog):
     messages = [r.getMessage() for r in caplog.records]
     assert sum("down" in m for m in messages) == 1
     assert sum("recovered" in m for m in messages) == 1
-    health = scheduler.health()["slow"]
-    assert health.failures >= 5 and health.consecutive_failures == 0
+    assert sum(1 for sample in samples if sample.error) >= 5 and not samples[-1].error
 
 
 async def test_exception_in_probe_becomes_error_sample():
