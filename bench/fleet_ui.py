@@ -50,9 +50,12 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crdscope.base.samples import Sample, percentile
+
+if TYPE_CHECKING:
+    from crdscope.session.replay import ReplayFeed
 
 from .common import BENCH_DIR, BenchError, Options, Result, isolate_environment, say, stats
 from .ui_latency import FRAME_TIMEOUT_SECONDS, FrameHook, MachineFloor, StallMeter
@@ -88,7 +91,7 @@ class Copies:
         self.cpu_seconds = 0.0
 
 
-def copying_feed(recording: Any, copies: Copies) -> Any:
+def copying_feed(recording: Any, copies: Copies) -> ReplayFeed:
     """A real-time replay of ``recording`` whose sinks each get a fresh copy of every sample."""
     from crdscope.session.replay import ReplayFeed
 
@@ -133,6 +136,7 @@ def fleet_app(recording: Any, clusters: int, plan: Plan, copies: Copies) -> Any:
     """The monitor on ``clusters`` replayed clusters, opening on the fleet screen."""
     from crdscope.tui import app as app_module
     from crdscope.tui.app import CrdscopeApp
+    from crdscope.session.replay import replay_core
     from crdscope.tui.sessions import ClusterSession
 
     class FleetApp(CrdscopeApp):
@@ -143,7 +147,7 @@ def fleet_app(recording: Any, clusters: int, plan: Plan, copies: Copies) -> Any:
         def fleet(self) -> bool:  # one cluster too: the fleet screen is what is measured
             return True
 
-    sessions = [ClusterSession(copying_feed(as_cluster(recording, i, clusters, plan.seconds()), copies))
+    sessions = [ClusterSession(replay_core(copying_feed(as_cluster(recording, i, clusters, plan.seconds()), copies)))
                 for i in range(clusters)]
     return FleetApp(sessions=sessions)
 
