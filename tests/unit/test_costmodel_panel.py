@@ -37,10 +37,10 @@ async def test_the_estimate_dialog_prices_a_source_for_the_watched_cluster():
     from textual.widgets import Input, Static
 
     from crdscope.tui.screens.estimate import EstimateScreen
-    from crdscope.tui.store import MonitorStore
+    from crdscope.session.core import SessionStore
     from tests.helpers import async_wait_for
 
-    store = MonitorStore()
+    store = SessionStore()
     store.add(VERSION)
     store.add(HealthSample(crds=12, rss_bytes=2**30))
 

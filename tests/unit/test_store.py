@@ -7,11 +7,11 @@ import dataclasses
 from crdscope.probes.health import HealthSample
 from crdscope.probes.latency import LatencySample
 from crdscope.base.samples import Sample
-from crdscope.tui.store import MonitorStore
+from crdscope.session.core import SessionStore
 
 
 def test_typed_reads_return_the_class_asked_for():
-    store = MonitorStore()
+    store = SessionStore()
     store.add(HealthSample(timestamp=1.0, rss_bytes=100))
     store.add(HealthSample(timestamp=2.0, error="timed out"))
     store.add(LatencySample(timestamp=3.0))
@@ -27,14 +27,14 @@ def test_typed_reads_return_the_class_asked_for():
 def test_a_sample_of_another_class_under_the_same_name_is_not_returned_as_that_class():
     other = dataclasses.make_dataclass("OtherHealth", [], bases=(Sample,), frozen=True, kw_only=True)
     other.probe = "health"  # after creation: not registered as the health probe's class
-    store = MonitorStore()
+    store = SessionStore()
     store.add(other(timestamp=1.0))
     assert store.latest("health") is not None
     assert store.latest_of(HealthSample) is None and store.last_good_of(HealthSample) is None
 
 
 def test_health_counts_runs_failures_and_recovery():
-    store = MonitorStore()
+    store = SessionStore()
     for sample in (HealthSample(timestamp=1.0), HealthSample(timestamp=2.0, error="x"),
                    HealthSample(timestamp=3.0, error="y"), HealthSample(timestamp=4.0)):
         store.add(sample)

@@ -1,6 +1,6 @@
 """What every panel shares: a status line, staleness, throttled redraws, no tracebacks.
 
-A panel is a view over :class:`tui.store.MonitorStore`: it never fetches.  The
+A panel is a view over :class:`session.core.SessionStore`: it never fetches.  The
 app tells it that a sample of one of its probes arrived
 (:meth:`ProbePanel.changed`); the panel redraws at most every
 ``MIN_REDRAW_SECONDS`` so that a burst of samples costs one redraw, and its
@@ -28,7 +28,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from ..format import age
-from ..store import MonitorStore
+from crdscope.session.core import SessionStore
 from ..throttle import RedrawThrottle
 
 log = logging.getLogger("crdscope.tui")
@@ -49,7 +49,7 @@ class ProbePanel(Vertical):
     tab_label: ClassVar[str] = ""
     MIN_REDRAW_SECONDS: ClassVar[float] = 0.5
 
-    def __init__(self, store: MonitorStore, *, id: str | None = None) -> None:
+    def __init__(self, store: SessionStore, *, id: str | None = None) -> None:
         super().__init__(id=id or f"panel-{self.key()}", classes="probe-panel")
         self.store = store
         self._throttle = RedrawThrottle(self, self.redraw, self.MIN_REDRAW_SECONDS)

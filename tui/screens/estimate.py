@@ -19,7 +19,7 @@ from crdscope.costmodel.model import Target
 from crdscope.probes.health import HealthSample
 from crdscope.probes.version import VersionSample
 
-from ..store import MonitorStore
+from crdscope.session.core import SessionStore
 
 
 class EstimateScreen(ModalScreen[None]):
@@ -27,7 +27,7 @@ class EstimateScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape", "dismiss_none", "Close")]
 
-    def __init__(self, store: MonitorStore, *, cluster: str = "") -> None:
+    def __init__(self, store: SessionStore, *, cluster: str = "") -> None:
         super().__init__(classes="dialog-screen")
         self.store = store
         #: Whose API server (a fleet's cluster; "" when only one is watched).

@@ -25,7 +25,7 @@ from ..panels.inventory import InventoryPanel
 from ..panels.loader import LoaderPanel
 from ..panels.openapi import OpenAPIPanel
 from ..panels.throttling import ThrottlingPanel
-from ..store import MonitorStore
+from crdscope.session.core import SessionStore
 
 if TYPE_CHECKING:
     from ..app import CrdscopeApp
@@ -51,7 +51,7 @@ def layout_for(size: Size) -> str:
 class PanelTabs(Container):
     """The panels as tabs (small terminals)."""
 
-    def __init__(self, store: MonitorStore, *, initial: str = "") -> None:
+    def __init__(self, store: SessionStore, *, initial: str = "") -> None:
         super().__init__(id="tab-layout")
         self.store = store
         self.initial = initial
@@ -71,7 +71,7 @@ class MonitorScreen(Screen[None]):
         Binding("escape", "back", "Fleet"),
     ]
 
-    def __init__(self, store: MonitorStore, *, layout: str | None = None, back: bool = False,
+    def __init__(self, store: SessionStore, *, layout: str | None = None, back: bool = False,
                  name: str = "monitor") -> None:
         # A fleet keeps one monitor screen per cluster: each needs an id of its own.
         super().__init__(id=name)
