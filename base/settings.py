@@ -248,13 +248,15 @@ def load_settings(path: Path | None = None) -> Settings:
         raise ConfigError(f"{path}: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
-    sections = {f.name: f.type for f in dataclasses.fields(Settings)}
+    sections = [f.name for f in dataclasses.fields(Settings) if f.name != "prometheus_url"]
     kwargs: dict[str, Any] = {}
     for key, value in raw.items():
-        if key == "prometheus_url":
-            kwargs[key] = str(value)
+        if key == "prometheus_url":  # the one top-level key that is no section
+            if not isinstance(value, str):
+                raise ConfigError(f"{path}: prometheus_url must be a string (a URL), not {value!r}")
+            kwargs[key] = value
             continue
-        if key not in sections or key == "prometheus_url":
+        if key not in sections:
             raise ConfigError(f"{path}: unknown section [{key}] (known: {', '.join(sections)})")
         cls = type(getattr(Settings(), key))
         kwargs[key] = _coerce(key, cls, value, path)

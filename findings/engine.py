@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from crdscope.base.samples import Sample
 from crdscope.base.settings import Thresholds
 from crdscope.base.store import SampleStore
 
-from . import checks, crashloop, crossplane, kubectl, resources
+from . import checks, crashloop, crossplane, kubectl_discovery, resources
 from .model import CHANGED, CLOSED, OPENED, Finding, FindingChange, Severity, most_severe_first
 from .observations import Observations
 from .spec import Check, CheckSpec
@@ -44,7 +44,7 @@ CHECKS: tuple[CheckSpec, ...] = (
     crossplane.MRAP_NOT_READY_CHECK,
 )
 #: Checks a front end adds when it knows more (the local kubectl).
-OPTIONAL_CHECKS: tuple[CheckSpec, ...] = (kubectl.KUBECTL_DISCOVERY_CHECK,)
+OPTIONAL_CHECKS: tuple[CheckSpec, ...] = (kubectl_discovery.KUBECTL_DISCOVERY_CHECK,)
 #: Every declared check.
 DECLARED: tuple[CheckSpec, ...] = CHECKS + OPTIONAL_CHECKS
 
@@ -67,7 +67,6 @@ class FindingsEngine:
         #: The checks run at each evaluation: :class:`CheckSpec` declarations, or plain functions.
         self.checks: list[Check] = list(checks_)
         self.open: dict[str, Finding] = {}
-        self.sinks: list[Callable[[FindingChange], None]] = []
 
     @property
     def store(self) -> SampleStore:
@@ -112,9 +111,6 @@ class FindingsEngine:
                 self.open[finding_id] = current
                 if current.severity != known.severity:
                     changes.append(FindingChange(now, CHANGED, current))
-        for change in changes:
-            for sink in list(self.sinks):
-                sink(change)
         return changes
 
     def current(self) -> list[Finding]:
@@ -128,33 +124,11 @@ class FindingsEngine:
             counts[finding.severity] += 1
         return counts
 
-    def worst(self) -> Severity | None:
-        """The most severe open finding's severity, None when nothing is open."""
-        found = self.current()
-        return found[0].severity if found else None
-
-
-class FindingsReplay:
-    """Open findings rebuilt from recorded transitions (replay and reports of a recording)."""
-
-    def __init__(self) -> None:
-        self.open: dict[str, Finding] = {}
-
-    def apply(self, change: FindingChange) -> None:
-        """Apply one recorded transition."""
-        if change.change == CLOSED:
-            self.open.pop(change.finding.id, None)
-        else:
-            self.open[change.finding.id] = change.finding
-
-    def current(self) -> list[Finding]:
-        return most_severe_first(list(self.open.values()))
-
 
 def check_name(check: Check) -> str:
     """A check's function name, for logs."""
     return check.name if isinstance(check, CheckSpec) else check.__qualname__
 
 
-__all__ = ["CHECKS", "DECLARED", "OPTIONAL_CHECKS", "CheckSpec", "FindingsEngine", "FindingsReplay", "OPENED",
+__all__ = ["CHECKS", "DECLARED", "OPTIONAL_CHECKS", "CheckSpec", "FindingsEngine", "OPENED",
            "CLOSED", "CHANGED"]

@@ -8,7 +8,6 @@ the findings engine (or one of the engine's own); checks read them by class, as 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
 
 from crdscope.base.samples import Sample
 from crdscope.base.settings import Thresholds
@@ -16,8 +15,7 @@ from crdscope.base.store import SampleStore, SampleT
 from crdscope.probes.health import HealthSample
 from crdscope.probes.version import VersionSample
 
-if TYPE_CHECKING:
-    from .kubectl import KubectlClient, KubectlMeasurement
+from .kubectl import KubectlClient, KubectlMeasurement
 
 #: Good health samples the growth and crash-loop figures look back over (about 15 minutes at the
 #: default 10 s cadence).

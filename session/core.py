@@ -30,7 +30,8 @@ from crdscope.base.samples import Sample
 from crdscope.base.settings import Thresholds
 from crdscope.base.store import SampleStore
 from crdscope.findings.engine import FindingsEngine
-from crdscope.findings.kubectl import KUBECTL_DISCOVERY_CHECK, KubectlClient, read_local_kubectl
+from crdscope.findings.kubectl import KubectlClient, read_local_kubectl
+from crdscope.findings.kubectl_discovery import KUBECTL_DISCOVERY_CHECK
 from crdscope.findings.model import Finding, FindingChange
 from crdscope.probes.scheduler import Sink
 

@@ -110,7 +110,7 @@ async def test_an_oom_crash_loop_is_one_finding_on_every_front_end_and_holds(cap
     transitions: list = []
     try:
         async with app.run_test(size=(160, 50)):
-            app.findings.sinks.append(transitions.append)
+            app.core.add_listener(lambda taken: transitions.extend(taken.changes))
             await async_wait_for(lambda: app.store.latest("health") is not None, timeout=90,
                                  message="a health sample in the TUI")
             loader = spawn("load", LOAD, *where, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -120,7 +120,7 @@ async def test_an_oom_crash_loop_is_one_finding_on_every_front_end_and_holds(cap
             assert all(d["oom_killed"] for d in died), died  # the kernel killed it for memory (the cgroup says)
 
             # TUI: one crash-loop finding, saying OOM-killed, with the limit and the evidence.
-            finding = await async_wait_for(lambda: app.findings.open.get(CRASH_LOOP),
+            finding = await async_wait_for(lambda: app.core.findings.open.get(CRASH_LOOP),
                                            timeout=max(1.0, second + NAMED_WITHIN_SECONDS - time.time()),
                                            message="the crash-loop finding in the TUI")
             tui_after = time.time() - second
@@ -159,7 +159,7 @@ async def test_an_oom_crash_loop_is_one_finding_on_every_front_end_and_holds(cap
             await async_wait_for(lambda: app.store.latest("health") is not None
                                  and app.store.latest("health").restarts >= held_from + HELD_THROUGH_DEATHS - 1,
                                  timeout=120, message="the TUI counting the later restarts")
-            assert CRASH_LOOP in app.findings.open
+            assert CRASH_LOOP in app.core.findings.open
             loop_changes = [c.change for c in transitions if c.finding.id == CRASH_LOOP]
             assert loop_changes == [OPENED], loop_changes
             headroom = [c.change for c in transitions if c.finding.id == "memory-headroom"]

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from crdscope.findings.kubectl import SMALL_CLUSTER_GROUP_VERSIONS
+from crdscope.findings.kubectl_discovery import SMALL_CLUSTER_GROUP_VERSIONS
 from tests.crdsets import crd_names, extract
 from tests.faults.helpers import crdscope, spawn
 
@@ -45,7 +45,7 @@ def test_doctor_rejects_a_bad_duration_in_one_line():
 
 
 #: Whole API groups of the AWS provider: about 190 CRDs, and with the built-in ones more group-versions
-#: than a small cluster has (findings.kubectl.SMALL_CLUSTER_GROUP_VERSIONS).
+#: than a small cluster has (findings.kubectl_discovery.SMALL_CLUSTER_GROUP_VERSIONS).
 AWS_GROUPS = 36
 
 
@@ -186,7 +186,7 @@ async def test_the_monitor_follows_lab_limit_while_it_runs(capped):
         await asyncio.to_thread(lab.set_memory_limit, limit_mib << 20)
         try:
             def opened():
-                return [f for f in app.findings.current()
+                return [f for f in app.core.findings.current()
                         if f.id == "memory-headroom" and f"of its {limit_mib:,} MiB limit" in f.title]
             await async_wait_for(opened, timeout=60, message="the headroom finding against the new limit")
             assert app.monitor_screen.query_one(HealthPanel).memory_limit() == limit_mib << 20

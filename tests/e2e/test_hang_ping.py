@@ -26,13 +26,12 @@ pytestmark = pytest.mark.lab
 async def test_pings_are_answered_then_a_frozen_server_is_not_answering_citing_the_ping_until_resumed(fresh_lab):
     engine = FindingsEngine(Thresholds())
     changes = []
-    engine.sinks.append(changes.append)
 
     def change(kind: str):
         return next((c for c in changes if c.change == kind and c.finding.id == NOT_ANSWERING), None)
 
     async with running_monitor(fresh_lab, ["responsiveness"], count_etcd=False, responsiveness=0.5) as (monitor, got):
-        monitor.add_sink(engine)
+        monitor.add_sink(lambda sample: changes.extend(engine.observe(sample)))
         live = await got.next("responsiveness", lambda s: s.ping_rtt_seconds is not None and s.ping_state == "answering",
                               timeout=60, message="a PING answered")
         assert live.ping_waiting_seconds is not None and live.ping_waiting_seconds < 1.0

@@ -58,7 +58,7 @@ async def test_no_artefact_of_a_session_holds_key_material(fresh_lab, tmp_path, 
         await pilot.press("s")
         await async_wait_for(lambda: app.screenshots, timeout=30, message="the screenshot key's SVG")
         app.save_screenshot(path=str(out), filename="pilot.svg")
-    app.recorder.close()
+    assert app.session.close_recorder() is not None
 
     # Headless, with the exporter scraped while it runs.
     port = free_port()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from crdscope.findings.kubectl import KUBECTL_DISCOVERY_CHECK, KubectlClient
+from crdscope.findings.kubectl import KubectlClient
+from crdscope.findings.kubectl_discovery import KUBECTL_DISCOVERY_CHECK
 from crdscope.probes.scheduler import FunctionProbe, Scheduler
 from crdscope.probes.version import VersionSample
 from crdscope.session.core import LatestSamples, SessionStore, WatchCore

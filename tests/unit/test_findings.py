@@ -116,7 +116,8 @@ def test_unused_crds_stand_through_a_sample_that_could_not_count_objects():
 
 
 def test_the_kubectl_finding_estimates_a_legacy_walk_behind_its_limits():
-    from crdscope.findings.kubectl import KubectlClient, kubectl_check, parse_client_version
+    from crdscope.findings.kubectl import KubectlClient, parse_client_version
+    from crdscope.findings.kubectl_discovery import kubectl_check
     from crdscope.probes.discovery import DiscoverySample
     from crdscope.connection.ratelimit import ClientModel
 
@@ -134,7 +135,8 @@ def test_the_kubectl_finding_estimates_a_legacy_walk_behind_its_limits():
 
 
 def test_a_real_kubectl_run_beats_the_model_and_an_unfinished_one_is_a_lower_bound():
-    from crdscope.findings.kubectl import KubectlClient, KubectlMeasurement, kubectl_check
+    from crdscope.findings.kubectl import KubectlClient, KubectlMeasurement
+    from crdscope.findings.kubectl_discovery import kubectl_check
     from crdscope.probes.discovery import DiscoverySample
 
     new = KubectlClient("kubectl", "v1.32.4", 1, 32)

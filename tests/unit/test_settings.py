@@ -41,9 +41,16 @@ def test_a_watch_pause_out_of_range_is_one_line(tmp_path: Path, value: str):
     ("[budgets]\ncrd_watch_coalesce_seconds = \"fast\"\n", "must be float"),
     ("[budgets]\nno_such = 1\n", "unknown setting budgets.no_such"),
     ("[nosection]\nx = 1\n", "unknown section [nosection]"),
+    ("[prometheus_url]\nx = 1\n", "prometheus_url must be a string"),
+    ("prometheus_url = 9090\n", "prometheus_url must be a string"),
     ("[budgets\n", "config.toml"),
 ])
 def test_bad_settings_are_one_line(tmp_path: Path, text: str, expected: str):
     with pytest.raises(ConfigError) as caught:
         load_settings(write(tmp_path, text))
     assert expected in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_prometheus_url_is_read_as_written(tmp_path: Path):
+    assert load_settings(write(tmp_path, 'prometheus_url = "http://127.0.0.1:9090"\n')).prometheus_url == \
+        "http://127.0.0.1:9090"
