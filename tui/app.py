@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from collections.abc import Callable, Sequence
 
-from textual.app import App
 from textual.binding import Binding
 
 from crdscope.findings.kubectl import KubectlClient
@@ -35,10 +34,12 @@ from crdscope.themes import DEFAULT_THEME, THEME_NAMES, THEMES, role_defaults
 
 from .commands import CrdscopeCommands
 from .frozen_heap import HOLD_COLLECTIONS_SECONDS, SETTLE_EVERY_SECONDS, FrozenHeap
+from .host import MonitorHost, PaletteCommand
 from .messages import SampleTaken
 from .sessions import ClusterSession
 from .screens.help import HelpScreen
 from .screens.monitor import MonitorScreen
+from .screens.throttled import ThrottledScreen
 
 if TYPE_CHECKING:
     from crdscope.lab.controlplane import Lab
@@ -55,12 +56,12 @@ def check_theme(name: str) -> str:
     return name
 
 
-class CrdscopeApp(App[None]):
+class CrdscopeApp(MonitorHost):
     """Header, panels, keys and palette over one feed (live monitor or replay)."""
 
     CSS_PATH = "monitor.tcss"
     TITLE = "crdscope"
-    COMMANDS = App.COMMANDS | {CrdscopeCommands}
+    COMMANDS = MonitorHost.COMMANDS | {CrdscopeCommands}
     BINDINGS = [
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
@@ -82,7 +83,7 @@ class CrdscopeApp(App[None]):
             core = (replay_core(feed, self.settings.thresholds) if isinstance(feed, ReplayFeed)
                     else WatchCore(feed, store=SessionStore(), thresholds=self.settings.thresholds,
                                    cluster=feed.context))
-            sessions = [ClusterSession(core, clock=clock)]
+            sessions = [ClusterSession(core, clock=clock, cadences=self.settings.cadences)]
         if not sessions:
             raise ValueError("the monitor needs a feed or at least one cluster session")
         #: Every watched cluster, in the order given (a fleet when several).
@@ -97,6 +98,8 @@ class CrdscopeApp(App[None]):
         #: Open on the compare screen (two clusters) rather than the fleet.
         self._compare = compare
         self.mode_label = mode_label
+        #: The one line left on the terminal should the app crash (the traceback goes to the log).
+        self._crash_line = "crdscope: internal error"
         self._layout = layout
         self.screenshots: list[str] = []
         self.heap = FrozenHeap(may_freeze=self._only_home_screens)
@@ -158,7 +161,7 @@ class CrdscopeApp(App[None]):
 
     def on_mount(self) -> None:
         if not self.fleet:
-            self.push_screen(MonitorScreen(self.store, layout=self._layout))
+            self.push_screen(MonitorScreen(self.session, layout=self._layout))
         else:
             from .screens.compare import CompareScreen
             from .screens.fleet import FleetScreen
@@ -226,9 +229,8 @@ class CrdscopeApp(App[None]):
                 screen.probe_changed("events")
         self.heap.first_samples_in(session.store, self.call_after_refresh)
         for shown in self.screen_stack:
-            changed = getattr(shown, "cluster_changed", None)
-            if callable(changed):  # the fleet and compare screens: throttled redraws
-                changed(session)
+            if isinstance(shown, ThrottledScreen):  # the fleet and compare screens: throttled redraws
+                shown.cluster_changed(session)
 
     def current_findings(self) -> list[Finding]:
         """Open findings, most severe first (the header and the findings strip read them)."""
@@ -255,7 +257,7 @@ class CrdscopeApp(App[None]):
     def monitor_screen_of(self, session: ClusterSession) -> MonitorScreen | None:
         """The monitor screen showing ``session``, if one is open."""
         screen = self.monitor_screen
-        return screen if screen is not None and screen.store is session.store else None
+        return screen if screen is not None and screen.cluster is session else None
 
     def open_session(self, session: ClusterSession) -> None:
         """Show ``session``'s full monitor (from the fleet or compare screen; Escape comes back).
@@ -264,13 +266,13 @@ class CrdscopeApp(App[None]):
         against 36 ms at 20 clusters, ``bench fleet_ui``) and Enter no faster.
         """
         self.session = session
-        screen = MonitorScreen(session.store, layout=self._layout, back=True,
+        screen = MonitorScreen(session, layout=self._layout, back=True,
                                name=f"monitor-{self.sessions.index(session)}")
         # Building it allocates enough to make a full collection due: it runs after the first frame.
         self.hold_collections(screen.after_first_frame)
         self.push_screen(screen)
 
-    def hold_collections(self, until: Callable[[Callable[[], None]], Any] | None = None) -> None:
+    def hold_collections(self, until: Callable[[Callable[[], None]], object] | None = None) -> None:
         """Hold the garbage collector off until the next frame (``until``: a screen's first frame):
         a screen opening or closing answers its key first, and collects after."""
         self.heap.hold_collections(until or self.call_after_refresh)
@@ -340,9 +342,10 @@ class CrdscopeApp(App[None]):
     def _take_selected_cluster(self) -> None:
         """On a screen of several clusters (the fleet), the highlighted one becomes the current one:
         what ``e`` and ``f`` act on."""
-        selected = getattr(self.screen, "selected_session", None)
-        session = selected() if callable(selected) else None
-        if isinstance(session, ClusterSession):
+        from .screens.fleet import FleetScreen
+
+        session = self.screen.selected_session() if isinstance(self.screen, FleetScreen) else None
+        if session is not None:
             self.session = session
 
     def action_estimate(self) -> None:
@@ -358,7 +361,7 @@ class CrdscopeApp(App[None]):
 
         if not isinstance(self.screen, FindingsScreen):
             self._take_selected_cluster()
-            self.push_screen(FindingsScreen(cluster=self.cluster_name()))
+            self.push_screen(FindingsScreen(self.session, cluster=self.cluster_name()))
 
     def action_loader(self) -> None:
         """The loader's menu (start, pause, resume, stop, clean)."""
@@ -368,20 +371,19 @@ class CrdscopeApp(App[None]):
 
     def _refresh_everything(self) -> None:
         for shown in self.screen_stack:
-            changed = getattr(shown, "cluster_changed", None)
-            if callable(changed):
-                changed(self.session)
+            if isinstance(shown, ThrottledScreen):
+                shown.cluster_changed(self.session)
         screen = self.monitor_screen
         if screen is not None:
             screen.refresh_header()
             for panel in screen.panels():
                 panel.refresh_status()
 
-    def palette_commands(self) -> list[tuple[str, str, Callable[[], Any]]]:
+    def palette_commands(self) -> list[PaletteCommand]:
         """Every action for the command palette: (name, help, callback)."""
         from .loader_actions import loader_commands
 
-        commands: list[tuple[str, str, Callable[[], Any]]] = [
+        commands: list[PaletteCommand] = [
             ("Help: keys and panels", "the help screen (?)", self.action_help),
             ("Probes: pause" if not self.probes_paused else "Probes: resume",
              "stop or restart probe runs (p)", self.action_toggle_pause),
@@ -414,5 +416,5 @@ class CrdscopeApp(App[None]):
         from rich.text import Text
 
         self.bell()
-        self._exit_renderables.append(Text(" ".join(getattr(self, "_crash_line", "crdscope: internal error").split())))
+        self._exit_renderables.append(Text(" ".join(self._crash_line.split())))
         self._close_messages_no_wait()

@@ -6,18 +6,16 @@ key binding and its palette entry cannot drift apart.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from .host import MonitorHost, PaletteCommand
 
 
 class CrdscopeCommands(Provider):
     """Palette entries for the monitor's actions (``name``, ``help``, callback)."""
 
-    def _commands(self) -> list[tuple[str, str, Callable[[], Any]]]:
-        commands = getattr(self.app, "palette_commands", None)
-        return commands() if callable(commands) else []
+    def _commands(self) -> list[PaletteCommand]:
+        return self.app.palette_commands() if isinstance(self.app, MonitorHost) else []
 
     async def discover(self) -> Hits:
         for name, help_text, callback in self._commands():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from textual.markup import escape
 from textual.widgets import Static
@@ -18,9 +18,9 @@ from crdscope.probes.throttling import ThrottlingSample
 from crdscope.probes.version import VersionSample
 
 from .format import DASH, age, number as fmt_number, size as fmt_size
+from .host import host_of
 
 if TYPE_CHECKING:
-    from .app import CrdscopeApp
     from .sessions import ClusterSession
 
 #: Short probe names for the header at 80 columns.
@@ -29,14 +29,12 @@ SHORT_NAMES = {"version": "ver", "inventory": "inv", "discovery": "disc", "throt
                "footprint": "own"}
 
 
-def crd_counts(app: CrdscopeApp | ClusterSession) -> tuple[int | None, int | None]:
-    """CRDs installed and owned by crdscope: the inventory probe's, else the feed's watch
-    (``app``: the monitor's current cluster, or one cluster of a fleet)."""
-    inventory = app.store.last_good_of(InventorySample)
+def crd_counts(cluster: ClusterSession) -> tuple[int | None, int | None]:
+    """CRDs installed and owned by crdscope: the inventory probe's, else the live CRD watch's."""
+    inventory = cluster.store.last_good_of(InventorySample)
     if inventory is not None:
         return inventory.crds, inventory.by_owner.get(MANAGED_BY_VALUE, 0)
-    counts = getattr(app.feed, "crd_counts", None)
-    found = counts() if callable(counts) else None
+    found = cluster.crd_counts()
     return found if found is not None else (None, None)
 
 
@@ -76,48 +74,49 @@ def version_behaviour(discovery: DiscoverySample | None, throttling: ThrottlingS
 
 
 class ClusterHeader(Static):
-    """Two lines: the cluster, then the probes' health (refreshed every second)."""
+    """Two lines: one cluster, then its probes' health (refreshed every second)."""
+
+    def __init__(self, cluster: ClusterSession, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.cluster = cluster
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self.redraw)
         self.redraw()
 
     def redraw(self) -> None:
-        findings = self.monitor_app.current_findings()
+        findings = self.cluster.current_findings()
         self.set_class(bool(findings) and findings[0].severity is Severity.CRITICAL, "critical")
         self.update(self.markup())
 
-    @property
-    def monitor_app(self) -> CrdscopeApp:
-        """The app this header belongs to (always crdscope's; typed for the checker, not imported)."""
-        return cast("CrdscopeApp", self.app)
-
     def markup(self) -> str:
-        app = self.monitor_app
-        feed = app.feed
+        cluster = self.cluster
+        mode_label = host_of(self).mode_label
+        feed = cluster.feed
         context = escape(str(feed.context or DASH))
         server = escape(str(feed.server or DASH))
-        version_sample = app.store.last_good_of(VersionSample)
+        version_sample = cluster.store.last_good_of(VersionSample)
         version = escape((version_sample.git_version if version_sample else "") or DASH)
-        total, owned = crd_counts(app)
+        total, owned = crd_counts(cluster)
         crds = f"CRDs [b]{fmt_number(total)}[/b]"
         if owned:
             crds += f" (crdscope {fmt_number(owned)})"
         first = f"[b]{context}[/b] {server} · k8s {version} · {crds}"
-        servers = api_servers(app.store.last_good_of(HealthSample))
+        servers = api_servers(cluster.store.last_good_of(HealthSample))
         if servers > 1:
             first += f" · [b]{servers}[/b] API servers"
-        behaviour = version_behaviour(app.store.last_good_of(DiscoverySample), app.store.last_good_of(ThrottlingSample))
+        behaviour = version_behaviour(cluster.store.last_good_of(DiscoverySample),
+                                      cluster.store.last_good_of(ThrottlingSample))
         if behaviour:
             first += f" · [$probe-warn]{escape(behaviour)}[/]"
-        if app.mode_label:
-            first = f"[reverse] {escape(app.mode_label)} [/reverse] " + first
-        now = app.now()
-        chips = " ".join(probe_chip(h, now) for h in app.probe_health().values())
-        if app.probes_paused:
+        if mode_label:
+            first = f"[reverse] {escape(mode_label)} [/reverse] " + first
+        now = cluster.now()
+        chips = " ".join(probe_chip(h, now) for h in cluster.probe_health().values())
+        if cluster.probes_paused:
             chips = "[$probe-warn b]⏸ PAUSED[/] " + chips
-        own = own_load(app.store.last_good_of(FootprintSample))
-        return f"{first}\n{findings_status(app.current_findings(), now)}{own}{chips or '[$probe-idle]no probes[/]'}"
+        own = own_load(cluster.store.last_good_of(FootprintSample))
+        return f"{first}\n{findings_status(cluster.current_findings(), now)}{own}{chips or '[$probe-idle]no probes[/]'}"
 
 
 def own_load(sample: FootprintSample | None) -> str:

@@ -14,7 +14,9 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from crdscope.base.settings import Cadences, Thresholds
 from crdscope.base.store import ProbeHealth
+from crdscope.findings.kubectl import KubectlClient
 from crdscope.findings.model import Finding, FindingChange
 from crdscope.session.core import SampleSource, SessionStore, WatchCore
 
@@ -29,10 +31,11 @@ log = logging.getLogger("crdscope.tui")
 
 class ClusterSession:
     """One watched cluster: its session core (and, live, the live core around it), loader control
-    and lab."""
+    and lab; the typed view the header, panels and screens read of their cluster."""
 
     def __init__(self, core: WatchCore, *, live: LiveCore | None = None, loader: LoaderControl | None = None,
-                 lab: Lab | None = None, clock: Callable[[], float] | None = None) -> None:
+                 lab: Lab | None = None, clock: Callable[[], float] | None = None,
+                 cadences: Cadences | None = None) -> None:
         if core.source is None:
             raise ValueError("a monitored cluster needs a source of samples")
         self.core = core
@@ -45,6 +48,8 @@ class ClusterSession:
         #: A lab.controlplane.Lab when watching a lab: its faults go in the palette.
         self.lab = lab
         self._clock = clock
+        #: The probes' cadences (a panel's figures are stale after three cadences without a sample).
+        self.cadences = cadences or Cadences()
 
     @property
     def name(self) -> str:
@@ -59,6 +64,26 @@ class ClusterSession:
     def memory_limit(self) -> int | None:
         """The API server's memory limit in bytes when known (``--memory-limit``, the lab's cap)."""
         return self.core.memory_limit
+
+    @property
+    def thresholds(self) -> Thresholds:
+        """What the core's findings judge by; panels colour their figures by the same ones."""
+        return self.core.thresholds
+
+    @property
+    def kubectl(self) -> KubectlClient | None:
+        """The local kubectl the findings and the discovery panel judge by (None: not known yet)."""
+        return self.core.kubectl
+
+    def crd_counts(self) -> tuple[int, int] | None:
+        """CRDs installed and owned by crdscope from the live CRD watch once it has listed (before the
+        inventory probe reports); None in a replay or before the first list."""
+        return self.live.monitor.crd_counts() if self.live is not None else None
+
+    def stale_after(self, probe: str) -> float:
+        """Seconds without a new sample of ``probe`` after which its figures are stale."""
+        cadence = getattr(self.cadences, probe, None)  # a probe without a cadence setting: 30 s
+        return 3 * float(cadence) + 5 if isinstance(cadence, (int, float)) else 30.0
 
     def now(self) -> float:
         """The feed's clock: wall time live, recording time in a replay."""

@@ -1,7 +1,8 @@
 """What every panel shares: a status line, staleness, throttled redraws, no tracebacks.
 
-A panel is a view over :class:`session.core.SessionStore`: it never fetches.  The
-app tells it that a sample of one of its probes arrived
+A panel is a view over one cluster (:class:`tui.sessions.ClusterSession`: its
+:class:`session.core.SessionStore`, clock, thresholds, loader), handed to it when it is built: it
+never fetches, and never asks the app.  The app tells it that a sample of one of its probes arrived
 (:meth:`ProbePanel.changed`); the panel redraws at most every
 ``MIN_REDRAW_SECONDS`` so that a burst of samples costs one redraw, and its
 status line is refreshed once a second so that "last good sample N s ago" keeps
@@ -16,8 +17,7 @@ layout passes to be most of the monitor's rendering time.
 from __future__ import annotations
 
 import logging
-import time
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 from collections.abc import Iterable
 
 from textual.app import ComposeResult
@@ -28,8 +28,10 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from ..format import age
-from crdscope.session.core import SessionStore
 from ..throttle import RedrawThrottle
+
+if TYPE_CHECKING:
+    from ..sessions import ClusterSession
 
 log = logging.getLogger("crdscope.tui")
 
@@ -49,9 +51,11 @@ class ProbePanel(Vertical):
     tab_label: ClassVar[str] = ""
     MIN_REDRAW_SECONDS: ClassVar[float] = 0.5
 
-    def __init__(self, store: SessionStore, *, id: str | None = None) -> None:
+    def __init__(self, cluster: ClusterSession, *, id: str | None = None) -> None:
         super().__init__(id=id or f"panel-{self.key()}", classes="probe-panel")
-        self.store = store
+        #: The cluster this panel shows (its store, clock, thresholds, loader).
+        self.cluster = cluster
+        self.store = cluster.store
         self._throttle = RedrawThrottle(self, self.redraw, self.MIN_REDRAW_SECONDS)
         self._draw_error: str | None = None
         self._behind = False  # samples arrived while hidden
@@ -84,7 +88,7 @@ class ProbePanel(Vertical):
         """True while this panel or a container of it (an inactive tab) is not displayed."""
         node: DOMNode | None = self
         while node is not None:
-            if not getattr(node, "display", True):
+            if not node.display:
                 return True
             node = node.parent
         return False
@@ -126,14 +130,7 @@ class ProbePanel(Vertical):
     # -- status line -----------------------------------------------------------------
     def now(self) -> float:
         """The feed's clock (replay time in a replay)."""
-        clock = getattr(self.app, "now", None)
-        return clock() if callable(clock) else time.time()
-
-    def stale_after(self, probe: str) -> float:
-        """Seconds without a new sample after which figures are marked stale."""
-        settings = getattr(self.app, "settings", None)
-        cadence = getattr(getattr(settings, "cadences", None), probe, None)
-        return 3 * float(cadence) + 5 if cadence else 30.0
+        return self.cluster.now()
 
     def refresh_status(self) -> None:
         """Show the status line again if its text changed (it is one row high: no layout pass)."""
@@ -156,7 +153,7 @@ class ProbePanel(Vertical):
         latest = self.store.latest(probe)
         good = self.store.last_good(probe)
         now = self.now()
-        paused = bool(getattr(self.app, "probes_paused", False))
+        paused = self.cluster.probes_paused
         if latest is None:
             return "[$probe-idle]probes paused: no sample yet[/]" if paused else \
                 "[$probe-idle]waiting for the first sample…[/]"
@@ -166,6 +163,6 @@ class ProbePanel(Vertical):
         elapsed = now - latest.timestamp
         if paused:
             return f"[$probe-idle]⏸ probes paused · last sample {age(elapsed)} ago[/]"
-        if elapsed > self.stale_after(probe):
+        if elapsed > self.cluster.stale_after(probe):
             return f"[$probe-warn]● stale: last sample {age(elapsed)} ago[/]"
         return f"[$probe-ok]●[/] updated {age(elapsed)} ago"

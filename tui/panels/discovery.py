@@ -101,12 +101,10 @@ class DiscoveryPanel(ProbePanel):
             return
         now = self.now()
         self.query_one("#discovery-summary", Static).update(summary_text(sample, now))
-        budget = getattr(getattr(self.app, "settings", None), "thresholds", None)
         self.query_one("#discovery-models", Static).update(
-            models_table(sample, getattr(budget, "discovery_seconds_warn", None)))
-        kubectl = getattr(self.app, "kubectl", None)  # the local kubectl, once the session core knows it
-        self.query_one("#discovery-cache", Static).update(
-            cache_line(sample, kubectl if isinstance(kubectl, KubectlClient) else None))
+            models_table(sample, self.cluster.thresholds.discovery_seconds_warn))
+        # The local kubectl, once the session core knows it.
+        self.query_one("#discovery-cache", Static).update(cache_line(sample, self.cluster.kubectl))
         slowest = sample.slowest[:SLOWEST_SHOWN]
         self.query_one("#discovery-slowest", Static).update(
             ("slowest: " + ", ".join(f"{one_line(s.group_version)} {duration(s.seconds)}" for s in slowest))

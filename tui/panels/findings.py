@@ -7,12 +7,15 @@ which panel holds the figures.
 
 from __future__ import annotations
 
-import time
+from typing import TYPE_CHECKING
 
 from textual.markup import escape
 from textual.widgets import Static
 
 from crdscope.findings.model import Finding, Severity, format_duration
+
+if TYPE_CHECKING:
+    from ..sessions import ClusterSession
 
 #: Findings listed in the strip (one line each, cut at the edge); the rest are counted.
 SHOWN = 2
@@ -42,17 +45,19 @@ def strip_markup(findings: list[Finding], now: float) -> str:
 
 
 class FindingsStrip(Static):
-    """Open findings of the app's findings engine (refreshed every second and on each change)."""
+    """Open findings of one cluster's findings engine (refreshed every second and on each change)."""
+
+    def __init__(self, cluster: ClusterSession, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.cluster = cluster
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self.redraw)
         self.redraw()
 
     def redraw(self) -> None:
-        current = getattr(self.app, "current_findings", None)
-        findings: list[Finding] = current() if callable(current) else []
-        clock = getattr(self.app, "now", None)
-        now = clock() if callable(clock) else time.time()
+        findings = self.cluster.current_findings()
+        now = self.cluster.now()
         self.set_class(bool(findings) and findings[0].severity is Severity.CRITICAL, "critical")
         self.display = bool(findings)  # nothing open: the panels keep the line
         self.update(strip_markup(findings, now))

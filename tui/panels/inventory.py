@@ -188,7 +188,7 @@ class InventoryPanel(ProbePanel):
             return base
         connected = [s for s in history if s.watch_connected]
         away = self.now() - (connected[-1] if connected else history[0]).timestamp
-        if away < self.stale_after("inventory"):
+        if away < self.cluster.stale_after("inventory"):
             return base  # the watch reconnects now and then (its own timeout): not an outage
         return f"[$probe-fail]✗ {age(away)} since last good sample · CRD watch not connected: counts as last seen[/]"
 

@@ -40,7 +40,7 @@ class LoaderPanel(ProbePanel):
         if self._draw_error:
             return super().status_markup()
         sample = self.store.latest_of(LoaderSample)
-        control = getattr(self.app, "loader", None)
+        control = self.cluster.loader
         if sample is None:
             if control is None:
                 return "[$probe-idle]no loader in this session[/]"
@@ -56,7 +56,7 @@ class LoaderPanel(ProbePanel):
     def draw(self) -> None:
         sample = self.store.latest_of(LoaderSample)
         if sample is None:
-            control = getattr(self.app, "loader", None)
+            control = self.cluster.loader
             if control is not None:
                 self.query_one("#loader-source", Static).update(
                     pairs(("source", one_line(control.source)), ("", one_line(control.describe()))))

@@ -77,7 +77,7 @@ class OpenAPIPanel(ProbePanel):
         if sample is None:
             return
         backlog = sample.backlog
-        warn = getattr(getattr(getattr(self.app, "settings", None), "thresholds", None), "openapi_backlog_warn", 50)
+        warn = self.cluster.thresholds.openapi_backlog_warn
         role = "probe-warn" if backlog >= warn else "probe-ok" if backlog == 0 else ""
         backlog_text = f"[${role}]{fmt(backlog)}[/]" if role else fmt(backlog)
         if backlog:

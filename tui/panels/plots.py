@@ -15,7 +15,7 @@ class RolePlot(PlotextPlot):
 
     def rgb(self, role: str) -> tuple[int, int, int]:
         """The current theme's colour for ``role`` as plotext wants it."""
-        variables = getattr(self.app, "theme_variables", {}) or {}
+        variables = self.app.theme_variables
         return Color.parse(variables.get(role) or role_defaults()[role]).rgb
 
     def start(self, title: str, xlabel: str = "", ylabel: str = "") -> None:

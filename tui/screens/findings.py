@@ -1,7 +1,7 @@
 """The findings screen: every open finding, and for the one selected its evidence, cause and remedy.
 
 The strip under the header has room for two lines; this screen is where the
-on-call engineer reads the whole verdict.  It lists the app's open findings
+on-call engineer reads the whole verdict.  It lists one cluster's open findings
 (most severe first) and redraws every second, so a finding that closes while
 the screen is open leaves the list and a new one joins it.
 """
@@ -9,6 +9,7 @@ the screen is open leaves the list and a new one joins it.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -21,6 +22,9 @@ from textual.widgets.option_list import Option
 from crdscope.findings.model import Finding, format_duration
 
 from ..panels.findings import ROLE, finding_line
+
+if TYPE_CHECKING:
+    from ..sessions import ClusterSession
 
 
 def finding_details(finding: Finding, now: float) -> str:
@@ -41,10 +45,12 @@ class FindingsScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,f,q", "close", "Close")]
 
-    def __init__(self, *, cluster: str = "") -> None:
+    def __init__(self, source: ClusterSession, *, cluster: str = "") -> None:
         super().__init__(classes="dialog-screen")
         self._shown: list[Finding] = []
-        #: Whose findings (a fleet's cluster; "" when only one is watched).
+        #: The cluster whose open findings are listed.
+        self.source = source
+        #: Its name in the title (a fleet's cluster; "" when only one is watched).
         self.cluster = cluster
 
     def compose(self) -> ComposeResult:
@@ -61,12 +67,10 @@ class FindingsScreen(ModalScreen[None]):
         self.query_one(OptionList).focus()
 
     def _now(self) -> float:
-        clock = getattr(self.app, "now", None)
-        return clock() if callable(clock) else time.time()
+        return self.source.now()
 
     def _open_findings(self) -> list[Finding]:
-        current = getattr(self.app, "current_findings", None)
-        return current() if callable(current) else []
+        return self.source.current_findings()
 
     def redraw(self) -> None:
         """Refresh the list (keeping the selected finding when it is still open) and the details."""

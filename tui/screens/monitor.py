@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from textual import events
 from textual.app import ComposeResult
@@ -25,10 +25,10 @@ from ..panels.inventory import InventoryPanel
 from ..panels.loader import LoaderPanel
 from ..panels.openapi import OpenAPIPanel
 from ..panels.throttling import ThrottlingPanel
-from crdscope.session.core import SessionStore
+from ..host import host_of
 
 if TYPE_CHECKING:
-    from ..app import CrdscopeApp
+    from ..sessions import ClusterSession
 
 #: Every panel once, in tab order (and the 1-7 keys: what someone watching an install looks at
 #: first), with its place in the grid (three columns; discovery and health span two, see monitor.tcss).
@@ -51,31 +51,33 @@ def layout_for(size: Size) -> str:
 class PanelTabs(Container):
     """The panels as tabs (small terminals)."""
 
-    def __init__(self, store: SessionStore, *, initial: str = "") -> None:
+    def __init__(self, cluster: ClusterSession, *, initial: str = "") -> None:
         super().__init__(id="tab-layout")
-        self.store = store
+        self.cluster = cluster
         self.initial = initial
 
     def compose(self) -> ComposeResult:
         with TabbedContent(id="tabs", initial=self.initial):
             for panel in PANELS:
                 with TabPane(panel.tab_label or panel.panel_title, id=f"tab-{panel.key()}"):
-                    yield panel(self.store)
+                    yield panel(self.cluster)
 
 
 class MonitorScreen(Screen[None]):
-    """Every panel, fed from the app's sample store."""
+    """Every panel of one cluster (its session's store)."""
 
     BINDINGS = [
         *(Binding(str(n), f"show_panel({n - 1})", show=False) for n in range(1, len(PANELS) + 1)),
         Binding("escape", "back", "Fleet"),
     ]
 
-    def __init__(self, store: SessionStore, *, layout: str | None = None, back: bool = False,
+    def __init__(self, cluster: ClusterSession, *, layout: str | None = None, back: bool = False,
                  name: str = "monitor") -> None:
         # A fleet keeps one monitor screen per cluster: each needs an id of its own.
         super().__init__(id=name)
-        self.store = store
+        #: The cluster shown (the header, the findings strip and every panel read it).
+        self.cluster = cluster
+        self.store = cluster.store
         #: Opened from the fleet (or compare) screen: Escape goes back to it.
         self.back = back
         #: Forced layout ("grid"/"tabs") for tests; None follows the terminal size.
@@ -85,8 +87,8 @@ class MonitorScreen(Screen[None]):
         self._first_frame: list[Callable[[], None]] = []
 
     def compose(self) -> ComposeResult:
-        yield ClusterHeader(id="header")
-        yield FindingsStrip(id="findings-strip")
+        yield ClusterHeader(self.cluster, id="header")
+        yield FindingsStrip(self.cluster, id="findings-strip")
         # The panels are composed with the screen (not mounted after it): the first frame has them,
         # and Textual lays the screen out once rather than again for each later mount.
         self.layout_mode = self.forced_layout or layout_for(self.app.size)
@@ -103,8 +105,8 @@ class MonitorScreen(Screen[None]):
     def _panels_in(self, mode: str) -> Widget:
         """The panels laid out as ``mode``: a grid, or tabs."""
         if mode == "grid":
-            return Grid(*(panel(self.store) for panel in GRID_ORDER), id="grid")
-        return PanelTabs(self.store, initial=self._active_tab or "")
+            return Grid(*(panel(self.cluster) for panel in GRID_ORDER), id="grid")
+        return PanelTabs(self.cluster, initial=self._active_tab or "")
 
     def after_first_frame(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` once the screen has drawn its panels the first time."""
@@ -156,7 +158,7 @@ class MonitorScreen(Screen[None]):
         """Back to the fleet (or compare) screen this monitor was opened from."""
         if self.back:  # only crdscope's app opens a monitor from a fleet
             # Closing it frees its widgets: collect after the fleet's frame, not inside the key.
-            cast("CrdscopeApp", self.app).hold_collections()
+            host_of(self).hold_collections()
             self.dismiss()
 
     def action_show_panel(self, index: int) -> None:

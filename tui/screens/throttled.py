@@ -3,13 +3,14 @@ and compare screens): however many samples arrive, a key press never waits behin
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.screen import Screen
+
+from ..host import MonitorHost, host_of
 from ..throttle import RedrawThrottle
 
 if TYPE_CHECKING:
-    from ..app import CrdscopeApp
     from ..sessions import ClusterSession
 
 
@@ -25,9 +26,9 @@ class ThrottledScreen(Screen[None]):
         self.draws = 0
 
     @property
-    def monitor_app(self) -> CrdscopeApp:
-        """The app this screen belongs to (always crdscope's; typed for the checker, not imported)."""
-        return cast("CrdscopeApp", self.app)
+    def monitor_app(self) -> MonitorHost:
+        """The monitor app this screen runs in."""
+        return host_of(self)
 
     def on_mount(self) -> None:
         self.redraw()
