@@ -17,7 +17,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crdscope.base.errors import ConfigError
 from crdscope.findings.model import Finding
@@ -29,6 +29,13 @@ from .crossplane_demo import InstallSaid
 from .fleet_figures import figures_of
 from .format import size
 from .sessions import ClusterSession
+
+if TYPE_CHECKING:
+    from crdscope.base.settings import Settings
+    from crdscope.lab.controlplane import Lab, LabState
+    from crdscope.toolchain.crossplane import CrossplaneBinaries
+
+    from .launch import RecordChoice
 
 log = logging.getLogger("crdscope.tui.demo")
 
@@ -53,8 +60,8 @@ FOLLOW_SECONDS = 2.0
 class LabInstall:
     """One lab of the demo and how the provider goes into it."""
 
-    lab: Any
-    state: Any
+    lab: Lab
+    state: LabState
     kubernetes: str
     memory_limit: int
     #: Through Crossplane (the driver's stages), or None: crdscope's own loader.
@@ -77,7 +84,7 @@ class FleetDemo:
     provider: str
     #: Why the built-in loader installs instead of Crossplane ("" when Crossplane does).
     fallback: str = ""
-    labs: list[Any] = field(default_factory=list)
+    labs: list[Lab] = field(default_factory=list)
 
 
 def lab_names(prefix: str) -> tuple[str, str]:
@@ -90,7 +97,7 @@ def default_memory_limit(through_crossplane: bool) -> int:
     return CROSSPLANE_MEMORY_LIMIT if through_crossplane else LOADER_MEMORY_LIMIT
 
 
-def check_not_taken(lab: Any, kubernetes: str, memory_limit: int | None) -> None:
+def check_not_taken(lab: Lab, kubernetes: str, memory_limit: int | None) -> None:
     """A lab of that name up but not the demo's (another version, capped or not as the demo's is not,
     or another cap than ``memory_limit`` when one was given): a one-line error."""
     state = lab.state()
@@ -126,7 +133,7 @@ def _binaries_for(kubernetes: str, say: Callable[[str], None]) -> None:
                        "module proxy is reachable)") from None
 
 
-def crossplane_binaries(crossplane: bool | None) -> tuple[Any, str]:
+def crossplane_binaries(crossplane: bool | None) -> tuple[CrossplaneBinaries | None, str]:
     """Crossplane's binaries when the demo installs through it, and else the line saying why not
     (``crossplane``: True demands it, False declines it, None takes it when built)."""
     from crdscope.toolchain import crossplane as toolchain_crossplane
@@ -196,8 +203,8 @@ def activating_every_kind(stages: list[Stage]) -> list[Stage]:
     return [*stages[:-1], last]
 
 
-def build_demo_app(demo: FleetDemo, *, record: Any = None, settings: Any = None, theme: str | None = None,
-                   layout: str | None = None) -> FleetDemoApp:
+def build_demo_app(demo: FleetDemo, *, record: RecordChoice = None, settings: Settings | None = None,
+                   theme: str | None = None, layout: str | None = None) -> FleetDemoApp:
     """The monitor on the demo's labs, opening on the compare screen (tests drive it with ``run_test``)."""
     from .launch import _settings, _theme, live_session
 
@@ -379,7 +386,7 @@ def _oom_killed(session: ClusterSession) -> bool:
 
 
 def open_fleet_demo(provider: str | None = None, *, prefix: str = "demo", memory_limit: int | None = None,
-                    crossplane: bool | None = None, record: Any = True) -> None:
+                    crossplane: bool | None = None, record: RecordChoice = True) -> None:
     """``crdscope demo``: a 1.26 lab capped at ``memory_limit`` (None: the demo's default) and a 1.37
     lab (named ``PREFIX-126`` and ``PREFIX-137``, started unless up), the compare screen on both, the
     same provider installed into each (through Crossplane when built; ``crossplane`` True demands it,

@@ -26,8 +26,11 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from typing import Any
-from collections.abc import Callable
+from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+
+if TYPE_CHECKING:
+    from crdscope.base.store import SampleStore
 
 log = logging.getLogger("crdscope.tui")
 
@@ -57,7 +60,7 @@ class FrozenHeap:
         self._watching = False
         self._holding = False
 
-    def first_samples_in(self, store: Any, later: Callable[[Callable[[], None]], Any]) -> None:
+    def first_samples_in(self, store: SampleStore, later: Callable[[Callable[[], None]], object]) -> None:
         """Settle once, through ``later`` (after the next frame), when the first samples are in."""
         if self.settled or self._queued:
             return
@@ -80,7 +83,7 @@ class FrozenHeap:
         log.debug("heap settled in %.0f ms; %d objects frozen", self.last_settle_seconds * 1000,
                   gc.get_freeze_count())
 
-    def hold_collections(self, until: Callable[[Callable[[], None]], Any]) -> None:
+    def hold_collections(self, until: Callable[[Callable[[], None]], object]) -> None:
         """Hold the collector off while a screen builds: ``until`` calls back once its first frame is
         out, and a collection the build made due runs then, after the frame rather than before it."""
         if not gc.isenabled():
@@ -95,7 +98,7 @@ class FrozenHeap:
             self._holding = False
             gc.enable()
 
-    def _after_collection(self, phase: str, info: dict[str, Any]) -> None:
+    def _after_collection(self, phase: str, info: Mapping[str, int]) -> None:
         """gc callback: freeze the survivors of a full collection (see the module doc)."""
         # Runs inside the collector, after it finished: gc.freeze only moves its lists.
         if phase == "stop" and info.get("generation") == 2 and self.settled and self._may_freeze():

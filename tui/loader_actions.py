@@ -1,6 +1,6 @@
 """The loader from the keyboard and the palette: start, pause, resume, stop, clean.
 
-``app.loader`` is a :class:`tui.loader_control.LoaderControl` (None in a
+``app.session.loader`` is a :class:`tui.loader_control.LoaderControl` (None in a
 replay).  Network work (the load itself, counting what clean would delete,
 deleting) runs in async workers; clean asks first, in a modal, as
 ``crdscope clean`` does on the command line.
@@ -8,10 +8,16 @@ deleting) runs in async workers; clean asks first, in a modal, as
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 from collections.abc import Callable
 
 from .screens.dialogs import ChoiceScreen, ConfirmScreen
+
+if TYPE_CHECKING:
+    from crdscope.loader.safety import CleanPlan
+
+    from .host import MonitorHost
+    from .loader_control import LoaderControl
 
 #: action -> (palette name, help)
 ACTIONS = {
@@ -23,15 +29,15 @@ ACTIONS = {
 }
 
 
-def available(app: Any) -> list[str]:
+def available(app: MonitorHost) -> list[str]:
     """The loader actions that make sense now."""
-    loader = app.loader
+    loader = app.session.loader
     if loader is None:
         return []
     return available_for(loader)
 
 
-def available_for(loader: Any) -> list[str]:
+def available_for(loader: LoaderControl) -> list[str]:
     """The actions that make sense now for one loader control."""
     state = loader.state
     if state == "running":
@@ -43,9 +49,9 @@ def available_for(loader: Any) -> list[str]:
     return ["start", "clean"]
 
 
-def run_action(app: Any, action: str) -> None:
+def run_action(app: MonitorHost, action: str) -> None:
     """Do one loader action (from the menu or the palette)."""
-    loader = app.loader
+    loader = app.session.loader
     if loader is None:
         app.notify("no loader here (replays cannot load)", severity="warning")
         return
@@ -53,7 +59,7 @@ def run_action(app: Any, action: str) -> None:
         app.notify(f"the loader is {loader.state}: cannot {action}", severity="warning")
         return
     if action == "start":
-        _set_up_and_start(app)
+        _set_up_and_start(app, [loader])
     elif action == "pause":
         loader.pause()
         app.notify("loader paused")
@@ -64,16 +70,16 @@ def run_action(app: Any, action: str) -> None:
         loader.stop()
         app.notify("loader stopping")
     elif action == "clean":
-        app.run_worker(_clean(app), name="loader-clean", group="loader", exit_on_error=False)
+        app.run_worker(_clean(app, loader), name="loader-clean", group="loader", exit_on_error=False)
 
 
-def _set_up_and_start(app: Any, loaders: list[Any] | None = None) -> None:
+def _set_up_and_start(app: MonitorHost, loaders: list[LoaderControl]) -> None:
     """Ask what to load and how (source, profile, rate, concurrency), show what the run will do,
-    then start it (in each of ``loaders``: the same source at the same pace; default the current
-    cluster's); cancelling writes nothing."""
+    then start it (in each of ``loaders``: the same source at the same pace); cancelling writes
+    nothing."""
     from .screens.loader_setup import LoadChoice, LoaderSetupScreen
 
-    chosen_loaders = loaders or [app.loader]
+    chosen_loaders = loaders
     first = chosen_loaders[0]
     current = LoadChoice(first.source, first.settings.profile, first.settings.rate, first.settings.concurrency)
 
@@ -90,7 +96,7 @@ def _set_up_and_start(app: Any, loaders: list[Any] | None = None) -> None:
     app.push_screen(LoaderSetupScreen(current), chosen)
 
 
-def load_everywhere(app: Any) -> None:
+def load_everywhere(app: MonitorHost) -> None:
     """The fleet screen's ``l``: the same source into every cluster at the same pace (asked once,
     in the loader's set-up dialog); while loads run, pause, resume or stop them all."""
     loaders = [session.loader for session in app.sessions if session.loader is not None]
@@ -120,8 +126,7 @@ def load_everywhere(app: Any) -> None:
                                  note=", ".join(sorted(states))), chosen)
 
 
-async def _clean(app: Any) -> None:
-    loader = app.loader
+async def _clean(app: MonitorHost, loader: LoaderControl) -> None:
     try:
         plan = await loader.clean_plan()
     except Exception as exc:  # noqa: BLE001 - CrdscopeError and network failures: one line
@@ -135,23 +140,23 @@ async def _clean(app: Any) -> None:
         if not yes:
             app.notify("clean cancelled: nothing deleted")
             return
-        app.run_worker(_delete(app, plan), name="loader-delete", group="loader", exit_on_error=False)
+        app.run_worker(_delete(app, loader, plan), name="loader-delete", group="loader", exit_on_error=False)
 
     app.push_screen(ConfirmScreen(plan.question, yes="Delete", no="Keep"), confirmed)
 
 
-async def _delete(app: Any, plan: Any) -> None:
+async def _delete(app: MonitorHost, loader: LoaderControl, plan: CleanPlan) -> None:
     try:
-        message = await app.loader.clean(plan)
+        message = await loader.clean(plan)
     except Exception as exc:  # noqa: BLE001
         app.notify(f"clean: {exc}", severity="error")
         return
     app.notify(message, timeout=8)
 
 
-def open_loader_menu(app: Any) -> None:
+def open_loader_menu(app: MonitorHost) -> None:
     """The ``l`` key: a small menu of what the loader can do now."""
-    loader = app.loader
+    loader = app.session.loader
     if loader is None:
         app.notify("no loader here (replays cannot load)", severity="warning")
         return
@@ -169,7 +174,7 @@ def open_loader_menu(app: Any) -> None:
     app.push_screen(ChoiceScreen(f"Loader ({loader.state})", choices, note=note), chosen)
 
 
-def loader_commands(app: Any) -> list[tuple[str, str, Callable[[], None]]]:
+def loader_commands(app: MonitorHost) -> list[tuple[str, str, Callable[[], None]]]:
     """Palette entries for the loader actions available now."""
     def runner(action: str) -> Callable[[], None]:
         return lambda: run_action(app, action)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import time
 from typing import TYPE_CHECKING, Any
-from collections.abc import Callable
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -28,9 +27,11 @@ from textual.widgets import Footer, Input, Static
 from crdscope.base.errors import ConfigError
 
 from .app import CrdscopeApp
+from .host import PaletteCommand
 
 if TYPE_CHECKING:
-    from crdscope.session.replay import ReplayFeed
+    from crdscope.base.settings import Settings
+    from crdscope.session.replay import Recording, ReplayFeed
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
 SEEK_STEP_SECONDS = 60.0
@@ -57,7 +58,7 @@ class ReplayBar(Static):
     }
     """
 
-    def __init__(self, feed: Any) -> None:
+    def __init__(self, feed: ReplayFeed) -> None:
         super().__init__("", id="replay-bar", markup=True)
         self.feed = feed
 
@@ -150,7 +151,7 @@ class ReplayApp(CrdscopeApp):
         if screen is None or screen.query(ReplayBar):
             return
         footers = screen.query(Footer)
-        bar = ReplayBar(self.feed)
+        bar = ReplayBar(self.replay)
         if footers:
             screen.mount(bar, before=footers.first())
         else:
@@ -223,8 +224,8 @@ class ReplayApp(CrdscopeApp):
         self.notify(f"seek to {time.strftime('%H:%M:%S', time.localtime(timestamp))}", timeout=2)
         self._redraw_bar()
 
-    def palette_commands(self) -> list[tuple[str, str, Callable[[], Any]]]:
-        commands = [
+    def palette_commands(self) -> list[PaletteCommand]:
+        commands: list[PaletteCommand] = [
             ("Replay: play/pause", "space", self.action_toggle_pause),
             ("Replay: faster", "double the speed (+)", self.action_faster),
             ("Replay: slower", "halve the speed (-)", self.action_slower),
@@ -236,8 +237,8 @@ class ReplayApp(CrdscopeApp):
         return commands + [c for c in super().palette_commands() if not c[0].startswith("Probes:")]
 
 
-def build_replay_app(recording: Any, *, speed: float = 1.0, theme: str | None = None,
-                     layout: str | None = None, settings: Any = None) -> ReplayApp:
+def build_replay_app(recording: Recording, *, speed: float = 1.0, theme: str | None = None,
+                     layout: str | None = None, settings: Settings | None = None) -> ReplayApp:
     """The replay app on a recording (tests drive it with ``run_test``)."""
     from crdscope.base.settings import load_settings
     from crdscope.session.replay import ReplayFeed
@@ -250,7 +251,7 @@ def build_replay_app(recording: Any, *, speed: float = 1.0, theme: str | None = 
     return ReplayApp(feed, settings=settings, theme=theme, mode_label="REPLAY", layout=layout)
 
 
-def run_replay_app(recording: Any, *, speed: float = 1.0, theme: str | None = None) -> None:
+def run_replay_app(recording: Recording, *, speed: float = 1.0, theme: str | None = None) -> None:
     """Open the monitor on a recording and run it until quit."""
     from crdscope.base.logs import NOT_WRITABLE, log_to_file
 
