@@ -1,0 +1,139 @@
+"""The house as docs/architecture.md draws it, measured from the code (issue 38's "done when").
+
+Rooms are the top-level folders (``crdscope.<room>``).  The import graph counts every import:
+at module level, inside functions and under ``if TYPE_CHECKING:`` (a type-only import is still
+a reader who must know the other room).  What is checked:
+
+* the longest chain of rooms is at most 8 (cli > tui > session > findings > costmodel >
+  probes|lab|loader > connection|toolchain > base), with no circle between rooms;
+* probes, lab and loader do not import each other (they stand side by side);
+* no room holds more than 20% of the product's lines;
+* widgets and the session read typed values: at most 5 ``getattr(x, "name")`` reads in tui/,
+  session/ and findings/, and explicit ``Any`` in tui/ and session/ at most half the 131 the issue
+  counted.
+
+``tests/unit/test_import_cycles.py`` checks that no two modules import each other.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import grimp
+
+ROOT = Path(__file__).resolve().parents[2]
+ROOMS = ("base", "cli", "connection", "toolchain", "probes", "loader", "lab", "session", "findings",
+         "costmodel", "themes", "tui")
+LONGEST_CHAIN = 8
+SIDE_BY_SIDE = ("probes", "lab", "loader")
+LARGEST_SHARE = 0.20
+GETATTR_READS = 5
+#: Half the explicit ``Any`` annotations in tui/ and session/ when issue 38 was filed (131).
+ANY_ANNOTATIONS = 65
+
+
+def room_graph() -> dict[str, set[str]]:
+    """Room -> the other rooms it imports (every import, type-only and in functions included)."""
+    roots = [f"crdscope.{room}" for room in ROOMS if (ROOT / room / "__init__.py").exists()]
+    graph = grimp.build_graph(*roots, exclude_type_checking_imports=False)
+    rooms: dict[str, set[str]] = {room: set() for room in ROOMS}
+    for module in graph.modules:
+        importer = module.split(".")[1]
+        for imported in graph.find_modules_directly_imported_by(module):
+            room = imported.split(".")[1]
+            if room != importer:
+                rooms[importer].add(room)
+    return rooms
+
+
+def longest_chain(graph: Mapping[str, set[str]]) -> list[str]:
+    """The longest path of rooms along imports; a circle raises ValueError naming it."""
+
+    @functools.cache
+    def from_room(room: str, seen: frozenset[str]) -> tuple[str, ...]:
+        best: tuple[str, ...] = (room,)
+        for below in sorted(graph.get(room, ())):
+            if below in seen or below == room:
+                raise ValueError(f"rooms import each other: {room} -> {below}")
+            chain = (room, *from_room(below, seen | {room}))
+            if len(chain) > len(best):
+                best = chain
+        return best
+
+    return max((list(from_room(room, frozenset())) for room in graph), key=len, default=[])
+
+
+def product_files() -> Iterator[tuple[str, Path]]:
+    for room in ROOMS:
+        for path in sorted((ROOT / room).rglob("*.py")):
+            yield room, path
+
+
+def lines_of(path: Path) -> int:
+    return sum(1 for line in path.read_text().splitlines() if line.strip())
+
+
+def getattr_reads(tree: ast.AST) -> list[int]:
+    """Lines of ``getattr(x, "literal", ...)``: reading an attribute by a name known when writing it."""
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+            and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)]
+
+
+def any_uses(tree: ast.AST) -> int:
+    """Explicit ``Any`` in annotations and casts (``Any``, ``typing.Any``; the import itself not)."""
+    return sum(1 for node in ast.walk(tree)
+               if (isinstance(node, ast.Name) and node.id == "Any")
+               or (isinstance(node, ast.Attribute) and node.attr == "Any"))
+
+
+def test_the_longest_chain_of_rooms():
+    chain = longest_chain(room_graph())
+    assert len(chain) <= LONGEST_CHAIN, " > ".join(chain)
+    assert chain[0] == "cli" and chain[-1] == "base", chain
+
+
+def test_probes_lab_and_loader_stand_side_by_side():
+    graph = room_graph()
+    crossing = [f"{room} -> {other}" for room in SIDE_BY_SIDE for other in SIDE_BY_SIDE if other in graph[room]]
+    assert not crossing, crossing
+
+
+def test_no_room_holds_more_than_a_fifth_of_the_product():
+    lines: dict[str, int] = dict.fromkeys(ROOMS, 0)
+    for room, path in product_files():
+        lines[room] += lines_of(path)
+    total = sum(lines.values())
+    shares = {room: count / total for room, count in lines.items()}
+    assert total > 10_000, "the product was not read"
+    assert max(shares.values()) <= LARGEST_SHARE, {room: f"{share:.1%}" for room, share in shares.items()}
+
+
+def test_widgets_and_the_session_read_typed_values():
+    reads: list[str] = []
+    anys = 0
+    for room, path in product_files():
+        if room not in ("tui", "session", "findings"):
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        reads += [f"{path.relative_to(ROOT)}:{line}" for line in getattr_reads(tree)]
+        if room in ("tui", "session"):
+            anys += any_uses(tree)
+    assert len(reads) <= GETATTR_READS, reads
+    assert anys <= ANY_ANNOTATIONS, f"{anys} explicit Any in tui/ and session/"
+
+
+def test_the_measures_see_what_they_measure():
+    assert longest_chain({"a": {"b"}, "b": {"c"}, "c": set(), "d": {"c"}}) == ["a", "b", "c"]
+    try:
+        longest_chain({"a": {"b"}, "b": {"a"}})
+    except ValueError as exc:
+        assert "import each other" in str(exc)
+    else:
+        raise AssertionError("a circle of rooms was not found")
+    tree = ast.parse('x = getattr(app, "store", None)\ny = getattr(app, name)\nz: typing.Any\nw: Any = 1\n')
+    assert getattr_reads(tree) == [1]
+    assert any_uses(tree) == 2
