@@ -50,7 +50,11 @@ PROBES: tuple[ProbeKind, ...] = (
     ProbeKind("loader", "crdscope.loader.progress", "LoaderSample", factory=None, oneshot=None),
 )
 
-_BY_NAME = {kind.name: kind for kind in PROBES}
+
+
+def _kind(name: str) -> ProbeKind | None:
+    """The row of probe ``name`` (read from :data:`PROBES` at each call: a dozen rows)."""
+    return next((kind for kind in PROBES if kind.name == name), None)
 
 
 def monitor_probes() -> list[str]:
@@ -69,7 +73,7 @@ def _attribute(module: str, name: str) -> Any:
 
 def factory(name: str) -> Callable[[ProbeParts], Probe]:
     """The monitor factory of probe ``name`` (:class:`KeyError` when the monitor cannot run it)."""
-    kind = _BY_NAME.get(name)
+    kind = _kind(name)
     if kind is None or kind.factory is None:
         raise KeyError(name)
     built: Callable[[ProbeParts], Probe] = _attribute(kind.module, kind.factory)
@@ -78,7 +82,7 @@ def factory(name: str) -> Callable[[ProbeParts], Probe]:
 
 def oneshot(name: str) -> Callable[..., Awaitable[Sample]]:
     """The one-shot function of probe ``name``; :class:`ConfigError` for an unknown name."""
-    kind = _BY_NAME.get(name)
+    kind = _kind(name)
     if kind is None or kind.oneshot is None:
         raise ConfigError(f"unknown probe '{name}' (one of: {', '.join(sorted(oneshot_probes()))})")
     function: Callable[..., Awaitable[Sample]] = _attribute(kind.module, kind.oneshot)
@@ -87,7 +91,7 @@ def oneshot(name: str) -> Callable[..., Awaitable[Sample]]:
 
 def sample_type(name: str) -> type[Sample]:
     """The Sample subclass recorded under ``name``; the base class when unknown to this build."""
-    kind = _BY_NAME.get(name)
+    kind = _kind(name)
     if kind is not None:
         try:
             found = _attribute(kind.module, kind.sample)
