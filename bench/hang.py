@@ -43,7 +43,7 @@ from crdscope.lab.binaries import ensure_binaries
 from crdscope.lab.controlplane import Lab, LabState
 from crdscope.connection.cluster import Cluster
 from crdscope.base.errors import CrdscopeError
-from crdscope.probes.responsiveness import ResponsivenessSample
+from crdscope.base.samples.responsiveness import ResponsivenessSample
 from crdscope.base.samples import Sample, percentile
 from crdscope.base.settings import Settings
 from crdscope.session.live import open_live_core

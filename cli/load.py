@@ -21,7 +21,7 @@ from .progress import LoadProgress, on_terminal
 
 if TYPE_CHECKING:
     from crdscope.loader.engine import LoadEngine
-    from crdscope.loader.progress import LoaderSample
+    from crdscope.base.samples.loader import LoaderSample
     from crdscope.loader.safety import CleanPlan
 
 #: Exit codes of ``crdscope load`` (README "Exit codes"); 2 and 3 are a bad configuration and an

@@ -18,11 +18,13 @@ Counting follows kubectl (checked against the lab):
 
 from __future__ import annotations
 
+from crdscope.base.samples.discovery import DiscoveryFormat
+
 import asyncio
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 AGGREGATED_GROUP = "apidiscovery.k8s.io"
 AGGREGATED_KIND = "APIGroupDiscoveryList"
@@ -33,8 +35,6 @@ ACCEPT_AGGREGATED = ",".join((
     "application/json",
 ))
 ACCEPT_LEGACY = "application/json"
-#: How a discovery answer came: aggregated discovery in one of its versions, or plain (legacy) JSON.
-DiscoveryFormat = Literal["v2", "v2beta1", "legacy"]
 
 
 #: Yield to the event loop after decoding this many characters of a big document.

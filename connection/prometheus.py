@@ -54,6 +54,8 @@ replica that answered each scrape); these stay in the health sample's
 
 from __future__ import annotations
 
+from crdscope.base.samples.health import InstanceFigures, PrometheusFigures, RATE_WINDOW
+
 import asyncio
 import dataclasses
 import math
@@ -82,13 +84,10 @@ UNLIMITED_BYTES = float(1 << 60)
 #: health field -> process metric queried per instance (not the fd limit: a setting, not a figure).
 PROCESS_METRICS = {name: family for name, family in PROCESS_FAMILIES.items() if name != "max_fds"}
 QUERY_TIMEOUT_SECONDS = 10
-RATE_WINDOW = "5m"
 RESTART_WINDOW = "1h"
 APF_REJECTED = "apiserver_flowcontrol_rejected_requests_total"
 APF_INQUEUE = "apiserver_flowcontrol_current_inqueue_requests"
 REQUEST_DURATION = "apiserver_request_duration_seconds_bucket"
-SHOWN = ("APF and latency panels show /metrics (the replica that answered each scrape) when it is "
-         "readable; these Prometheus figures cover every instance")
 
 
 def process_query(jobs: str = APISERVER_JOBS) -> str:
@@ -105,37 +104,6 @@ def redacted(url: str) -> str:
         return "the Prometheus URL"
     port = f":{parsed.port}" if parsed.port else ""
     return f"{parsed.scheme}://{parsed.host}{port}"
-
-
-@dataclass(frozen=True)
-class InstanceFigures:
-    """One API server instance as Prometheus scrapes it."""
-
-    instance: str
-    rss_bytes: int | None = None
-    heap_bytes: int | None = None
-    goroutines: int | None = None
-    open_fds: int | None = None
-    start_time: float | None = None
-    #: Changes of its start time within :data:`RESTART_WINDOW`.
-    restarts: int | None = None
-
-
-@dataclass(frozen=True)
-class PrometheusFigures:
-    """Figures a managed control plane offers only through Prometheus (see the module doc)."""
-
-    instances: tuple[InstanceFigures, ...] = ()
-    apf_rejected_total: dict[str, float] = field(default_factory=dict)
-    apf_rejected_per_s: dict[str, float] = field(default_factory=dict)
-    apf_inqueue: dict[str, float] = field(default_factory=dict)
-    latency_p99_seconds: dict[str, float] = field(default_factory=dict)
-    #: The range of the rates and quantiles ("" when the quantiles cover each process's life).
-    window: str = RATE_WINDOW
-    #: figure -> the PromQL it came from.
-    queries: dict[str, str] = field(default_factory=dict)
-    #: Which figures the monitor shows where /metrics offers them too.
-    shown: str = SHOWN
 
 
 def figure_queries(jobs: str = APISERVER_JOBS, window: str | None = RATE_WINDOW) -> dict[str, str]:

@@ -20,6 +20,8 @@ Two ways to use it:
 
 from __future__ import annotations
 
+from crdscope.base.samples.discovery import ClientModel
+
 import asyncio
 import math
 import time
@@ -51,23 +53,6 @@ KUBECTL_UP_TO_1_23 = ClientLimits("kubectl <=1.23", 5.0, 100)
 #: kubectl's discovery client from 1.24 (kubernetes PRs 107131 and 109141).
 KUBECTL_FROM_1_24 = ClientLimits("kubectl >=1.24", 50.0, 300)
 NAMED_LIMITS: tuple[ClientLimits, ...] = (CLIENT_GO_DEFAULT, KUBECTL_UP_TO_1_23, KUBECTL_FROM_1_24)
-
-
-@dataclass(frozen=True)
-class ClientModel:
-    """One client model's replay of a measured walk (a nested sample field).
-
-    ``seconds`` is the walk's wall time behind that limiter; ``waited_seconds``
-    the wall time during which at least one request was held by the limiter
-    (what kubectl's "Waited for ... due to client-side throttling" lines add up
-    to on the clock; never more than ``seconds``).
-    """
-
-    name: str
-    qps: float
-    burst: int
-    seconds: float
-    waited_seconds: float
 
 
 class _Bucket:

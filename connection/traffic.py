@@ -23,10 +23,11 @@ while waiting) cost the server nothing and is only tallied as ``unsent``.
 
 from __future__ import annotations
 
+from crdscope.base.samples.footprint import Tally
+
 import contextlib
 import contextvars
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -92,14 +93,6 @@ def _placeholders(rest: list[str], *, resources_known: bool) -> list[str]:
         else:
             out.append(part if resources_known else "{subresource}")
     return out
-
-
-@dataclass(frozen=True, kw_only=True)
-class Tally:
-    """Requests sent and bytes received."""
-
-    requests: int = 0
-    bytes: int = 0
 
 
 class Counted:

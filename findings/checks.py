@@ -8,12 +8,11 @@ knows better, as "not answering" does).  Evidence names each figure as
 
 from __future__ import annotations
 
-from crdscope.probes.apf import PriorityLevel
-from crdscope.probes.health import HealthSample
-from crdscope.probes.latency import Canary, LatencySample
-from crdscope.probes.openapi import OpenAPISample
-from crdscope.probes.responsiveness import ResponsivenessSample
-from crdscope.probes.throttling import ThrottlingSample
+from crdscope.base.samples.throttling import PriorityLevel, ThrottlingSample
+from crdscope.base.samples.health import HealthSample
+from crdscope.base.samples.latency import Canary, LatencySample
+from crdscope.base.samples.openapi import OpenAPISample
+from crdscope.base.samples.responsiveness import ResponsivenessSample
 
 from .model import Finding, Severity
 from .observations import Observations, fmt_count, fmt_seconds

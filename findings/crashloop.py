@@ -21,9 +21,9 @@ import statistics
 
 from crdscope.base.settings import Thresholds
 from crdscope.costmodel.attribution import startup_need
-from crdscope.probes.health import HealthSample
+from crdscope.base.samples.health import HealthSample
 from crdscope.base.restarts import RestartEvent
-from crdscope.probes.version import VersionSample
+from crdscope.base.samples.version import VersionSample
 
 from .model import Finding, Severity, format_duration
 from .observations import Observations, fmt_count, kubernetes_minor

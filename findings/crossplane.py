@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from crdscope.costmodel.attribution import startup_need
 from crdscope.base.crossplane import CrossplaneChain, ProviderChain, RevisionInfo, go_match
-from crdscope.probes.health import HealthSample
-from crdscope.probes.inventory import InventorySample
-from crdscope.probes.version import VersionSample
+from crdscope.base.samples.health import HealthSample
+from crdscope.base.samples.inventory import InventorySample
+from crdscope.base.samples.version import VersionSample
 
 from .model import Finding, Severity
 from .observations import Observations, fmt_count, kubernetes_minor

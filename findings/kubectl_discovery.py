@@ -8,7 +8,7 @@ limits) into one finding.
 
 from __future__ import annotations
 
-from crdscope.probes.discovery import DiscoverySample
+from crdscope.base.samples.discovery import DiscoverySample
 
 from crdscope.findings.kubectl import KubectlClient, KubectlMeasurement
 from .model import Finding, Severity

@@ -12,8 +12,8 @@ import dataclasses
 from crdscope.base.samples import Sample
 from crdscope.base.settings import Thresholds
 from crdscope.base.store import SampleStore, SampleT
-from crdscope.probes.health import HealthSample
-from crdscope.probes.version import VersionSample
+from crdscope.base.samples.health import HealthSample
+from crdscope.base.samples.version import VersionSample
 
 from .kubectl import KubectlClient, KubectlMeasurement
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from crdscope.probes.discovery import DiscoverySample
-from crdscope.probes.health import HealthSample
+from crdscope.base.samples.discovery import DiscoverySample
+from crdscope.base.samples.health import HealthSample
 
 from .crashloop import loop_of
 from .model import Finding, Severity

@@ -18,7 +18,7 @@ attempt), and applies with ``PATCH ...?fieldManager=crdscope`` and
   goes on, ``stop()`` lets in-flight applies finish and ends the attempt with
   a consistent record.
 
-Progress is a :class:`loader.progress.LoaderSample`, handed to ``on_progress``
+Progress is a :class:`base.samples.loader.LoaderSample`, handed to ``on_progress``
 (at most 5 times a second, and on every state change) and returned by
 :meth:`LoadEngine.run` at the end.
 """
@@ -40,7 +40,7 @@ from crdscope.connection.traffic import LOADER, origin
 
 from .apply import Applier, ApplyFatalError, ApplyResult
 from .establish import ESTABLISHED_TIMEOUT_SECONDS, EstablishWaiter
-from .progress import PROFILES, ItemProblem, LoaderSample, LoaderState, Profile
+from crdscope.base.samples.loader import ItemProblem, LoaderSample, LoaderState, PROFILES, Profile
 from .record import APPLIED, RunRecord
 from .safety import FOREIGN_REASON, apply_precondition, check_permissions, ownership
 from .sources import CRDDocument, Source, SourceProblem, UniqueNames, open_source

@@ -9,9 +9,10 @@ its sample.
 
 from __future__ import annotations
 
+from crdscope.base.samples.throttling import FlowSchemaActivity, PriorityLevel
+
 import asyncio
 import time
-from dataclasses import dataclass, field
 from collections.abc import Collection
 from typing import Any
 
@@ -32,49 +33,6 @@ CURRENT_LIMIT = "apiserver_flowcontrol_current_limit_seats"
 WAIT = "apiserver_flowcontrol_request_wait_duration_seconds"
 APF_FAMILIES = (REJECTED, DISPATCHED, INQUEUE, EXECUTING_REQUESTS, EXECUTING_SEATS,
                 NOMINAL_LIMIT, CURRENT_LIMIT, WAIT)
-
-
-@dataclass(frozen=True)
-class PriorityLevel:
-    """One APF priority level: current values, and counts/rates between the two scrapes.
-
-    A level the server has never routed a request to has no per-level series;
-    its counts and gauges are then 0 (the server exports the family for other
-    levels).  ``wait_p99_seconds`` is None when no request waited in the window.
-    """
-
-    name: str
-    #: "Queue", "Reject" or "Exempt" (from the flowcontrol API; None when it cannot be listed)
-    limit_response: str | None = None
-    inqueue: int = 0
-    executing_requests: int = 0
-    executing_seats: int = 0
-    #: seats the level may use now (nominal plus borrowed, minus lent)
-    limit_seats: int | None = None
-    nominal_limit_seats: int | None = None
-    #: the server's counter since it started
-    rejected_total: int = 0
-    rejected: int | None = None
-    rejected_per_s: float | None = None
-    #: rejections in the window by reason (queue-full, concurrency-limit, time-out)
-    rejected_by_reason: dict[str, int] = field(default_factory=dict)
-    dispatched: int | None = None
-    dispatched_per_s: float | None = None
-    wait_p99_seconds: float | None = None
-
-
-@dataclass(frozen=True)
-class FlowSchemaActivity:
-    """A flow schema that queued, executed, dispatched or rejected something in the window."""
-
-    name: str
-    priority_level: str
-    inqueue: int = 0
-    executing_seats: int = 0
-    rejected: int = 0
-    rejected_per_s: float = 0.0
-    dispatched: int = 0
-    dispatched_per_s: float = 0.0
 
 
 # --------------------------------------------------------------------------- names of UIDs

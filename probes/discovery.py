@@ -18,12 +18,14 @@ the event loop keeps running); kubectl's disk cache and its own timing are in
 
 from __future__ import annotations
 
+from crdscope.base.samples.discovery import DiscoverySample, GroupVersionLatency
+
 import asyncio
 import dataclasses
 import logging
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 
 from . import discovery_kubectl as kubectl_side
@@ -33,7 +35,6 @@ from crdscope.connection.discovery_docs import (
     ACCEPT_AGGREGATED,
     ACCEPT_LEGACY,
     DiscoveredAPIs,
-    DiscoveryFormat,
     content_format,
     decode_in_pieces,
     group_version_path,
@@ -42,12 +43,12 @@ from crdscope.connection.discovery_docs import (
     parse_resource_list,
     Resource,
 )
-from .discovery_kubectl import KubectlCache, KubectlTiming
+from crdscope.base.samples.discovery import ClientModel, DiscoveryFormat, DiscoveryMode, KubectlCache
 from crdscope.base.errors import ClusterError, ConfigError
-from crdscope.connection.ratelimit import ClientLimits, ClientModel, client_models, user_limits
-from crdscope.base.samples import Sample, percentile
+from crdscope.connection.ratelimit import ClientLimits, client_models, user_limits
+from crdscope.base.samples import percentile
 from crdscope.base.settings import Cadences
-from .shared import DiscoveryMode, DiscoveryView, SharedState
+from .shared import DiscoveryView, SharedState
 from crdscope.connection.traffic import origin
 from crdscope.connection.transport import TRANSPORT_ERRORS
 
@@ -66,67 +67,6 @@ CHANGE_WALK_FLOOR = 0.1
 MAX_WALK_DEFERRALS = 4
 #: The origin the walk's requests are counted under (:mod:`connection.traffic`).
 WALK_ORIGIN = "discovery-walk"
-
-
-@dataclass(frozen=True)
-class GroupVersionLatency:
-    """One group-version's GET in the legacy walk."""
-
-    group_version: str
-    seconds: float
-
-
-@dataclass(frozen=True, kw_only=True)
-class DiscoverySample(Sample):
-    """One discovery run.
-
-    ``group_versions`` and ``resources`` count as ``kubectl api-versions`` and
-    ``kubectl api-resources`` do (see :mod:`connection.discovery_docs`).  ``requests``,
-    ``bytes`` (decoded bodies), ``wire_bytes`` and ``seconds`` describe this run's
-    discovery in ``mode``; a legacy walk made alongside an aggregated run is in
-    ``walk_*``.  Latencies, ``slowest`` and ``client_models`` come from the latest
-    legacy walk (``walk_timestamp``); without one they are empty and ``unobservable``
-    says why.  ``appeared``/``vanished`` compare with the previous run (the first
-    run is the baseline: nothing changed).
-    """
-
-    probe = "discovery"
-
-    server: str = ""
-    #: "" in a failed sample.
-    mode: DiscoveryMode | Literal[""] = ""
-    format: DiscoveryFormat | Literal[""] = ""
-    fallback_reason: str | None = None
-    group_versions: int = 0
-    resources: int = 0
-    stale_group_versions: tuple[str, ...] = ()
-    failed_group_versions: dict[str, str] = field(default_factory=dict)
-    requests: int = 0
-    bytes: int = 0
-    wire_bytes: int = 0
-    seconds: float = 0.0
-    not_modified: int = 0
-    not_modified_total: int = 0
-    changed: bool = False
-    appeared: tuple[str, ...] = ()
-    vanished: tuple[str, ...] = ()
-    #: A full GET of /api and /apis without ETag (what a new client pays), every
-    #: ``cadences.discovery_legacy`` seconds; ``seconds`` above is mostly a conditional GET answered 304.
-    cold_seconds: float | None = None
-    cold_bytes: int | None = None
-    cold_timestamp: float | None = None
-    walk_timestamp: float | None = None
-    walk_requests: int | None = None
-    walk_bytes: int | None = None
-    walk_seconds: float | None = None
-    gv_p50_seconds: float | None = None
-    gv_p95_seconds: float | None = None
-    gv_max_seconds: float | None = None
-    slowest: tuple[GroupVersionLatency, ...] = ()
-    client_models: tuple[ClientModel, ...] = ()
-    kubectl_cache: KubectlCache | None = None
-    kubectl: KubectlTiming | None = None
-    unobservable: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

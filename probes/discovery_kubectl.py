@@ -13,6 +13,8 @@ so callers run it in a thread (:func:`inspect_cache`) or as a subprocess
 
 from __future__ import annotations
 
+from crdscope.base.samples.discovery import CACHE_TTL_SECONDS, KubectlCache, KubectlTiming
+
 import asyncio
 import json
 import os
@@ -20,47 +22,12 @@ import re
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from crdscope.connection.cluster import Cluster
 
-#: kubectl trusts cached discovery for six hours (kubernetes PR 107141).
-CACHE_TTL_SECONDS = 6 * 3600.0
 _UNSAFE = re.compile(r"[^\w/.()]", re.ASCII)
 KUBECTL_TIMEOUT_SECONDS = 300.0
-
-
-@dataclass(frozen=True)
-class KubectlCache:
-    """kubectl's discovery cache for one server (a nested sample field)."""
-
-    path: str
-    present: bool = False
-    files: int = 0
-    bytes: int = 0
-    #: age of ``servergroups.json`` (when it passes the TTL kubectl fetches discovery again)
-    age_seconds: float | None = None
-    oldest_seconds: float | None = None
-    ttl_seconds: float = CACHE_TTL_SECONDS
-    expired: bool | None = None
-    #: wall time to read and JSON-parse every cached file, as kubectl does on a warm start
-    read_seconds: float | None = None
-    unreadable_files: int = 0
-
-
-@dataclass(frozen=True)
-class KubectlTiming:
-    """``kubectl api-resources`` timed by the clock, cold then warm (a nested sample field)."""
-
-    cold_seconds: float | None = None
-    warm_seconds: float | None = None
-    #: ``--cached``: discovery served from the disk cache alone
-    cached_seconds: float | None = None
-    resources: int | None = None
-    #: "Waited for ... due to client-side throttling" lines kubectl printed (cold run)
-    throttling_messages: int = 0
-    error: str | None = None
 
 
 def cache_root() -> Path:

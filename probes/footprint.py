@@ -14,14 +14,14 @@ while the server is near its memory limit, see :mod:`probes.guard`).
 
 from __future__ import annotations
 
-import dataclasses
+from crdscope.base.samples.footprint import FootprintSample, Tally
+
 import time
 from collections import deque
 from typing import TYPE_CHECKING
 
-from crdscope.base.samples import Sample
 from crdscope.base.settings import RequestBudgets
-from crdscope.connection.traffic import LOADER, Tally, Traffic
+from crdscope.connection.traffic import LOADER, Traffic
 
 if TYPE_CHECKING:
     from .monitor import Monitor
@@ -33,37 +33,6 @@ RATE_WINDOW_SECONDS = 60.0
 BUDGET_WINDOW_SECONDS = 300.0
 #: The walk's requests are budgeted as walks per hour: each walk reads ``/api/v1`` once.
 WALK_MARKER = "GET /api/v1"
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class FootprintSample(Sample):
-    """crdscope's own requests and bytes to the server, by path and by part of the monitor."""
-
-    probe = "footprint"
-
-    #: The monitor's requests since it started (the loader's excluded) and the answers' bytes.
-    requests_total: int = 0
-    bytes_total: int = 0
-    #: Over the last ``window_seconds`` (at most :data:`RATE_WINDOW_SECONDS`).
-    requests_per_second: float = 0.0
-    bytes_per_second: float = 0.0
-    window_seconds: float = 0.0
-    #: "GET /openapi/v3/{group-version}" -> counts since start (the monitor's, loader excluded).
-    by_path: dict[str, Tally] = dataclasses.field(default_factory=dict)
-    #: Part of the monitor ("discovery", "metrics", "crd-watch", ...) -> counts since start.
-    by_origin: dict[str, Tally] = dataclasses.field(default_factory=dict)
-    #: Part -> requests per minute over the budget window (None until it has run that long).
-    per_minute: dict[str, float] = dataclasses.field(default_factory=dict)
-    #: Parts whose requests per minute exceed their budget, and legacy walks per hour.
-    over_budget: tuple[str, ...] = ()
-    legacy_walks: int = 0
-    #: The built-in loader's requests (the install itself, not the monitor's cost).
-    loader_requests_total: int = 0
-    loader_bytes_total: int = 0
-    #: Whether ``/openapi/v2`` is measured (off by default: each fetch makes the server build it).
-    openapi_v2: bool = False
-    #: Heavy optional reads held back, and why ("openapi_v2": "memory at 91% of its limit").
-    held_back: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def summarize(traffic: Traffic) -> tuple[dict[str, Tally], dict[str, Tally], Tally, Tally, int]:

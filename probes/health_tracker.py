@@ -8,13 +8,14 @@ the outage windows and the per-process fits of memory and descriptors against th
 
 from __future__ import annotations
 
+from crdscope.base.samples.health import Outage, ReplicaFigures
+
 import logging
 from collections import deque
-from dataclasses import dataclass
 
 from .fit import ProcessFits
 from .leases import LeaseReading, LeaseWatcher
-from .replicas import ReplicaFigures, ReplicaTracker
+from .replicas import ReplicaTracker
 from crdscope.base.restarts import START_TIME
 
 from .restarts import RestartLedger
@@ -29,17 +30,6 @@ FITS = {
     "heap": ("heap_bytes", "heap_mib_per_crd", "heap_r2", MIB),
     "fds": ("open_fds", "fds_per_crd", "fds_r2", 1.0),
 }
-
-
-@dataclass(frozen=True)
-class Outage:
-    """A time the server was unreachable or not ready; ``end`` is None while it lasts."""
-
-    start: float
-    end: float | None = None
-    duration_seconds: float = 0.0
-    reason: str = ""
-
 
 
 # --------------------------------------------------------------------------- state across runs

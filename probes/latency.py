@@ -21,11 +21,12 @@ Two views of the same question (are ordinary requests getting slow?):
 
 from __future__ import annotations
 
+from crdscope.base.samples.latency import Canary, LatencySample
+
 import asyncio
 from typing import TYPE_CHECKING, Any
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from collections.abc import Awaitable, Callable
 
 import httpx
@@ -35,7 +36,7 @@ from crdscope.connection.crdwatch import CRD_PATH, MANAGED_BY_LABEL, MANAGED_BY_
 from crdscope.connection.metrics import (SHARED_SCRAPE_AGE, MetricsSource, Scrape, buckets, delta_buckets,
                                          histogram_quantile, merge_buckets)
 from .replicas import KEEP_SLOTS, PROCESS_FAMILY, process_of, start_time_of
-from crdscope.base.samples import Sample, percentile
+from crdscope.base.samples import percentile
 from crdscope.connection.transport import TRANSPORT_ERRORS
 
 if TYPE_CHECKING:
@@ -67,45 +68,6 @@ def slo_seconds(verb: str, scope: str) -> float | None:
     if verb == "LIST" and scope == "cluster":
         return 30.0
     return None
-
-
-@dataclass(frozen=True)
-class Canary:
-    """One canary request now, and its rolling percentiles over the window."""
-
-    path: str = ""
-    seconds: float | None = None
-    status: int | None = None
-    error: str | None = None
-    slo_seconds: float | None = None
-    p50_seconds: float | None = None
-    p99_seconds: float | None = None
-    count: int = 0
-
-
-@dataclass(frozen=True, kw_only=True)
-class LatencySample(Sample):
-    """Canary times and the server's p99 per verb and scope against the SLOs."""
-
-    probe = "latency"
-
-    server: str = ""
-    canaries: dict[str, Canary] = field(default_factory=dict)
-    #: The custom resource the ``list_cr`` canary lists (``plural.group``).
-    cr_resource: str = ""
-    #: The histogram family read, and the seconds between the two scrapes compared.
-    server_family: str = ""
-    window_seconds: float | None = None
-    p99_by_verb: dict[str, float] = field(default_factory=dict)
-    #: Keys are "VERB scope", e.g. "LIST cluster".
-    p99_by_verb_scope: dict[str, float] = field(default_factory=dict)
-    requests_by_verb_scope: dict[str, int] = field(default_factory=dict)
-    slo_seconds: dict[str, float] = field(default_factory=dict)
-    slo_breaches: tuple[str, ...] = ()
-    canary_slo_breaches: tuple[str, ...] = ()
-    #: The API server process whose histograms the p99s come from (behind a balancer, one replica's).
-    process_start_time_seconds: float | None = None
-    unobservable: dict[str, str] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- server-side histograms

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 from crdscope.connection.cluster import Cluster
 from crdscope.connection.crdwatch import MANAGED_BY_VALUE, CRDEvent, CRDWatch
-from .health import HealthSample
+from crdscope.base.samples.health import HealthSample
 from crdscope.connection.heap import give_back_freed_memory
 from crdscope.connection.metrics import MetricsSource
 from .registry import factory, monitor_probes

@@ -41,7 +41,8 @@ measured from ``created``, so they include up to one second of truncation.
 
 from __future__ import annotations
 
-import dataclasses
+from crdscope.base.samples.openapi import LagStats
+
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -57,16 +58,6 @@ HISTORY_PER_GROUP_VERSION = 64
 CONTENT_CHECK_AFTER = 5.0
 #: Group-version documents remembered (path, hash) -> resources in it.
 CONTENTS_KEPT = 256
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class LagStats:
-    """Seconds from creation to one stage, over the CRDs timed through it."""
-
-    p50: float | None = None
-    p95: float | None = None
-    max: float | None = None
-    count: int = 0
 
 
 def lag_stats(values: list[float]) -> LagStats:

@@ -27,7 +27,8 @@ class ProbeKind:
 
     name: str
     module: str
-    #: Name of the :class:`Sample` subclass in ``module``.
+    #: The :class:`Sample` subclass: ``Name`` in ``module``, or ``package.module:Name`` (the probes'
+    #: own samples live in ``crdscope.base.samples.<probe>``, where every reader imports them).
     sample: str
     #: ``factory(parts) -> Probe`` in ``module``; None: the monitor does not run it.
     factory: str | None = "make_probe"
@@ -35,19 +36,21 @@ class ProbeKind:
     oneshot: str | None = "once"
 
 
+#: Where the probes' samples live.
+SAMPLES = "crdscope.base.samples."
+
 PROBES: tuple[ProbeKind, ...] = (
-    ProbeKind("version", "crdscope.probes.version", "VersionSample", oneshot="probe_version"),
-    ProbeKind("inventory", "crdscope.probes.inventory", "InventorySample"),
-    ProbeKind("discovery", "crdscope.probes.discovery", "DiscoverySample"),
-    ProbeKind("throttling", "crdscope.probes.throttling", "ThrottlingSample"),
-    ProbeKind("openapi", "crdscope.probes.openapi", "OpenAPISample"),
-    ProbeKind("health", "crdscope.probes.health", "HealthSample"),
-    ProbeKind("latency", "crdscope.probes.latency", "LatencySample"),
-    ProbeKind("responsiveness", "crdscope.probes.responsiveness", "ResponsivenessSample"),
-    ProbeKind("footprint", "crdscope.probes.footprint", "FootprintSample", oneshot=None),
-    # Not a probe: the loader's progress, recorded and replayed like a probe's samples.  Named by
-    # module (never imported from here), so probes/ still depends on nothing above it.
-    ProbeKind("loader", "crdscope.loader.progress", "LoaderSample", factory=None, oneshot=None),
+    ProbeKind("version", "crdscope.probes.version", SAMPLES + "version:VersionSample", oneshot="probe_version"),
+    ProbeKind("inventory", "crdscope.probes.inventory", SAMPLES + "inventory:InventorySample"),
+    ProbeKind("discovery", "crdscope.probes.discovery", SAMPLES + "discovery:DiscoverySample"),
+    ProbeKind("throttling", "crdscope.probes.throttling", SAMPLES + "throttling:ThrottlingSample"),
+    ProbeKind("openapi", "crdscope.probes.openapi", SAMPLES + "openapi:OpenAPISample"),
+    ProbeKind("health", "crdscope.probes.health", SAMPLES + "health:HealthSample"),
+    ProbeKind("latency", "crdscope.probes.latency", SAMPLES + "latency:LatencySample"),
+    ProbeKind("responsiveness", "crdscope.probes.responsiveness", SAMPLES + "responsiveness:ResponsivenessSample"),
+    ProbeKind("footprint", "crdscope.probes.footprint", SAMPLES + "footprint:FootprintSample", oneshot=None),
+    # Not a probe: the loader's progress, recorded and replayed like a probe's samples.
+    ProbeKind("loader", SAMPLES + "loader", "LoaderSample", factory=None, oneshot=None),
 )
 
 
@@ -93,8 +96,9 @@ def sample_type(name: str) -> type[Sample]:
     """The Sample subclass recorded under ``name``; the base class when unknown to this build."""
     kind = _kind(name)
     if kind is not None:
+        module, _, name = kind.sample.rpartition(":")
         try:
-            found = _attribute(kind.module, kind.sample)
+            found = _attribute(module or kind.module, name)
         except (ImportError, AttributeError):  # a build without that module (e.g. no loader)
             found = None
         if isinstance(found, type) and issubclass(found, Sample):

@@ -28,6 +28,8 @@ Switching between known processes is never a restart.
 
 from __future__ import annotations
 
+from crdscope.base.samples.health import ReplicaFigures
+
 import logging
 from dataclasses import dataclass, field
 
@@ -46,32 +48,6 @@ MIB = float(1 << 20)
 REPLICA_GAUGES = {name: family for name, family in PROCESS_FAMILIES.items() if name != "start_time"}
 #: fit name -> (figure it fits, divisor of the slope)
 REPLICA_FITS = {"rss": ("rss_bytes", MIB), "heap": ("heap_bytes", MIB), "fds": ("open_fds", 1.0)}
-
-
-@dataclass(frozen=True)
-class ReplicaFigures:
-    """One API server replica as last seen: its process, figures, fits and restarts."""
-
-    name: str
-    start_time: float
-    restarts: int = 0
-    #: When this replica last answered a scrape, and how many of its scrapes were read.
-    last_seen: float = 0.0
-    scrapes: int = 0
-    #: True for the replica that answered the newest scrape.
-    answering: bool = False
-    rss_bytes: int | None = None
-    heap_bytes: int | None = None
-    goroutines: int | None = None
-    open_fds: int | None = None
-    max_fds: int | None = None
-    mib_per_crd: float | None = None
-    r2: float | None = None
-    heap_mib_per_crd: float | None = None
-    fds_per_crd: float | None = None
-    #: Observations behind this replica's memory fit, and at how many CRD counts.
-    fit_points: int = 0
-    fit_crd_counts: int = 0
 
 
 @dataclass

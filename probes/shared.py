@@ -11,19 +11,18 @@ Samples are not shared here: a probe that reads another probe's sample reads
 
 from __future__ import annotations
 
+from crdscope.base.samples.discovery import DiscoveryMode
+
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from .guard import Guard
 
 if TYPE_CHECKING:
     from crdscope.connection.ratelimit import TokenBucket
     from crdscope.base.restarts import PlatformRestarts
-
-#: How a discovery run asked: aggregated discovery (two requests), or the legacy walk (one per group-version).
-DiscoveryMode = Literal["aggregated", "legacy"]
 
 
 @dataclass(frozen=True)

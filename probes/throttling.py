@@ -26,17 +26,16 @@ named with its reason in ``unobservable``; the rest of the sample stays filled.
 
 from __future__ import annotations
 
+from crdscope.base.samples.throttling import ClientLimiter, OwnFlow, Response429, Responses429, ThrottlingSample
+
 import asyncio
 from typing import TYPE_CHECKING
-from dataclasses import dataclass, field
 
-from .apf import (
-    APF_FAMILIES, CURRENT_LIMIT, NOMINAL_LIMIT, FlowcontrolNames, FlowSchemaActivity, PriorityLevel,
-    level_names, priority_levels,
-)
+from .apf import APF_FAMILIES, CURRENT_LIMIT, NOMINAL_LIMIT, FlowcontrolNames, level_names, priority_levels
+from crdscope.base.samples.throttling import FlowSchemaActivity, PriorityLevel
 from crdscope.connection.cluster import Cluster, RequestLog
 from crdscope.connection.metrics import SHARED_SCRAPE_AGE, MetricsSource, Scrape
-from crdscope.connection.ratelimit import ClientModel
+from crdscope.base.samples.discovery import ClientModel
 from .replicas import KEEP_SLOTS, PROCESS_FAMILY, process_of, start_time_of
 from crdscope.base.samples import Sample
 from .shared import SharedState
@@ -52,80 +51,6 @@ ONCE_INTERVAL_SECONDS = 2.0
 RECENT_429 = 20
 
 # --------------------------------------------------------------------------- the sample
-
-
-@dataclass(frozen=True)
-class Response429:
-    """A 429 one of crdscope's requests received."""
-
-    timestamp: float
-    method: str
-    path: str
-    retry_after_seconds: float | None
-    flow_schema: str | None
-    priority_level: str | None
-
-
-@dataclass(frozen=True)
-class Responses429:
-    """Every 429 crdscope's requests to this cluster received."""
-
-    total: int = 0
-    since_last_run: int = 0
-    #: the latest ones, oldest first
-    recent: tuple[Response429, ...] = ()
-
-
-@dataclass(frozen=True)
-class OwnFlow:
-    """A (flow schema, priority level) the server put crdscope's own requests in."""
-
-    flow_schema: str | None
-    priority_level: str | None
-    flow_schema_uid: str
-    priority_level_uid: str
-    responses: int
-
-
-@dataclass(frozen=True)
-class ClientLimiter:
-    """crdscope's own client-side token bucket (the loader's)."""
-
-    qps: float
-    burst: int
-    acquired: int
-    #: acquires that had to wait for a token
-    throttled: int
-    waited_seconds: float
-    #: waiting time added since the previous run
-    waited_seconds_since_last_run: float | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class ThrottlingSample(Sample):
-    """Server-side APF and client-side limits, as a person waiting on kubectl lives them."""
-
-    probe = "throttling"
-
-    server: str = ""
-    #: seconds between the two scrapes the counts and rates come from (None: one scrape only)
-    interval_seconds: float | None = None
-    priority_levels: tuple[PriorityLevel, ...] = ()
-    flow_schemas: tuple[FlowSchemaActivity, ...] = ()
-    rejected_per_s: float | None = None
-    responses_429: Responses429 = Responses429()
-    own_flows: tuple[OwnFlow, ...] = ()
-    client_limiter: ClientLimiter | None = None
-    client_models: tuple[ClientModel, ...] = ()
-    scrape_bytes: int = 0
-    scrape_seconds: float = 0.0
-    #: The flowcontrol.apiserver.k8s.io version the names came from (v1 from 1.29, v1beta3 on 1.26-1.28).
-    flowcontrol_api: str = ""
-    #: The API server process the APF figures and rates come from (behind a balancer, one replica's;
-    #: rates compare two scrapes of that process only).  None when the scrape does not say.
-    process_start_time_seconds: float | None = None
-    #: figure -> why it could not be observed
-    unobservable: dict[str, str] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- crdscope's own requests

@@ -2,33 +2,18 @@
 
 from __future__ import annotations
 
-import dataclasses
+from crdscope.base.samples.version import VersionSample
+
 import time
 from typing import TYPE_CHECKING
 
 from crdscope.connection.cluster import Cluster, explain, raise_for_status
 from crdscope.base.errors import ClusterError
-from crdscope.base.samples import Sample
 from .scheduler import FunctionProbe
 from crdscope.connection.transport import TRANSPORT_ERRORS
 
 if TYPE_CHECKING:
     from .monitor import Monitor
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class VersionSample(Sample):
-    """``GET /version``: the server's build and the wall time of the request."""
-
-    probe = "version"
-
-    server: str = ""
-    git_version: str = ""
-    major: str = ""
-    minor: str = ""
-    platform: str = ""
-    go_version: str = ""
-    seconds: float = 0.0
 
 
 async def probe_version(cluster: Cluster) -> VersionSample:

@@ -21,16 +21,15 @@ import time
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from crdscope.loader.progress import LoaderSample
-from crdscope.probes.discovery import DiscoverySample
-from crdscope.probes.health import HealthSample
-from crdscope.probes.latency import LatencySample
-from crdscope.probes.openapi import OpenAPISample
-from crdscope.connection.ratelimit import ClientModel
+from crdscope.base.samples.loader import LoaderSample
+from crdscope.base.samples.discovery import ClientModel, DiscoverySample
+from crdscope.base.samples.health import HealthSample
+from crdscope.base.samples.latency import LatencySample
+from crdscope.base.samples.openapi import OpenAPISample
 from crdscope.base.samples import Sample
 from crdscope.base.settings import Thresholds
 from crdscope.findings.model import format_duration as format_seconds  # one formatter for events and findings
-from crdscope.probes.throttling import ThrottlingSample
+from crdscope.base.samples.throttling import ThrottlingSample
 
 from .values import finite_number
 

@@ -212,7 +212,8 @@ async def _watch(clusters: list[Cluster], settings: Settings, seconds: float | N
                  thresholds: list[Threshold], listen: tuple[str, int] | None, out: TextIO,
                  memory_limit: int | None = None) -> str:
     from crdscope.connection.cluster import first_contact
-    from crdscope.probes.footprint import FootprintSample, one_line
+    from crdscope.probes.footprint import one_line
+    from crdscope.base.samples.footprint import FootprintSample
 
     from .exporter import MetricsServer, SampleCollector
 

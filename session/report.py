@@ -17,12 +17,12 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from crdscope.probes.discovery import DiscoverySample
-from crdscope.probes.health import HealthSample
-from crdscope.probes.latency import LatencySample
-from crdscope.probes.openapi import OpenAPISample
+from crdscope.base.samples.discovery import DiscoverySample
+from crdscope.base.samples.health import HealthSample
+from crdscope.base.samples.latency import LatencySample
+from crdscope.base.samples.openapi import OpenAPISample
 from crdscope.base.samples import Sample
-from crdscope.probes.throttling import ThrottlingSample
+from crdscope.base.samples.throttling import ThrottlingSample
 from crdscope.base.settings import load_settings
 from crdscope.base.store import SampleStore
 from crdscope.findings.kubectl import KubectlClient, read_local_kubectl

@@ -23,7 +23,7 @@ from textual.binding import Binding
 from crdscope.findings.kubectl import KubectlClient
 from crdscope.findings.model import Finding
 from crdscope.base.errors import ConfigError
-from crdscope.probes.footprint import FootprintSample
+from crdscope.base.samples.footprint import FootprintSample
 from crdscope.base.logs import log_path, write_traceback
 from crdscope.base.paths import data_dir
 from crdscope.base.store import ProbeHealth

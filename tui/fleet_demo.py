@@ -379,7 +379,7 @@ def _severity_of(findings: list[Finding]) -> str:
 
 def _oom_killed(session: ClusterSession) -> bool:
     """Whether the lab counted an OOM kill of the API server (its memory group's counter)."""
-    from crdscope.probes.health import HealthSample
+    from crdscope.base.samples.health import HealthSample
 
     samples = (session.store.latest_of(HealthSample), session.store.last_good_of(HealthSample))
     return any(sample is not None and (sample.oom_kills or 0) > 0 for sample in samples)

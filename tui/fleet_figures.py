@@ -12,13 +12,13 @@ import dataclasses
 from collections.abc import Callable
 
 from crdscope.findings.model import Finding, Severity
-from crdscope.probes.discovery import DiscoverySample
-from crdscope.probes.health import HealthSample
-from crdscope.probes.inventory import InventorySample
-from crdscope.probes.latency import LatencySample
-from crdscope.probes.openapi import OpenAPISample
-from crdscope.probes.throttling import ThrottlingSample
-from crdscope.probes.version import VersionSample
+from crdscope.base.samples.discovery import DiscoverySample
+from crdscope.base.samples.health import HealthSample
+from crdscope.base.samples.inventory import InventorySample
+from crdscope.base.samples.latency import LatencySample
+from crdscope.base.samples.openapi import OpenAPISample
+from crdscope.base.samples.throttling import ThrottlingSample
+from crdscope.base.samples.version import VersionSample
 from crdscope.session.values import finite_number
 
 from .format import DASH, MIB, duration, number, rate, size

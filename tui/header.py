@@ -9,13 +9,13 @@ from textual.widgets import Static
 
 from crdscope.findings.model import Finding, Severity, format_duration
 from crdscope.connection.crdwatch import MANAGED_BY_VALUE
-from crdscope.probes.discovery import DiscoverySample
-from crdscope.probes.footprint import FootprintSample
-from crdscope.probes.health import HealthSample
-from crdscope.probes.inventory import InventorySample
+from crdscope.base.samples.discovery import DiscoverySample
+from crdscope.base.samples.footprint import FootprintSample
+from crdscope.base.samples.health import HealthSample
+from crdscope.base.samples.inventory import InventorySample
 from crdscope.base.store import ProbeHealth
-from crdscope.probes.throttling import ThrottlingSample
-from crdscope.probes.version import VersionSample
+from crdscope.base.samples.throttling import ThrottlingSample
+from crdscope.base.samples.version import VersionSample
 
 from .format import DASH, age, number as fmt_number, size as fmt_size
 from .host import host_of

@@ -13,7 +13,7 @@ from typing import Any
 from collections.abc import Callable
 
 from crdscope.loader.engine import LoadEngine
-from crdscope.loader.progress import LoaderSample
+from crdscope.base.samples.loader import LoaderSample
 from crdscope.loader.safety import CleanPlan, check_target, execute_clean, plan_clean
 from crdscope.loader.sources import open_source
 from crdscope.base.errors import CrdscopeError

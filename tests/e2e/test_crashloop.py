@@ -55,7 +55,7 @@ def capped_lab(lab_binaries):
 
 def headroom_story(app, transitions: list, lab: LabHandle) -> str:
     """What the memory-headroom finding judged: its changes, the deaths, every health sample."""
-    from crdscope.probes.health import HealthSample
+    from crdscope.base.samples.health import HealthSample
 
     story = [f"{c.timestamp:.1f} {c.change} {c.finding.evidence}" for c in transitions
              if c.finding.id == "memory-headroom"]

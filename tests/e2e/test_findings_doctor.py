@@ -172,7 +172,7 @@ def test_a_headless_watch_follows_lab_limit_while_it_runs(capped):
 
 async def test_the_monitor_follows_lab_limit_while_it_runs(capped):
     """The TUI reads the lab's cap off its event loop; a resize reaches its findings and health panel."""
-    from crdscope.probes.health import HealthSample
+    from crdscope.base.samples.health import HealthSample
     from crdscope.tui.launch import build_app
     from crdscope.tui.panels.health import HealthPanel
     from tests.helpers import async_wait_for

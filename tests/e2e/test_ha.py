@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from crdscope.probes.health import HealthSample
+from crdscope.base.samples.health import HealthSample
 from tests.e2e.ha_lab import replica_port, start_ha_lab, start_time_of
 from tests.e2e.monitoring import running_monitor
 from tests.helpers import wait_for
@@ -139,7 +139,7 @@ async def test_the_monitor_shows_two_api_servers_and_a_line_per_replica(ha_lab):
     from crdscope.base.settings import Settings
     from crdscope.tui.header import ClusterHeader
     from crdscope.tui.launch import build_app
-    from crdscope.probes.throttling import ThrottlingSample
+    from crdscope.base.samples.throttling import ThrottlingSample
     from crdscope.tui.panels.health import HealthPanel
     from crdscope.tui.panels.throttling import ThrottlingPanel
     from tests.helpers import async_wait_for

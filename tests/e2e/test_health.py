@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from crdscope.probes.health import HealthSample
+from crdscope.base.samples.health import HealthSample
 from tests.crdsets import write_tiny_crds
 from tests.e2e.monitoring import apply_and_establish, kubectl, metric_value, running_monitor, ss_etcd_connections
 from tests.helpers import wait_for

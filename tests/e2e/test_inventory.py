@@ -16,7 +16,8 @@ import yaml
 
 from crdscope.connection.crdwatch import CRDWatch
 from crdscope.connection.credentials import parse_rfc3339
-from crdscope.probes.inventory import InventorySample, summarize
+from crdscope.probes.inventory import summarize
+from crdscope.base.samples.inventory import InventorySample
 from tests.conftest import SHARED_CRDS
 from tests.crdsets import delete_crds, tiny_crd, write_tiny_crds
 from tests.helpers import async_wait_for, condition_true, wait_for

@@ -22,7 +22,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from crdscope.probes.monitor import Monitor
 from crdscope.base.settings import Settings
-from crdscope.probes.throttling import ThrottlingSample, once
+from crdscope.probes.throttling import once
+from crdscope.base.samples.throttling import ThrottlingSample
 from tests.apf_squeeze import LIST_CRDS, squeeze_manifests
 from tests.helpers import async_wait_for, steady_cadences
 

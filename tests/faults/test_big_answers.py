@@ -32,7 +32,8 @@ from crdscope.probes.discovery import DiscoveryProbe
 from crdscope.probes.health import HEALTH_FAMILIES
 from crdscope.connection.metrics import MetricsSource
 from crdscope.probes.scheduler import Scheduler
-from crdscope.probes.version import VersionSample, probe_version
+from crdscope.probes.version import probe_version
+from crdscope.base.samples.version import VersionSample
 from tests.conftest import ROOT
 from tests.helpers import wait_for
 

@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 
 from crdscope.loader.sources import CRDDocument, SourceProblem, document_items, yaml_items
 from crdscope.connection.cluster import Cluster, ClusterConfig
-from crdscope.probes.discovery import DiscoveryProbe, DiscoverySample
+from crdscope.probes.discovery import DiscoveryProbe
+from crdscope.base.samples.discovery import DiscoverySample
 from crdscope.base.errors import CrdscopeError
 from crdscope.connection.metrics import MetricsParser, MetricsSource, parse_text
 from crdscope.probes.registry import monitor_probes, sample_type

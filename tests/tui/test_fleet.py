@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from crdscope.probes.discovery import DiscoverySample
-from crdscope.probes.health import HealthSample
-from crdscope.probes.version import VersionSample
+from crdscope.base.samples.discovery import DiscoverySample
+from crdscope.base.samples.health import HealthSample
+from crdscope.base.samples.version import VersionSample
 from crdscope.session.recorder import ClusterInfo
 from crdscope.session.replay import ReplayFeed, read_recording, replay_core
 from crdscope.tui.app import CrdscopeApp

@@ -8,7 +8,8 @@ import time
 
 from crdscope.base.crossplane import CrossplaneObjects
 from crdscope.connection.crossplane_read import parse_mrap, parse_mrd_table, parse_provider, parse_revision
-from crdscope.probes.inventory import InventorySample, with_crossplane
+from crdscope.probes.inventory import with_crossplane
+from crdscope.base.samples.inventory import InventorySample
 from crdscope.tui.app import CrdscopeApp
 from crdscope.tui.panels.inventory import InventoryPanel
 from tests.helpers import async_wait_for

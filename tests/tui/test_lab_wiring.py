@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from crdscope.probes.health import HealthSample
+from crdscope.base.samples.health import HealthSample
 from crdscope.tui.launch import build_app
 from tests.helpers import async_wait_for
 

@@ -17,10 +17,9 @@ import time
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from crdscope.probes.discovery import DiscoverySample
-from crdscope.connection.ratelimit import ClientModel
-from crdscope.probes.responsiveness import ResponsivenessSample
-from crdscope.probes.version import VersionSample
+from crdscope.base.samples.discovery import ClientModel, DiscoverySample
+from crdscope.base.samples.responsiveness import ResponsivenessSample
+from crdscope.base.samples.version import VersionSample
 from crdscope.session.recorder import ClusterInfo, Recorder
 from crdscope.session.replay import read_recording
 from tests.helpers import async_wait_for

@@ -4,10 +4,8 @@ kubectl cache judged by the local kubectl's own TTL, and readyz and outages per 
 from __future__ import annotations
 
 from crdscope.findings.kubectl import KubectlClient
-from crdscope.probes.discovery import DiscoverySample
-from crdscope.probes.discovery_kubectl import KubectlCache
-from crdscope.probes.health import HealthSample
-from crdscope.probes.replicas import ReplicaFigures
+from crdscope.base.samples.discovery import DiscoverySample, KubectlCache
+from crdscope.base.samples.health import HealthSample, ReplicaFigures
 from crdscope.base.restarts import RestartEvent
 from crdscope.tui.panels.discovery import cache_line, summary_text
 from crdscope.tui.panels.health import replica_lines

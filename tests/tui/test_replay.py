@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from crdscope.probes.health import HealthSample
-from crdscope.probes.inventory import InventorySample
-from crdscope.probes.version import VersionSample
+from crdscope.base.samples.health import HealthSample
+from crdscope.base.samples.inventory import InventorySample
+from crdscope.base.samples.version import VersionSample
 from crdscope.session.recorder import ClusterInfo, Recorder
 from crdscope.session.replay import read_recording
 from tests.helpers import async_wait_for

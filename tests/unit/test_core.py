@@ -5,7 +5,7 @@ from __future__ import annotations
 from crdscope.findings.kubectl import KubectlClient
 from crdscope.findings.kubectl_discovery import KUBECTL_DISCOVERY_CHECK
 from crdscope.probes.scheduler import FunctionProbe, Scheduler
-from crdscope.probes.version import VersionSample
+from crdscope.base.samples.version import VersionSample
 from crdscope.session.core import LatestSamples, SessionStore, WatchCore
 
 

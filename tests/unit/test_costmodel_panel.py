@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from crdscope.probes.health import HealthSample
-from crdscope.probes.version import VersionSample
+from crdscope.base.samples.health import HealthSample
+from crdscope.base.samples.version import VersionSample
 from crdscope.tui.panels.health import fit_line, model_attribution
 
 VERSION = VersionSample(major="1", minor="37", git_version="v1.37.2")

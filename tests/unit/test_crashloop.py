@@ -6,10 +6,10 @@ from crdscope.costmodel.attribution import startup_need
 from crdscope.findings.crashloop import CRASH_LOOP
 from crdscope.findings.engine import FindingsEngine
 from crdscope.findings.model import CLOSED, OPENED
-from crdscope.probes.health import HealthSample, Outage
+from crdscope.base.samples.health import HealthSample, Outage
 from crdscope.base.restarts import LAB_SUPERVISOR, START_TIME, RestartEvent
 from crdscope.base.settings import Thresholds
-from crdscope.probes.version import VersionSample
+from crdscope.base.samples.version import VersionSample
 
 MIB = 1 << 20
 LIMIT = 700 * MIB

@@ -24,7 +24,8 @@ from crdscope.connection.crossplane_read import (
     TABLE_ACCEPT, ChainReader, is_safe_start, parse_mrd_table, parse_revision, read_nodes, read_objects,
     revision_provider,
 )
-from crdscope.probes.inventory import InventoryProbe, InventorySample, once, with_crossplane
+from crdscope.probes.inventory import InventoryProbe, once, with_crossplane
+from crdscope.base.samples.inventory import InventorySample
 from crdscope.base.settings import Settings
 from crdscope.session.exporter import flatten
 from tests.helpers import async_wait_for

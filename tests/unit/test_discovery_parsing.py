@@ -15,7 +15,8 @@ import httpx
 import pytest
 
 from crdscope.connection.cluster import Cluster, ClusterConfig
-from crdscope.probes.discovery import DiscoveryProbe, DiscoverySample, make_probe, once
+from crdscope.probes.discovery import DiscoveryProbe, make_probe, once
+from crdscope.base.samples.discovery import DiscoverySample
 from crdscope.connection.discovery_docs import ACCEPT_AGGREGATED, content_format, decode_in_pieces
 from crdscope.probes.discovery_kubectl import cache_dir_for, inspect_cache
 from crdscope.base.errors import ConfigError

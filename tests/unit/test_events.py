@@ -6,15 +6,13 @@ import dataclasses
 
 import pytest
 
-from crdscope.probes.apf import PriorityLevel
-from crdscope.probes.discovery import DiscoverySample
-from crdscope.probes.health import HealthSample
-from crdscope.probes.latency import LatencySample
-from crdscope.probes.openapi import OpenAPISample
-from crdscope.connection.ratelimit import ClientModel
+from crdscope.base.samples.throttling import PriorityLevel, Responses429, ThrottlingSample
+from crdscope.base.samples.discovery import ClientModel, DiscoverySample
+from crdscope.base.samples.health import HealthSample
+from crdscope.base.samples.latency import LatencySample
+from crdscope.base.samples.openapi import OpenAPISample
 from crdscope.base.samples import Sample
 from crdscope.base.settings import Thresholds
-from crdscope.probes.throttling import Responses429, ThrottlingSample
 from crdscope.session.events import Event, EventDetector
 
 
@@ -165,7 +163,7 @@ def test_event_line_is_one_line(severity):
 
 def test_the_real_sample_classes_carry_the_fields_the_detector_reads():
     """One run through every probe the detector reads, in order, with canary breaches too."""
-    from crdscope.probes.latency import Canary
+    from crdscope.base.samples.latency import Canary
 
     def discovery(t, seconds):
         return DiscoverySample(timestamp=t, client_models=(

@@ -11,13 +11,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from crdscope.base.version import __version__
-from crdscope.probes.apf import PriorityLevel
+from crdscope.base.samples.throttling import PriorityLevel, Responses429, ThrottlingSample
 from crdscope.base.errors import ConfigError
-from crdscope.probes.health import HealthSample
-from crdscope.probes.latency import Canary, LatencySample
-from crdscope.probes.openapi import OpenAPISample
-from crdscope.probes.publication import LagStats
-from crdscope.probes.throttling import Responses429, ThrottlingSample
+from crdscope.base.samples.health import HealthSample
+from crdscope.base.samples.latency import Canary, LatencySample
+from crdscope.base.samples.openapi import LagStats, OpenAPISample
 from crdscope.session.core import SessionStore, WatchCore
 from crdscope.session.exporter import MetricsServer, SampleCollector
 from crdscope.session.recorder import ClusterInfo
@@ -117,7 +115,7 @@ def test_a_port_in_use_is_a_config_error():
 
 def test_counters_are_counters_units_are_spelled_out_and_findings_are_series():
     from crdscope.findings.model import Finding, Severity
-    from crdscope.probes.discovery import DiscoverySample
+    from crdscope.base.samples.discovery import DiscoverySample
 
     finding = Finding("apf-rejecting:workload-low", Severity.CRITICAL, "t", (), "c", "r", since=1.0)
     collector, core = serving()

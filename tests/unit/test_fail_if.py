@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from crdscope.base.errors import ConfigError
-from crdscope.probes.health import HealthSample
+from crdscope.base.samples.health import HealthSample
 from crdscope.session.exporter import parse_listen
 from crdscope.session.failif import parse_threshold, parse_thresholds
 from crdscope.session.headless import parse_duration

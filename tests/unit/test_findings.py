@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from crdscope.findings.engine import FindingsEngine
 from crdscope.findings.model import CLOSED, OPENED, Finding, FindingChange, Severity
-from crdscope.probes.apf import FlowSchemaActivity, PriorityLevel
-from crdscope.probes.health import HealthSample
-from crdscope.probes.latency import Canary, LatencySample
-from crdscope.probes.responsiveness import ResponsivenessSample
+from crdscope.base.samples.throttling import FlowSchemaActivity, PriorityLevel, ThrottlingSample
+from crdscope.base.samples.health import HealthSample
+from crdscope.base.samples.latency import Canary, LatencySample
+from crdscope.base.samples.responsiveness import ResponsivenessSample
 from crdscope.base.settings import Thresholds
-from crdscope.probes.throttling import ThrottlingSample
 
 
 def waiting(at: float, seconds: float, request: str = "GET /readyz") -> ResponsivenessSample:
@@ -118,8 +117,7 @@ def test_unused_crds_stand_through_a_sample_that_could_not_count_objects():
 def test_the_kubectl_finding_estimates_a_legacy_walk_behind_its_limits():
     from crdscope.findings.kubectl import KubectlClient, parse_client_version
     from crdscope.findings.kubectl_discovery import kubectl_check
-    from crdscope.probes.discovery import DiscoverySample
-    from crdscope.connection.ratelimit import ClientModel
+    from crdscope.base.samples.discovery import ClientModel, DiscoverySample
 
     old = parse_client_version('{"clientVersion": {"major": "1", "minor": "23+", "gitVersion": "v1.23.17"}}', "kubectl")
     assert old == KubectlClient("kubectl", "v1.23.17", 1, 23)
@@ -137,7 +135,7 @@ def test_the_kubectl_finding_estimates_a_legacy_walk_behind_its_limits():
 def test_a_real_kubectl_run_beats_the_model_and_an_unfinished_one_is_a_lower_bound():
     from crdscope.findings.kubectl import KubectlClient, KubectlMeasurement
     from crdscope.findings.kubectl_discovery import kubectl_check
-    from crdscope.probes.discovery import DiscoverySample
+    from crdscope.base.samples.discovery import DiscoverySample
 
     new = KubectlClient("kubectl", "v1.32.4", 1, 32)
     discovery = DiscoverySample(timestamp=1.0, mode="aggregated", format="v2", group_versions=400, cold_seconds=0.25)

@@ -11,8 +11,8 @@ from crdscope.findings.engine import FindingsEngine
 from crdscope.findings.observations import Observations
 from crdscope.base.crossplane import (CrossplaneObjects, MRAPObject, MRDRow, ProviderObject, RevisionInfo,
                                         RevisionObject, build_chain)
-from crdscope.probes.health import HealthSample
-from crdscope.probes.inventory import InventorySample
+from crdscope.base.samples.health import HealthSample
+from crdscope.base.samples.inventory import InventorySample
 
 KINDS = [f"k{i}.sqs.aws.upbound.io" for i in range(8)]
 

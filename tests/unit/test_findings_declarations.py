@@ -20,17 +20,15 @@ from crdscope.findings.kubectl import KubectlClient
 from crdscope.findings.model import Finding
 from crdscope.findings.observations import Observations
 from crdscope.findings.spec import CheckSpec, PromQL
-from crdscope.probes.apf import FlowSchemaActivity, PriorityLevel
-from crdscope.probes.discovery import DiscoverySample
-from crdscope.probes.health import HealthSample
-from crdscope.probes.latency import Canary, LatencySample
-from crdscope.probes.openapi import OpenAPISample
-from crdscope.connection.ratelimit import ClientModel
+from crdscope.base.samples.throttling import FlowSchemaActivity, PriorityLevel, ThrottlingSample
+from crdscope.base.samples.discovery import ClientModel, DiscoverySample
+from crdscope.base.samples.health import HealthSample
+from crdscope.base.samples.latency import Canary, LatencySample
+from crdscope.base.samples.openapi import OpenAPISample
 from crdscope.probes.registry import monitor_probes, sample_type
-from crdscope.probes.responsiveness import ResponsivenessSample
+from crdscope.base.samples.responsiveness import ResponsivenessSample
 from crdscope.base.restarts import RestartEvent
-from crdscope.probes.throttling import ThrottlingSample
-from crdscope.probes.version import VersionSample
+from crdscope.base.samples.version import VersionSample
 from tests.unit.test_findings_crossplane import _inventory
 
 THRESHOLD_NAMES = {f.name for f in dataclasses.fields(Thresholds)}

@@ -7,8 +7,8 @@ import io
 import pytest
 
 from crdscope.base.errors import ConfigError
-from crdscope.probes.health import HealthSample
-from crdscope.probes.responsiveness import ResponsivenessSample
+from crdscope.base.samples.health import HealthSample
+from crdscope.base.samples.responsiveness import ResponsivenessSample
 from crdscope.session.core import SessionStore, WatchCore
 from crdscope.session.failif import parse_threshold
 from crdscope.session.headless import HeadlessSink

@@ -5,7 +5,7 @@ from __future__ import annotations
 from crdscope.findings.checks import NOT_ANSWERING
 from crdscope.findings.engine import FindingsEngine
 from crdscope.findings.model import CLOSED, OPENED
-from crdscope.probes.responsiveness import ResponsivenessSample
+from crdscope.base.samples.responsiveness import ResponsivenessSample
 from crdscope.base.settings import Thresholds
 
 THRESHOLDS = Thresholds(unanswered_seconds_critical=5.0, ping_unanswered_seconds_critical=2.5)

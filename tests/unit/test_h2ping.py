@@ -22,7 +22,8 @@ from crdscope.connection import h2ping
 from crdscope.connection.cluster import InFlightRequests
 from crdscope.connection.h2ping import H2Pinger, unsupported_reason
 from crdscope.connection.kubeconfig import ClusterConfig
-from crdscope.probes.responsiveness import ResponsivenessProbe, ResponsivenessSample
+from crdscope.probes.responsiveness import ResponsivenessProbe
+from crdscope.base.samples.responsiveness import ResponsivenessSample
 from tests.helpers import async_wait_for
 
 #: Short figures so that each behaviour shows within a second or two.

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from crdscope.probes.discovery import DiscoverySample
-from crdscope.probes.throttling import ThrottlingSample
+from crdscope.base.samples.discovery import DiscoverySample
+from crdscope.base.samples.throttling import ThrottlingSample
 from crdscope.tui.header import version_behaviour
 
 

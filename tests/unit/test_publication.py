@@ -187,7 +187,7 @@ def test_discovery_is_never_timed_before_the_watch_reports_established():
 
 
 def test_openapi_sample_round_trips():
-    from crdscope.probes.openapi import GroupVersionPublication, OpenAPISample
+    from crdscope.base.samples.openapi import GroupVersionPublication, OpenAPISample
 
     sample = OpenAPISample(v3_paths=3, lag_seconds={"established": lag_stats([1.0, 2.0])},
                            group_versions={"g.test/v1": GroupVersionPublication(first_seen=1.0, hash="AB")},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from crdscope.probes.version import VersionSample
+from crdscope.base.samples.version import VersionSample
 from crdscope.session.recorder import ClusterInfo, Recorder
 from crdscope.session.replay import read_recording
 

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from crdscope.base.errors import ConfigError
-from crdscope.probes.health import HealthSample, Outage
+from crdscope.base.samples.health import HealthSample, Outage
 from crdscope.base.samples import Sample
 from crdscope.session.events import Event
 from crdscope.session.recorder import (FORMAT_VERSION, ClusterInfo, Recorder, encode, part_path, prune, sample_line,

@@ -14,8 +14,11 @@ from crdscope.base.samples import Sample
 @pytest.mark.parametrize("kind", registry.PROBES, ids=lambda k: k.name)
 def test_each_row_names_a_module_its_sample_class_and_its_callables(kind):
     module = importlib.import_module(kind.module)
-    cls = getattr(module, kind.sample)
+    sample_module, _, sample_name = kind.sample.rpartition(":")
+    cls = getattr(importlib.import_module(sample_module or kind.module), sample_name)
     assert issubclass(cls, Sample) and cls.probe == kind.name
+    # Readers import a probe's sample from the foundations, never from the probe's module.
+    assert cls.__module__ == f"crdscope.base.samples.{kind.name}"
     assert registry.sample_type(kind.name) is cls
     if kind.factory:
         assert callable(getattr(module, kind.factory)) and registry.factory(kind.name) is getattr(module, kind.factory)

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from crdscope.probes.health import HealthSample
+from crdscope.base.samples.health import HealthSample
 from crdscope.session.recorder import ClusterInfo, Recorder
 from crdscope.session.replay import ReplayFeed, read_recording
 from tests.helpers import async_wait_for

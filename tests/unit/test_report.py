@@ -7,15 +7,12 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from crdscope.loader.progress import LoaderSample
-from crdscope.probes.apf import PriorityLevel
-from crdscope.probes.discovery import DiscoverySample
-from crdscope.probes.health import HealthSample, Outage
-from crdscope.probes.inventory import InventorySample
-from crdscope.probes.openapi import OpenAPISample
-from crdscope.probes.publication import LagStats
-from crdscope.connection.ratelimit import ClientModel
-from crdscope.probes.throttling import Responses429, ThrottlingSample
+from crdscope.base.samples.loader import LoaderSample
+from crdscope.base.samples.throttling import PriorityLevel, Responses429, ThrottlingSample
+from crdscope.base.samples.discovery import ClientModel, DiscoverySample
+from crdscope.base.samples.health import HealthSample, Outage
+from crdscope.base.samples.inventory import InventorySample
+from crdscope.base.samples.openapi import LagStats, OpenAPISample
 from crdscope.session.recorder import ClusterInfo, Recorder
 from crdscope.session.report import summarise
 from crdscope.session.report_render import render_html, render_markdown

@@ -6,7 +6,8 @@ import json
 
 from crdscope.lab.restarts import platform_restarts
 from crdscope.lab.supervisor import read_events
-from crdscope.probes.health import HealthSample, HealthTracker
+from crdscope.probes.health import HealthTracker
+from crdscope.base.samples.health import HealthSample
 from crdscope.probes.leases import LeaseReading, LeaseWatcher, parse_leases
 from crdscope.base.restarts import (IDENTITY_LEASE, KUBE_STATE_METRICS, LAB_SUPERVISOR, START_TIME,
                                     PlatformRestarts, RestartEvent)

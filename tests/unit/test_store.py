@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from crdscope.probes.health import HealthSample
-from crdscope.probes.latency import LatencySample
+from crdscope.base.samples.health import HealthSample
+from crdscope.base.samples.latency import LatencySample
 from crdscope.base.samples import Sample
 from crdscope.session.core import SessionStore
 

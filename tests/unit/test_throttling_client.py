@@ -14,9 +14,11 @@ from crdscope.probes.apf import APF_FAMILIES
 from crdscope.connection.cluster import RequestLog
 from crdscope.base.errors import ClusterError
 from crdscope.connection.metrics import MetricsSource, parse_text
-from crdscope.connection.ratelimit import ClientModel, TokenBucket
+from crdscope.connection.ratelimit import TokenBucket
+from crdscope.base.samples.discovery import ClientModel
 from crdscope.probes.shared import SharedState
-from crdscope.probes.throttling import ThrottlingProbe, ThrottlingSample
+from crdscope.probes.throttling import ThrottlingProbe
+from crdscope.base.samples.throttling import ThrottlingSample
 
 EXPOSITION = 'apiserver_flowcontrol_nominal_limit_seats{priority_level="global-default"} 49\n'
 HA_SCRAPES = Path(__file__).parent.parent / "data" / "ha"

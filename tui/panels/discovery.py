@@ -11,7 +11,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from crdscope.findings.kubectl import KubectlClient
-from crdscope.probes.discovery import DiscoverySample
+from crdscope.base.samples.discovery import DiscoverySample
 
 from ..format import age, duration, number as fmt, size
 from .base import ProbePanel, one_line

@@ -10,9 +10,9 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from crdscope.findings.checks import canaries_over_slo, canary_slo_seconds
-from crdscope.probes.health import HealthSample
-from crdscope.probes.latency import LatencySample
-from crdscope.probes.version import VersionSample
+from crdscope.base.samples.health import HealthSample
+from crdscope.base.samples.latency import LatencySample
+from crdscope.base.samples.version import VersionSample
 from crdscope.session.values import finite_number
 
 from ..format import DASH, age, duration, number as fmt, size

@@ -9,7 +9,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from crdscope.base.crossplane import CrossplaneChain, MRAPInfo, ProviderChain, RuntimeState
-from crdscope.probes.inventory import InventorySample
+from crdscope.base.samples.inventory import InventorySample
 
 from ..format import DASH, age, number as fmt, rate
 from .base import ProbePanel

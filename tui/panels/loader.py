@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from textual.widget import Widget
 from textual.widgets import ProgressBar, Static
 
-from crdscope.loader.progress import LoaderSample
+from crdscope.base.samples.loader import LoaderSample
 
 from ..format import age, duration, number as fmt, rate
 from .base import ProbePanel, one_line

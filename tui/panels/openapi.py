@@ -8,7 +8,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Static
 
-from crdscope.probes.openapi import OpenAPISample
+from crdscope.base.samples.openapi import OpenAPISample
 
 from ..format import age, duration, number as fmt, size
 from .base import ProbePanel, one_line

@@ -7,10 +7,9 @@ from collections.abc import Iterable
 from textual.widget import Widget
 from textual.widgets import Static
 
-from crdscope.probes.apf import PriorityLevel
-from crdscope.probes.health import HealthSample
+from crdscope.base.samples.throttling import PriorityLevel, ThrottlingSample
+from crdscope.base.samples.health import HealthSample
 from crdscope.probes.replicas import replica_named
-from crdscope.probes.throttling import ThrottlingSample
 
 from ..format import DASH, age, duration, number as fmt, rate
 from .base import ProbePanel, one_line

@@ -14,10 +14,10 @@ from textual.binding import Binding
 from textual.markup import escape
 from textual.widgets import Static
 
-from crdscope.probes.discovery import DiscoverySample
-from crdscope.probes.health import HealthSample
-from crdscope.probes.inventory import InventorySample
-from crdscope.probes.latency import LatencySample
+from crdscope.base.samples.discovery import DiscoverySample
+from crdscope.base.samples.health import HealthSample
+from crdscope.base.samples.inventory import InventorySample
+from crdscope.base.samples.latency import LatencySample
 from crdscope.session.core import SessionStore
 from crdscope.session.values import finite_number
 

@@ -16,8 +16,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from crdscope.costmodel.model import Target
-from crdscope.probes.health import HealthSample
-from crdscope.probes.version import VersionSample
+from crdscope.base.samples.health import HealthSample
+from crdscope.base.samples.version import VersionSample
 
 from crdscope.session.core import SessionStore
 

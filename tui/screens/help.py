@@ -9,7 +9,8 @@ from textual.screen import ModalScreen
 from textual.markup import escape
 from textual.widgets import Static
 
-from crdscope.probes.footprint import FootprintSample, table
+from crdscope.probes.footprint import table
+from crdscope.base.samples.footprint import FootprintSample
 
 HELP = """\
 [b]crdscope[/b]: a Kubernetes API server under CRD pressure, live.

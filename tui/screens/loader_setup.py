@@ -19,11 +19,12 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
+from crdscope.base.samples.loader import PROFILES
+
 from ..format import age
 
 #: Folders holding real CRD sets (``*.tar.xz``), beside the checkout or the working directory.
 SHARED_CRD_DIRS = (Path(__file__).resolve().parents[3] / "shared" / "crds", Path("..") / "shared" / "crds")
-PROFILES = ("steady", "burst")
 
 
 @dataclasses.dataclass(frozen=True)

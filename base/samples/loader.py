@@ -1,4 +1,5 @@
-"""The loader's sample: one shape for the TUI, the recorder, the CLI and ``--json``."""
+"""The loader's sample: one load run's progress, in one shape for the TUI, the recorder, the CLI and
+``--json`` (the loader reports it; every front end reads it from here)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from crdscope.base.samples import Sample
 #: Where a load run is: idle (not started), running, paused (sending held), stopping (in-flight
 #: applies finishing), then stopped (ended early: stop, a fatal error) or done (everything settled).
 LoaderState = Literal["idle", "running", "paused", "stopping", "stopped", "done"]
-STATES: tuple[LoaderState, ...] = get_args(LoaderState)
+
+
 #: ``steady`` drips through a token bucket; ``burst`` sends as fast as the concurrency allows.
 Profile = Literal["steady", "burst"]
-PROFILES: tuple[Profile, ...] = get_args(Profile)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,3 +90,8 @@ class LoaderSample(Sample):
         data = self.to_json()
         data["seconds"] = data["elapsed_seconds"]
         return data
+
+
+#: Every state and profile a loader run can be in, in order.
+STATES: tuple[LoaderState, ...] = get_args(LoaderState)
+PROFILES: tuple[Profile, ...] = get_args(Profile)
