@@ -24,7 +24,7 @@ Per run: the install time (the load's process, which exits once every CRD is Est
 server's CPU seconds (``/proc/<pid>/stat``) during the install and during the after-window; its RSS
 (``/proc/<pid>/status``) every second, at the end of the install and at the end of the after-window;
 its MiB per CRD, fitted by the benchmark with crdscope's own estimator
-(:class:`crdscope.probes.fit.LinearFit` of RSS over the CRDs stored, counted by a one-item LIST
+(:class:`crdscope.base.fit.LinearFit` of RSS over the CRDs stored, counted by a one-item LIST
 every few seconds in every mode alike) and, in watched runs, the last ``health.mib_per_crd`` the watch
 recorded; the monitor's own requests and bytes by path and by origin, from the last ``footprint``
 sample of its recording (null when the recording has none), and over the after-window its requests
@@ -56,7 +56,7 @@ import httpx
 from crdscope.lab.binaries import ensure_binaries
 from crdscope.lab.controlplane import Lab, LabState, admin_tls
 from crdscope.base.errors import CrdscopeError
-from crdscope.probes.fit import LinearFit
+from crdscope.base.fit import LinearFit
 from crdscope.base.settings import Cadences, load_settings
 
 from .common import (BenchError, Options, Result, append_row, isolate_environment, run_timed, say, size_label)

@@ -19,7 +19,7 @@ Across runs the probe keeps:
 * outage windows (:mod:`probes.health_tracker` keeps them, with the replicas, Leases, restarts
   and fits): from the first run that finds the server unreachable or not
   ready to the first that finds it ready again (resolution: the cadence);
-* least-squares fits (:mod:`probes.fit`) of resident memory, heap and open
+* least-squares fits (:mod:`base.fit`) of resident memory, heap and open
   descriptors against the CRD count, one per API server process.
 
 On a lab, the API server's established TCP connections to etcd are counted
@@ -40,7 +40,7 @@ import time
 from collections.abc import Awaitable, Callable, Collection
 
 from crdscope.connection.cluster import Cluster
-from .fit import ProcessFits
+from crdscope.base.fit import ProcessFits
 from .health_checks import LIVE_BECAUSE_READY, CheckResult, count_crds, health_check
 from .leases import LeaseReading, read_leases
 from crdscope.connection.metrics import PROCESS_FAMILIES, SHARED_SCRAPE_AGE, MetricsSource, Scrape

@@ -13,7 +13,7 @@ from crdscope.base.samples.health import Outage, ReplicaFigures
 import logging
 from collections import deque
 
-from .fit import ProcessFits
+from crdscope.base.fit import ProcessFits
 from .leases import LeaseReading, LeaseWatcher
 from .replicas import ReplicaTracker
 from crdscope.base.restarts import START_TIME

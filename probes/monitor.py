@@ -23,7 +23,9 @@ from crdscope.connection.metrics import MetricsSource
 from .registry import factory, monitor_probes
 from crdscope.base.samples import Sample
 from .probe import Probe
-from .scheduler import Scheduler, Sink
+from crdscope.base.samples import Sink
+
+from .scheduler import Scheduler
 from crdscope.base.settings import Settings
 from .shared import SharedState
 

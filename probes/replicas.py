@@ -28,19 +28,17 @@ Switching between known processes is never a restart.
 
 from __future__ import annotations
 
-from crdscope.base.samples.health import ReplicaFigures
+from crdscope.base.samples.health import ReplicaFigures, same_process
 
 import logging
 from dataclasses import dataclass, field
 
-from .fit import ProcessFits
+from crdscope.base.fit import ProcessFits
 from crdscope.connection.metrics import PROCESS_FAMILIES, Scrape
 from crdscope.connection.prometheus import RESTART_WINDOW, PrometheusReading
 
 log = logging.getLogger("crdscope.replicas")
 
-#: Two start times closer than this are one process (the gauge is a float of seconds).
-START_TIME_TOLERANCE_SECONDS = 0.5
 #: Slots kept (a cluster scaled down leaves slots that are no longer seen; the oldest go first).
 KEEP_SLOTS = 8
 MIB = float(1 << 20)
@@ -85,18 +83,6 @@ def process_of(scrape: Scrape) -> int | None:
     """
     start = start_time_of(scrape)
     return None if start is None else round(start)
-
-
-def same_process(a: float, b: float) -> bool:
-    """True when two start times name one process."""
-    return abs(a - b) <= START_TIME_TOLERANCE_SECONDS
-
-
-def replica_named(replicas: tuple[ReplicaFigures, ...], start_time: float | None) -> str | None:
-    """The name of the replica in ``replicas`` whose process started at ``start_time``, if any."""
-    if start_time is None:
-        return None
-    return next((replica.name for replica in replicas if same_process(replica.start_time, start_time)), None)
 
 
 class ReplicaTracker:

@@ -10,7 +10,6 @@ records transitions (down, recovered), not every failure.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import time
 from dataclasses import dataclass, field
@@ -18,28 +17,10 @@ from collections.abc import Awaitable, Callable
 
 from .probe import Probe
 from .registry import sample_type
-from crdscope.base.samples import Sample
+from crdscope.base.samples import Sample, Sink, deliver
 from crdscope.connection.traffic import REQUEST_ORIGIN
 
 log = logging.getLogger("crdscope.scheduler")
-
-Sink = Callable[[Sample], Awaitable[None] | None]
-
-
-async def deliver(sinks: list[Sink], sample: Sample) -> None:
-    """Hand a sample to every sink (sync or async); a failing sink is logged, never fatal.
-
-    Shared by the scheduler and by replay (``session.replay.ReplayFeed``).
-    """
-    for sink in list(sinks):
-        try:
-            result = sink(sample)
-            if inspect.isawaitable(result):
-                await result
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("sink %r failed on a %s sample", sink, type(sample).__name__)
 
 
 #: A probe run that has not finished after this long ends as an error sample.  httpx's timeouts

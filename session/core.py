@@ -33,7 +33,7 @@ from crdscope.findings.engine import FindingsEngine
 from crdscope.findings.kubectl import KubectlClient, read_local_kubectl
 from crdscope.findings.kubectl_discovery import KUBECTL_DISCOVERY_CHECK
 from crdscope.findings.model import Finding, FindingChange
-from crdscope.probes.scheduler import Sink
+from crdscope.base.samples import Sink
 
 from .events import Event, EventDetector
 

@@ -212,8 +212,7 @@ async def _watch(clusters: list[Cluster], settings: Settings, seconds: float | N
                  thresholds: list[Threshold], listen: tuple[str, int] | None, out: TextIO,
                  memory_limit: int | None = None) -> str:
     from crdscope.connection.cluster import first_contact
-    from crdscope.probes.footprint import one_line
-    from crdscope.base.samples.footprint import FootprintSample
+    from crdscope.base.samples.footprint import FootprintSample, one_line
 
     from .exporter import MetricsServer, SampleCollector
 

@@ -34,7 +34,7 @@ from crdscope.base.version import __version__
 from crdscope.base.errors import ConfigError
 from crdscope.probes.registry import sample_type
 from crdscope.base.samples import Sample
-from crdscope.probes.scheduler import Sink, deliver
+from crdscope.base.samples import Sink, deliver
 
 from crdscope.base.settings import Thresholds
 

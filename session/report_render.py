@@ -14,7 +14,7 @@ from typing import Any
 from collections.abc import Sequence
 
 from crdscope.base.version import __version__
-from crdscope.probes.fit import LinearFit
+from crdscope.base.fit import LinearFit
 
 from crdscope.findings.model import format_duration
 from .report import Summary

@@ -8,10 +8,14 @@ Field names carry units (``seconds``, ``bytes``, ``per_s``).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import inspect
+import logging
 import math
 import re
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
 import msgspec
@@ -19,6 +23,8 @@ import msgspec
 #: probe name -> Sample subclass, filled as sample classes are defined (``probes.registry.sample_type``
 #: finds a probe's class by the table there and falls back to this for classes defined elsewhere).
 SAMPLE_TYPES: dict[str, type[Sample]] = {}
+
+log = logging.getLogger("crdscope.scheduler")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -102,3 +108,23 @@ def percentile(values: list[float] | tuple[float, ...], q: float) -> float | Non
     if low == high:
         return ordered[int(rank)]
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+#: What takes samples (the core, a recorder, a test): sync or async.
+Sink = Callable[[Sample], Awaitable[None] | None]
+
+
+async def deliver(sinks: list[Sink], sample: Sample) -> None:
+    """Hand a sample to every sink (sync or async); a failing sink is logged, never fatal.
+
+    Shared by the scheduler and by replay (``session.replay.ReplayFeed``).
+    """
+    for sink in list(sinks):
+        try:
+            result = sink(sample)
+            if inspect.isawaitable(result):
+                await result
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("sink %r failed on a %s sample", sink, type(sample).__name__)

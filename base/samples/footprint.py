@@ -45,3 +45,44 @@ class FootprintSample(Sample):
     openapi_v2: bool = False
     #: Heavy optional reads held back, and why ("openapi_v2": "memory at 91% of its limit").
     held_back: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+def _bytes(count: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count:.1f} GiB"  # pragma: no cover - the loop returns
+
+
+def one_line(sample: FootprintSample) -> str:
+    """``crdscope's own load: 0.42 requests/s, 3.1 KiB/s (612 requests, 4.2 MiB since start)``."""
+    line = (f"crdscope's own load on the server: {sample.requests_per_second:.2f} requests/s, "
+            f"{_bytes(sample.bytes_per_second)}/s ({sample.requests_total:,} requests, "
+            f"{_bytes(sample.bytes_total)} since start")
+    if sample.loader_requests_total:
+        line += f"; the loader's install: {sample.loader_requests_total:,} requests more"
+    line += ")"
+    if sample.over_budget:
+        line += f"; over budget: {', '.join(sample.over_budget)}"
+    if sample.held_back:
+        line += f"; held back: {', '.join(sorted(sample.held_back))}"
+    return line
+
+
+def table(sample: FootprintSample, rows: int = 12) -> list[str]:
+    """Per part and per path: requests and bytes since start, busiest first."""
+    lines = [one_line(sample), "by part of the monitor (requests, bytes; per minute over the last 5 min):"]
+    for origin_name, tally in sorted(sample.by_origin.items(), key=lambda kv: -kv[1].requests)[:rows]:
+        rate = sample.per_minute.get(origin_name)
+        lines.append(f"  {origin_name:<16} {tally.requests:>7,} {_bytes(tally.bytes):>11}"
+                     + (f"  {rate:5.1f}/min" if rate is not None else ""))
+    lines.append("by path:")
+    for path, tally in sorted(sample.by_path.items(), key=lambda kv: -kv[1].bytes)[:rows]:
+        lines.append(f"  {path:<48} {tally.requests:>7,} {_bytes(tally.bytes):>11}")
+    v2 = ("/openapi/v2 measured (each fetch makes the server build the whole document)" if sample.openapi_v2
+          else "/openapi/v2 not fetched (--openapi-v2 measures it, at the cost of a server-side build)")
+    lines.append(v2)
+    for feature, why in sorted(sample.held_back.items()):
+        lines.append(f"held back: {feature}: {why}")
+    return lines

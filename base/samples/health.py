@@ -164,3 +164,19 @@ class HealthSample(Sample):
     sources: dict[str, str] = field(default_factory=dict)
     #: field -> why it has no value.
     unobservable: dict[str, str] = field(default_factory=dict)
+
+
+#: Two start times closer than this are one process (the gauge is a float of seconds).
+START_TIME_TOLERANCE_SECONDS = 0.5
+
+
+def same_process(a: float, b: float) -> bool:
+    """True when two start times name one process."""
+    return abs(a - b) <= START_TIME_TOLERANCE_SECONDS
+
+
+def replica_named(replicas: tuple[ReplicaFigures, ...], start_time: float | None) -> str | None:
+    """The name of the replica in ``replicas`` whose process started at ``start_time``, if any."""
+    if start_time is None:
+        return None
+    return next((replica.name for replica in replicas if same_process(replica.start_time, start_time)), None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crdscope.probes.fit import LinearFit, ProcessFits
+from crdscope.base.fit import LinearFit, ProcessFits
 
 
 def fit_of(points):

@@ -8,8 +8,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from crdscope.base.samples.throttling import PriorityLevel, ThrottlingSample
-from crdscope.base.samples.health import HealthSample
-from crdscope.probes.replicas import replica_named
+from crdscope.base.samples.health import HealthSample, replica_named
 
 from ..format import DASH, age, duration, number as fmt, rate
 from .base import ProbePanel, one_line

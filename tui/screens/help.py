@@ -9,8 +9,7 @@ from textual.screen import ModalScreen
 from textual.markup import escape
 from textual.widgets import Static
 
-from crdscope.probes.footprint import table
-from crdscope.base.samples.footprint import FootprintSample
+from crdscope.base.samples.footprint import FootprintSample, table
 
 HELP = """\
 [b]crdscope[/b]: a Kubernetes API server under CRD pressure, live.
