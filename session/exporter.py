@@ -16,9 +16,11 @@ Nested figures become labels where they name something:
   ``crdscope_throttling_priority_levels_rejected_per_second{priority_level="workload-low"}``;
 * a nested record: ``crdscope_<probe>_<field>_<subfield>``.
 
-Names pass ``promtool check metrics``: figures that only count up are counters (``COUNTERS``,
-``..._total``), abbreviated units are spelled out (``per_s`` -> ``per_second``) and gauges whose
-field names end like another type's series are renamed (``GAUGE_RENAMES``).
+Names and types come from the samples' field declarations (:class:`base.samples.Figure`): a field
+declared ``counter`` is a counter (``..._total``), ``label`` names a nested field's entries,
+``metric`` renames a field whose own name reads as another type's series (``count``), and
+``exported=False`` leaves out a series per CRD or per event.  Abbreviated units are spelled out
+(``per_s`` -> ``per_second``); the names pass ``promtool check metrics``.
 
 Every series carries ``cluster`` (the watched context's name): one exporter may serve a fleet
 (``watch --headless --context A --context B``), and a Prometheus scraping several exporters
@@ -45,7 +47,7 @@ from prometheus_client.registry import Collector
 from crdscope.findings.model import Finding, Severity
 from crdscope.base.version import __version__
 from crdscope.base.errors import ConfigError
-from crdscope.base.samples import Sample
+from crdscope.base.samples import PLAIN, Figure, Sample, figure_of, known_while_down
 from crdscope.base.store import SampleStore
 
 from .recorder import ClusterInfo
@@ -55,78 +57,31 @@ if TYPE_CHECKING:
 from .values import finite_number, is_record, names_of, read_field
 
 PREFIX = "crdscope"
-#: Label names for nested figures where the field name does not say it.
-LABELS = {
-    ("throttling", "priority_levels"): "priority_level",
-    ("throttling", "flow_schemas"): "flow_schema",
-    ("latency", "canaries"): "canary",
-    ("openapi", "lag_seconds"): "stage",
-    ("discovery", "client_models"): "model",
-    ("discovery", "slowest"): "group_version",
-    ("inventory", "installing"): "owner",
-    ("health", "storage_objects_top"): "resource",
-    ("health", "pod_restarts"): "pod",
-    ("health", "restarts_by_source"): "source",
-    ("health", "lease_restarts"): "host",
-    ("latency", "p99_by_verb_scope"): "verb_scope",
-    ("latency", "requests_by_verb_scope"): "verb_scope",
-    ("footprint", "per_minute"): "origin",
-    ("footprint", "held_back"): "feature",
-    ("latency", "slo_seconds"): "verb_scope",
-}
-#: Fields left out: one series per CRD group-version (unbounded cardinality) or per-run detail.
-EXCLUDED = {("openapi", "group_versions"), ("discovery", "failed_group_versions"),
-            ("health", "restart_events")}
 #: Fields of a record that name it (first found wins) when records come as a tuple.
 NAME_FIELDS = ("name", "group_version", "verb", "resource", "stage", "key")
 MAX_DEPTH = 3
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_]")
-#: Figures that only ever count up: exposed as counters, the family name without ``_total``
-#: (the text format adds it).  Listed in README.md (exporter renames).
-COUNTERS = {
-    "crdscope_discovery_not_modified_total": "crdscope_discovery_not_modified",
-    "crdscope_throttling_priority_levels_rejected_total": "crdscope_throttling_priority_levels_rejected",
-    "crdscope_throttling_responses_429_total": "crdscope_throttling_responses_429",
-    "crdscope_health_restarts": "crdscope_health_restarts",
-    "crdscope_health_restarts_by_source": "crdscope_health_restarts_by_source",
-    "crdscope_health_lease_restarts": "crdscope_health_lease_restarts",
-    "crdscope_health_oom_kills": "crdscope_health_oom_kills",
-    "crdscope_responsiveness_heartbeats": "crdscope_responsiveness_heartbeats",
-    # What the monitor itself sent the server since it started (issue 24): counts only grow.
-    "crdscope_footprint_requests_total": "crdscope_footprint_requests",
-    "crdscope_footprint_bytes_total": "crdscope_footprint_bytes",
-    "crdscope_footprint_loader_requests_total": "crdscope_footprint_loader_requests",
-    "crdscope_footprint_loader_bytes_total": "crdscope_footprint_loader_bytes",
-    "crdscope_footprint_by_path_requests": "crdscope_footprint_path_requests",
-    "crdscope_footprint_by_path_bytes": "crdscope_footprint_path_bytes",
-    "crdscope_footprint_by_origin_requests": "crdscope_footprint_origin_requests",
-    "crdscope_footprint_by_origin_bytes": "crdscope_footprint_origin_bytes",
-    "crdscope_footprint_legacy_walks": "crdscope_footprint_legacy_walks",
-}
-#: Gauges whose field names read as counters or histograms to Prometheus (``_total``, ``_count``)
-#: or clash with a counter above.
-GAUGE_RENAMES = {
-    "crdscope_health_storage_objects_total": "crdscope_health_storage_objects",
-    "crdscope_latency_canaries_count": "crdscope_latency_canaries_requests",
-    "crdscope_openapi_lag_seconds_count": "crdscope_openapi_lag_observations",
-    "crdscope_throttling_priority_levels_rejected": "crdscope_throttling_priority_levels_rejected_in_interval",
-    "crdscope_discovery_not_modified": "crdscope_discovery_not_modified_in_run",
-}
 #: Abbreviated units spelled out (promtool: "metric names should not contain abbreviated units").
 _PER_S = re.compile(r"_per_s(?=_|$)")
+#: A field name's unit suffix.
+_UNIT = re.compile(r"_(seconds|bytes|mib)$")
 
 
 def metric_name(*parts: str) -> str:
-    """``crdscope_<parts joined by _>`` with anything Prometheus rejects replaced by ``_``, units
-    spelled out (``per_s`` -> ``per_second``) and names that read as another metric type renamed."""
-    name = _PER_S.sub("_per_second", _UNSAFE.sub("_", "_".join((PREFIX, *parts))))
-    return GAUGE_RENAMES.get(name, name)
+    """``crdscope_<parts joined by _>`` with anything Prometheus rejects replaced by ``_`` and units
+    spelled out (``per_s`` -> ``per_second``)."""
+    return _PER_S.sub("_per_second", _UNSAFE.sub("_", "_".join((PREFIX, *parts))))
 
 
-def label_for(probe: str, field: str) -> str:
-    """The label that names the entries of a nested field."""
-    if (probe, field) in LABELS:
-        return LABELS[(probe, field)]
+def counter_family(name: str) -> str:
+    """A counter's family name: the text format adds ``_total`` itself."""
+    return name.removesuffix("_total")
+
+
+def label_for(field: str, declared: Figure = PLAIN) -> str:
+    """The label that names the entries of a nested field: declared, else from its name."""
+    if declared.label:
+        return declared.label
     if field.startswith("by_"):
         return _UNSAFE.sub("_", field[3:])
     if "_by_" in field:
@@ -134,43 +89,57 @@ def label_for(probe: str, field: str) -> str:
     return "key"
 
 
-def flatten(probe: str, sample: Sample) -> Iterator[tuple[str, dict[str, str], float]]:
-    """Every exported series of a sample: (metric name, labels, value)."""
+def flatten(probe: str, sample: Sample) -> Iterator[tuple[str, dict[str, str], float, bool]]:
+    """Every exported series of a sample: (metric name, labels, value, is a counter), named and typed
+    by the fields' declarations (:class:`base.samples.Figure`).  A failed sample exports only the
+    fields declared ``while_down``: its other figures are defaults, not observations."""
+    down = known_while_down(type(sample)) if sample.error else None
     for field in names_of(sample):
-        if field in ("timestamp", "error") or (probe, field) in EXCLUDED:
+        if field in ("timestamp", "error") or (down is not None and field not in down):
             continue
-        yield from _flatten(probe, field, (field,), read_field(sample, field), {}, 0)
+        declared = figure_of(sample, field)
+        if declared.exported:
+            yield from _flatten(field, declared, (probe, declared.metric or field), read_field(sample, field), {}, 0)
 
 
-def _flatten(probe: str, field: str, parts: tuple[str, ...], value: Any, labels: dict[str, str],
-             depth: int) -> Iterator[tuple[str, dict[str, str], float]]:
+def _flatten(field: str, declared: Figure, parts: tuple[str, ...], value: Any, labels: dict[str, str],
+             depth: int) -> Iterator[tuple[str, dict[str, str], float, bool]]:
     as_number = finite_number(value)
     if as_number is not None:
-        yield metric_name(probe, *parts), labels, as_number
+        name = metric_name(*parts)
+        yield (counter_family(name) if declared.counter else name), labels, as_number, declared.counter
         return
     if depth >= MAX_DEPTH:
         return
     if isinstance(value, dict):
         # A dict field is a keyed collection (``dict[str, T]``): its keys are data (verbs,
         # stages, owners), never figure names, since nested records are dataclasses.
-        label = label_for(probe, field)
+        label = label_for(field, declared)
         for key, inner in value.items():
-            yield from _flatten(probe, field, parts, inner, {**labels, label: str(key)}, depth + 1)
+            yield from _flatten(field, declared, parts, inner, {**labels, label: str(key)}, depth + 1)
     elif is_record(value):
-        for name in names_of(value):
-            yield from _flatten(probe, name, (*parts, name), read_field(value, name), labels, depth + 1)
+        yield from _record(value, parts, labels, depth)
     elif isinstance(value, (list, tuple)) and value and all(is_record(v) for v in value):
-        label = LABELS.get((probe, field)) or _singular(field)
+        label = declared.label or _singular(field)
         for item in value:
             key = next((str(read_field(item, n)) for n in NAME_FIELDS
                         if isinstance(read_field(item, n), str)), None)
             if key is None:
                 return  # records with no name cannot be told apart
-            for name in names_of(item):
-                if name in NAME_FIELDS and isinstance(read_field(item, name), str):
-                    continue
-                yield from _flatten(probe, name, (*parts, name), read_field(item, name),
-                                    {**labels, label: key}, depth + 1)
+            yield from _record(item, parts, {**labels, label: key}, depth, skip=NAME_FIELDS)
+
+
+def _record(record: Any, parts: tuple[str, ...], labels: dict[str, str], depth: int,
+            skip: tuple[str, ...] = ()) -> Iterator[tuple[str, dict[str, str], float, bool]]:
+    """The fields of a nested record (a name field that labels it is not a figure)."""
+    for name in names_of(record):
+        value = read_field(record, name)
+        if name in skip and isinstance(value, str):
+            continue
+        declared = figure_of(record, name)
+        if declared.exported:
+            outer = (*parts[:-1], _UNIT.sub("", parts[-1])) if declared.unitless else parts
+            yield from _flatten(name, declared, (*outer, declared.metric or name), value, labels, depth + 1)
 
 
 def _singular(field: str) -> str:
@@ -248,16 +217,12 @@ class SampleCollector(Collector):
                     found = family_of(metric_name(name), help_text, labels)
                     if found is not None:
                         found.add_metric([*head.values(), probe], value)
-                # A failed sample's figures are defaults, except what it says of the failure itself
-                # (restarts, down for how long): a crash loop is exported while the server is away.
-                valid = tuple(metric_name(probe, f) for f in type(sample).VALID_ON_ERROR) if sample.error else None
-                for name, series_labels, value in flatten(probe, sample):
-                    if valid is not None and not name.startswith(valid):
-                        continue
-                    name = COUNTERS.get(name, name)
+                # A failed sample exports what it says of the failure itself (restarts, down for how
+                # long): a crash loop is exported while the server is away.
+                for name, series_labels, value, counter in flatten(probe, sample):
                     every = {**head, **series_labels}
                     found = family_of(name, f"crdscope {probe} probe figure", tuple(every),
-                                      CounterMetricFamily if name in _COUNTER_NAMES else GaugeMetricFamily)
+                                      CounterMetricFamily if counter else GaugeMetricFamily)
                     if found is not None:
                         found.add_metric(list(every.values()), value)
             if exported.info is not None:
@@ -270,8 +235,6 @@ class SampleCollector(Collector):
             findings_series(exported.findings(), head, family_of)
         yield from families.values()
 
-
-_COUNTER_NAMES = frozenset(COUNTERS.values())
 
 
 def findings_series(findings: list[Finding], head: dict[str, str],

@@ -11,7 +11,7 @@ by its size (``health.failing_checks>0``).  ``findings.critical`` (``warning``, 
 
 While the server does not answer, a probe's samples fail and their figures are unknown, so a
 threshold on them cannot cross; the fields a sample declares valid on error
-(``Sample.VALID_ON_ERROR``: for health ``down``, ``down_seconds``, ``restarts``, ``oom_kills``...)
+(fields declared ``while_down``: for health ``down``, ``down_seconds``, ``restarts``, ``oom_kills``...)
 are read then too, which is what ``--fail-if 'health.down_seconds>30'`` needs.
 """
 
@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 
 from crdscope.base.errors import ConfigError
 from crdscope.probes.registry import monitor_probes, sample_type
-from crdscope.base.samples import Sample
+from crdscope.base.samples import Sample, known_while_down
 
 from .values import count, get_path
 
@@ -70,7 +70,7 @@ class Threshold:
         """The figure this threshold reads from a sample of its probe (None: not observed)."""
         if type(sample).probe != self.probe:
             return None
-        if sample.error and self.path[0] not in type(sample).VALID_ON_ERROR:
+        if sample.error and self.path[0] not in known_while_down(type(sample)):
             return None  # a failed sample's figures are defaults, except what it says of the failure
         return count(get_path(sample, self.path))
 

@@ -9,6 +9,7 @@ from textual.widgets import Static
 
 from crdscope.findings.model import Finding, Severity, format_duration
 from crdscope.connection.crdwatch import MANAGED_BY_VALUE
+from crdscope.base.samples import SAMPLE_TYPES
 from crdscope.base.samples.discovery import DiscoverySample
 from crdscope.base.samples.footprint import FootprintSample
 from crdscope.base.samples.health import HealthSample
@@ -23,12 +24,6 @@ from .host import host_of
 if TYPE_CHECKING:
     from .sessions import ClusterSession
 
-#: Short probe names for the header at 80 columns.
-SHORT_NAMES = {"version": "ver", "inventory": "inv", "discovery": "disc", "throttling": "apf",
-               "openapi": "oapi", "health": "health", "latency": "lat", "loader": "load",
-               "footprint": "own"}
-
-
 def crd_counts(cluster: ClusterSession) -> tuple[int | None, int | None]:
     """CRDs installed and owned by crdscope: the inventory probe's, else the live CRD watch's."""
     inventory = cluster.store.last_good_of(InventorySample)
@@ -40,7 +35,8 @@ def crd_counts(cluster: ClusterSession) -> tuple[int | None, int | None]:
 
 def probe_chip(health: ProbeHealth, now: float) -> str:
     """``●disc 3s`` (ok, seconds since the last run) or ``✗disc 4err`` (consecutive failures)."""
-    name = SHORT_NAMES.get(health.name, health.name)
+    sample_type = SAMPLE_TYPES.get(health.name)
+    name = (sample_type.short_name if sample_type is not None else "") or health.name
     if health.runs == 0 or health.last_run is None:
         return f"[$probe-idle]○{name}[/]"
     if health.consecutive_failures:

@@ -27,6 +27,69 @@ SAMPLE_TYPES: dict[str, type[Sample]] = {}
 log = logging.getLogger("crdscope.scheduler")
 
 
+@dataclasses.dataclass(frozen=True)
+class Figure:
+    """What the front ends need to know of a sample's field beyond its name, type and value.
+
+    Declared on the field (``field = figure(0, counter=True)``), read by :func:`figure_of`: the
+    exporter names and types its series from it, ``--fail-if`` and the exporter read what a failed
+    sample still says.  A field declared with a plain default is a gauge named after itself.
+    """
+
+    #: Only ever counts up (Prometheus counter; the exporter's family drops a ``_total`` suffix).
+    counter: bool = False
+    #: The label naming a ``dict``'s keys or a tuple's records (default: from the field's name).
+    label: str | None = None
+    #: The field's part of a series name where its own reads wrong (``count`` reads as a histogram's).
+    metric: str | None = None
+    #: A count inside a record of figures with a unit (``lag_seconds``' ``count``): the enclosing
+    #: field's unit (``_seconds``, ``_bytes``) is not this figure's and leaves its name.
+    unitless: bool = False
+    #: False: not exported (a series per CRD or per event: unbounded cardinality).
+    exported: bool = True
+    #: Still an observation in a failed sample (what the probe knows of the failure itself:
+    #: down for how long, restarts so far); every other figure of a failed sample is a default.
+    while_down: bool = False
+
+
+#: A field without a declaration.
+PLAIN = Figure()
+_FIGURE = "crdscope.figure"
+
+
+def figure(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING,
+           counter: bool = False, label: str | None = None, metric: str | None = None,
+           unitless: bool = False, exported: bool = True, while_down: bool = False) -> Any:
+    """A dataclass field with its :class:`Figure` declaration."""
+    spec = Figure(counter=counter, label=label, metric=metric, unitless=unitless, exported=exported,
+                  while_down=while_down)
+    if default_factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=default_factory, metadata={_FIGURE: spec})
+    return dataclasses.field(default=default, metadata={_FIGURE: spec})
+
+
+#: class -> its fields' declarations, read once per class.
+_DECLARED: dict[type, dict[str, Figure]] = {}
+
+
+def figures_of(cls: type) -> dict[str, Figure]:
+    """Field name -> its declaration, for a sample or record class (undeclared fields: PLAIN)."""
+    found = _DECLARED.get(cls)
+    if found is None:
+        found = _DECLARED[cls] = {f.name: f.metadata.get(_FIGURE, PLAIN) for f in dataclasses.fields(cls)}
+    return found
+
+
+def figure_of(record: object, name: str) -> Figure:
+    """The declaration of field ``name`` of ``record`` (a sample or a nested record)."""
+    return figures_of(type(record)).get(name, PLAIN)
+
+
+def known_while_down(cls: type[Sample]) -> frozenset[str]:
+    """The fields a failed sample of ``cls`` still observes (declared ``while_down``)."""
+    return frozenset(name for name, spec in figures_of(cls).items() if spec.while_down)
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Sample:
     """Base of all probe samples: when it was taken and what went wrong, if anything.
@@ -36,10 +99,8 @@ class Sample:
     """
 
     probe: ClassVar[str] = "sample"
-    #: Fields that hold observations even on a failed sample (``error`` set): what the probe
-    #: knows about the failure itself (down for how long, restarts so far).  Thresholds read
-    #: these on failed samples; every other figure of a failed sample is only a default.
-    VALID_ON_ERROR: ClassVar[frozenset[str]] = frozenset()
+    #: The probe's name in the TUI header's chips at 80 columns (default: its name).
+    short_name: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

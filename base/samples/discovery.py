@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from crdscope.base.samples import Sample
+from crdscope.base.samples import Sample, figure
 
 #: How a discovery answer came: aggregated discovery in one of its versions, or plain (legacy) JSON.
 DiscoveryFormat = Literal["v2", "v2beta1", "legacy"]
@@ -92,6 +92,7 @@ class DiscoverySample(Sample):
     """
 
     probe = "discovery"
+    short_name = "disc"
 
     server: str = ""
     #: "" in a failed sample.
@@ -101,13 +102,13 @@ class DiscoverySample(Sample):
     group_versions: int = 0
     resources: int = 0
     stale_group_versions: tuple[str, ...] = ()
-    failed_group_versions: dict[str, str] = field(default_factory=dict)
+    failed_group_versions: dict[str, str] = figure(default_factory=dict, exported=False)
     requests: int = 0
     bytes: int = 0
     wire_bytes: int = 0
     seconds: float = 0.0
-    not_modified: int = 0
-    not_modified_total: int = 0
+    not_modified: int = figure(0, metric="not_modified_in_run")
+    not_modified_total: int = figure(0, counter=True)
     changed: bool = False
     appeared: tuple[str, ...] = ()
     vanished: tuple[str, ...] = ()
@@ -123,8 +124,8 @@ class DiscoverySample(Sample):
     gv_p50_seconds: float | None = None
     gv_p95_seconds: float | None = None
     gv_max_seconds: float | None = None
-    slowest: tuple[GroupVersionLatency, ...] = ()
-    client_models: tuple[ClientModel, ...] = ()
+    slowest: tuple[GroupVersionLatency, ...] = figure((), label="group_version")
+    client_models: tuple[ClientModel, ...] = figure((), label="model")
     kubectl_cache: KubectlCache | None = None
     kubectl: KubectlTiming | None = None
     unobservable: dict[str, str] = field(default_factory=dict)

@@ -6,14 +6,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from crdscope.base.samples import Sample
+from crdscope.base.samples import Sample, figure
 
 @dataclass(frozen=True, kw_only=True)
 class Tally:
     """Requests sent and bytes received."""
 
-    requests: int = 0
-    bytes: int = 0
+    requests: int = figure(0, counter=True)
+    bytes: int = figure(0, counter=True)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -21,30 +21,31 @@ class FootprintSample(Sample):
     """crdscope's own requests and bytes to the server, by path and by part of the monitor."""
 
     probe = "footprint"
+    short_name = "own"
 
     #: The monitor's requests since it started (the loader's excluded) and the answers' bytes.
-    requests_total: int = 0
-    bytes_total: int = 0
+    requests_total: int = figure(0, counter=True)
+    bytes_total: int = figure(0, counter=True)
     #: Over the last ``window_seconds`` (at most :data:`RATE_WINDOW_SECONDS`).
     requests_per_second: float = 0.0
     bytes_per_second: float = 0.0
     window_seconds: float = 0.0
     #: "GET /openapi/v3/{group-version}" -> counts since start (the monitor's, loader excluded).
-    by_path: dict[str, Tally] = dataclasses.field(default_factory=dict)
+    by_path: dict[str, Tally] = figure(default_factory=dict, metric="path")
     #: Part of the monitor ("discovery", "metrics", "crd-watch", ...) -> counts since start.
-    by_origin: dict[str, Tally] = dataclasses.field(default_factory=dict)
+    by_origin: dict[str, Tally] = figure(default_factory=dict, metric="origin")
     #: Part -> requests per minute over the budget window (None until it has run that long).
-    per_minute: dict[str, float] = dataclasses.field(default_factory=dict)
+    per_minute: dict[str, float] = figure(default_factory=dict, label="origin")
     #: Parts whose requests per minute exceed their budget, and legacy walks per hour.
     over_budget: tuple[str, ...] = ()
-    legacy_walks: int = 0
+    legacy_walks: int = figure(0, counter=True)
     #: The built-in loader's requests (the install itself, not the monitor's cost).
-    loader_requests_total: int = 0
-    loader_bytes_total: int = 0
+    loader_requests_total: int = figure(0, counter=True)
+    loader_bytes_total: int = figure(0, counter=True)
     #: Whether ``/openapi/v2`` is measured (off by default: each fetch makes the server build it).
     openapi_v2: bool = False
     #: Heavy optional reads held back, and why ("openapi_v2": "memory at 91% of its limit").
-    held_back: dict[str, str] = dataclasses.field(default_factory=dict)
+    held_back: dict[str, str] = figure(default_factory=dict, label="feature")
 
 
 def _bytes(count: float) -> str:

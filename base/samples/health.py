@@ -4,9 +4,8 @@ that makes it is ``probes/health.py``; readers import the sample from here, neve
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
 
-from crdscope.base.samples import Sample
+from crdscope.base.samples import Sample, figure
 from crdscope.base.restarts import RestartEvent
 
 RATE_WINDOW = "5m"
@@ -88,12 +87,6 @@ class HealthSample(Sample):
     """The API server's resources, restarts and availability (None figures: see ``unobservable``)."""
 
     probe = "health"
-    #: What a sample says even when the server did not answer (``--fail-if`` reads these on error
-    #: samples: a script watching for an outage needs them exactly then).
-    VALID_ON_ERROR: ClassVar[frozenset[str]] = frozenset({
-        "down", "down_seconds", "ready", "live", "restarts", "restarts_by_source", "lease_restarts",
-        "oom_kills", "outages", "apiservers", "memory_limit_bytes"})
-
     server: str = ""
     rss_bytes: int | None = None
     heap_bytes: int | None = None
@@ -103,7 +96,7 @@ class HealthSample(Sample):
     max_fds: int | None = None
     #: Lab only: established TCP connections from the API server to etcd (from /proc).
     etcd_connections: int | None = None
-    storage_objects_total: int | None = None
+    storage_objects_total: int | None = figure(None, metric="storage_objects")
     #: CRDs whose resource has no stored objects (a 0 or no series in the object-count family),
     #: and a few of them by name.
     crds_without_objects: int | None = None
@@ -111,38 +104,38 @@ class HealthSample(Sample):
     #: CRDs that have objects, by name (at most ``IN_USE_KEPT``; what an activation policy keeps),
     #: empty when object counts are not observable (then ``crds_without_objects`` is None).
     crds_with_objects: tuple[str, ...] = ()
-    storage_objects_top: dict[str, int] = field(default_factory=dict)
+    storage_objects_top: dict[str, int] = figure(default_factory=dict, label="resource")
     storage_size_bytes: int | None = None
     #: Restarts during the watch (``probe health``: as far back as a source knows), counted by
     #: ``restarts_source``, the source that saw the most of them (:mod:`probes.restarts`).
-    restarts: int | None = None
+    restarts: int | None = figure(None, counter=True, while_down=True)
     restarts_source: str | None = None
     #: Each source's count: process start time, identity lease, lab supervisor, kube-state-metrics.
-    restarts_by_source: dict[str, int] = field(default_factory=dict)
+    restarts_by_source: dict[str, int] = figure(default_factory=dict, counter=True, label="source", while_down=True)
     #: The latest restarts, oldest first: when, which replica, OOM-killed, uptime, memory at death
     #: (a platform's log reaches back before the watch; the other sources start with it).
-    restart_events: tuple[RestartEvent, ...] = ()
+    restart_events: tuple[RestartEvent, ...] = figure((), exported=False)
     #: Identity Lease host -> holder changes: restarts of that replica, scraped or not.
-    lease_restarts: dict[str, int] = field(default_factory=dict)
+    lease_restarts: dict[str, int] = figure(default_factory=dict, counter=True, label="host", while_down=True)
     #: OOM kills during the watch where the platform counts them (the lab's memory groups).
-    oom_kills: int | None = None
+    oom_kills: int | None = figure(None, counter=True, while_down=True)
     #: Prometheus only: API server pods whose container last terminated OOMKilled (kube-state-metrics).
     oom_killed_pods: tuple[str, ...] = ()
     #: How long the server has been down (unreachable or not ready) now; 0 while it serves.
-    down_seconds: float = 0.0
+    down_seconds: float = figure(0.0, while_down=True)
     #: The replica that answered this run's scrape ("r1", "r2"...) and every replica seen so far.
     replica: str | None = None
     replicas: tuple[ReplicaFigures, ...] = ()
     #: API servers renewing their identity Lease now, and Lease holders replaced since the start.
-    apiservers: int | None = None
+    apiservers: int | None = figure(None, while_down=True)
     lease_replacements: int | None = None
-    ready: bool | None = None
-    live: bool | None = None
+    ready: bool | None = figure(None, while_down=True)
+    live: bool | None = figure(None, while_down=True)
     #: Checks /readyz names as failing (what makes ``ready`` False), and those /livez names.
     failing_checks: tuple[str, ...] = ()
     failing_live_checks: tuple[str, ...] = ()
-    down: bool = False
-    outages: tuple[Outage, ...] = ()
+    down: bool = figure(False, while_down=True)
+    outages: tuple[Outage, ...] = figure((), while_down=True)
     crds: int | None = None
     mib_per_crd: float | None = None
     r2: float | None = None
@@ -156,8 +149,8 @@ class HealthSample(Sample):
     #: Prometheus only: the pod's working set and kube-state-metrics' restart counts per pod.
     working_set_bytes: int | None = None
     #: Prometheus only: the API server container's memory limit (kube-state-metrics or cAdvisor).
-    memory_limit_bytes: int | None = None
-    pod_restarts: dict[str, int] = field(default_factory=dict)
+    memory_limit_bytes: int | None = figure(None, while_down=True)
+    pod_restarts: dict[str, int] = figure(default_factory=dict, label="pod")
     #: Prometheus only: per-instance figures, APF and latency p99 by verb over every instance.
     prometheus: PrometheusFigures | None = None
     #: field -> where a figure came from when not from this server's /metrics.

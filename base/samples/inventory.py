@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from crdscope.base.samples import Sample
+from crdscope.base.samples import Sample, figure
 from crdscope.base.crossplane import CrossplaneChain
 
 #: Sliding window of the creation and Established rates.
@@ -54,6 +54,7 @@ class InventorySample(Sample):
     """Counts of the cluster's CRDs by state and owner, and install rates."""
 
     probe = "inventory"
+    short_name = "inv"
 
     crds: int = 0
     established: int = 0
@@ -62,7 +63,7 @@ class InventorySample(Sample):
     by_owner: dict[str, int] = dataclasses.field(default_factory=dict)
     per_minute: float = 0.0
     window_seconds: float = WINDOW_SECONDS
-    installing: dict[str, OwnerInstall] = dataclasses.field(default_factory=dict)
+    installing: dict[str, OwnerInstall] = figure(default_factory=dict, label="owner")
     crdscope_owned: int = 0
     mrds: MRDCounts = dataclasses.field(default_factory=MRDCounts)
     #: The Crossplane install chain (Providers, revisions, MRDs, CRDs, MRAPs), as last read.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from crdscope.base.samples import Sample
+from crdscope.base.samples import Sample, figure
 
 @dataclass(frozen=True)
 class Canary:
@@ -18,7 +18,7 @@ class Canary:
     slo_seconds: float | None = None
     p50_seconds: float | None = None
     p99_seconds: float | None = None
-    count: int = 0
+    count: int = figure(0, metric="requests")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,9 +26,10 @@ class LatencySample(Sample):
     """Canary times and the server's p99 per verb and scope against the SLOs."""
 
     probe = "latency"
+    short_name = "lat"
 
     server: str = ""
-    canaries: dict[str, Canary] = field(default_factory=dict)
+    canaries: dict[str, Canary] = figure(default_factory=dict, label="canary")
     #: The custom resource the ``list_cr`` canary lists (``plural.group``).
     cr_resource: str = ""
     #: The histogram family read, and the seconds between the two scrapes compared.
@@ -36,9 +37,9 @@ class LatencySample(Sample):
     window_seconds: float | None = None
     p99_by_verb: dict[str, float] = field(default_factory=dict)
     #: Keys are "VERB scope", e.g. "LIST cluster".
-    p99_by_verb_scope: dict[str, float] = field(default_factory=dict)
-    requests_by_verb_scope: dict[str, int] = field(default_factory=dict)
-    slo_seconds: dict[str, float] = field(default_factory=dict)
+    p99_by_verb_scope: dict[str, float] = figure(default_factory=dict, label="verb_scope")
+    requests_by_verb_scope: dict[str, int] = figure(default_factory=dict, label="verb_scope")
+    slo_seconds: dict[str, float] = figure(default_factory=dict, label="verb_scope")
     slo_breaches: tuple[str, ...] = ()
     canary_slo_breaches: tuple[str, ...] = ()
     #: The API server process whose histograms the p99s come from (behind a balancer, one replica's).

@@ -38,6 +38,7 @@ class LoaderSample(Sample):
     """
 
     probe = "loader"
+    short_name = "load"
 
     source: str = ""
     run_id: str = ""

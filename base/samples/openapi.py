@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from crdscope.base.samples import Sample
+from crdscope.base.samples import Sample, figure
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class LagStats:
@@ -14,7 +14,7 @@ class LagStats:
     p50: float | None = None
     p95: float | None = None
     max: float | None = None
-    count: int = 0
+    count: int = figure(0, metric="observations", unitless=True)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -34,6 +34,7 @@ class OpenAPISample(Sample):
     """The v3 index, each stage's publication lag, the backlog, and the last v2 fetch."""
 
     probe = "openapi"
+    short_name = "oapi"
 
     v3_paths: int = 0
     v3_seconds: float = 0.0
@@ -43,9 +44,9 @@ class OpenAPISample(Sample):
     #: The index answer carried an ETag (then an unchanged index answers 304).
     v3_etag: bool = False
     v3_bytes: int = 0
-    group_versions: dict[str, GroupVersionPublication] = dataclasses.field(default_factory=dict)
+    group_versions: dict[str, GroupVersionPublication] = figure(default_factory=dict, exported=False)
     #: Seconds from creation to each stage: names_accepted, established, discovery, openapi_v3.
-    lag_seconds: dict[str, LagStats] = dataclasses.field(default_factory=dict)
+    lag_seconds: dict[str, LagStats] = figure(default_factory=dict, label="stage")
     #: CRDs Established but not yet in the v3 index, the oldest one's age, and the oldest names.
     backlog: int = 0
     backlog_oldest_seconds: float | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from crdscope.base.samples import Sample
+from crdscope.base.samples import Sample, figure
 
 @dataclass(frozen=True, kw_only=True)
 class ResponsivenessSample(Sample):
@@ -26,7 +26,7 @@ class ResponsivenessSample(Sample):
     since_answer_seconds: float | None = None
     #: The latest transport failure since the last answer ("ConnectError", "ReadTimeout").
     last_failure: str | None = None
-    heartbeats: int = 0
+    heartbeats: int = figure(0, counter=True)
     #: The HTTP/2 PING (:mod:`connection.h2ping`): "answering", "waiting" (a PING unanswered for over
     #: half a second), "connecting", "refused", "unreachable", "starting"; "unsupported" or "off"
     #: (the /livez heartbeat instead); "" in recordings made before it existed.

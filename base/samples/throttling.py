@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from crdscope.base.samples import Sample
+from crdscope.base.samples import Sample, figure
 from .discovery import ClientModel
 
 @dataclass(frozen=True)
@@ -27,8 +27,8 @@ class PriorityLevel:
     limit_seats: int | None = None
     nominal_limit_seats: int | None = None
     #: the server's counter since it started
-    rejected_total: int = 0
-    rejected: int | None = None
+    rejected_total: int = figure(0, counter=True)
+    rejected: int | None = figure(None, metric="rejected_in_interval")
     rejected_per_s: float | None = None
     #: rejections in the window by reason (queue-full, concurrency-limit, time-out)
     rejected_by_reason: dict[str, int] = field(default_factory=dict)
@@ -67,7 +67,7 @@ class Response429:
 class Responses429:
     """Every 429 crdscope's requests to this cluster received."""
 
-    total: int = 0
+    total: int = figure(0, counter=True)
     since_last_run: int = 0
     #: the latest ones, oldest first
     recent: tuple[Response429, ...] = ()
@@ -103,12 +103,13 @@ class ThrottlingSample(Sample):
     """Server-side APF and client-side limits, as a person waiting on kubectl lives them."""
 
     probe = "throttling"
+    short_name = "apf"
 
     server: str = ""
     #: seconds between the two scrapes the counts and rates come from (None: one scrape only)
     interval_seconds: float | None = None
-    priority_levels: tuple[PriorityLevel, ...] = ()
-    flow_schemas: tuple[FlowSchemaActivity, ...] = ()
+    priority_levels: tuple[PriorityLevel, ...] = figure((), label="priority_level")
+    flow_schemas: tuple[FlowSchemaActivity, ...] = figure((), label="flow_schema")
     rejected_per_s: float | None = None
     responses_429: Responses429 = Responses429()
     own_flows: tuple[OwnFlow, ...] = ()

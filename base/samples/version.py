@@ -12,6 +12,7 @@ class VersionSample(Sample):
     """``GET /version``: the server's build and the wall time of the request."""
 
     probe = "version"
+    short_name = "ver"
 
     server: str = ""
     git_version: str = ""

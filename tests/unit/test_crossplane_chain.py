@@ -220,7 +220,7 @@ async def test_the_whole_chain_is_read_with_four_lists_and_joined():
     # What is recorded replays equal, and the exporter walks it without clashes.
     assert InventorySample.from_json(json.loads(json.dumps(sample.to_json()))) == sample
     series = list(flatten("inventory", sample))
-    assert ("crdscope_inventory_crossplane_providers_mrds_active", {"provider": "aws-s3"}, 2.0) in series
+    assert ("crdscope_inventory_crossplane_providers_mrds_active", {"provider": "aws-s3"}, 2.0, False) in series
 
 
 async def test_mrd_pages_follow_continue_tokens_without_a_resource_version():
