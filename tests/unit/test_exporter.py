@@ -164,3 +164,41 @@ def test_a_fleet_labels_every_series_with_its_cluster():
     assert series[("crdscope_findings", (("cluster", "lab-a"), ("severity", "warning")))] == 0
     assert {dict(labels)["cluster"] for name, labels in series if name == "crdscope_info"} == {"lab-a", "lab-b"}
     assert all(dict(labels).get("cluster") in ("lab-a", "lab-b") for _, labels in series)
+
+
+def test_a_samples_declarations_name_and_type_its_series():
+    """Counter, label, metric name, unitless, exported and known-while-down come from the fields."""
+    import dataclasses
+
+    from crdscope.base.samples import Sample, figure
+    from crdscope.session.exporter import flatten
+
+    @dataclasses.dataclass(frozen=True)
+    class Stats:
+        p95: float = 0.0
+        count: int = figure(0, metric="observations", unitless=True)
+
+    @dataclasses.dataclass(frozen=True)
+    class DeclaredSample(Sample):
+        probe = "declared"
+
+        sent_total: int = figure(0, counter=True, while_down=True)
+        waits: dict[str, float] = figure(default_factory=dict, label="verb")
+        count: int = figure(0, metric="requests")
+        per_crd: tuple[str, ...] = figure((), exported=False)
+        lag_seconds: dict[str, Stats] = figure(default_factory=dict, label="stage")
+        plain: float = 1.0
+
+    sample = DeclaredSample(sent_total=7, waits={"GET": 0.5}, count=3, per_crd=("a",),
+                            lag_seconds={"established": Stats(p95=2.0, count=4)})
+    series = {(name, tuple(labels.items()), counter): value for name, labels, value, counter in flatten("declared", sample)}
+    assert series == {
+        ("crdscope_declared_sent", (), True): 7.0,
+        ("crdscope_declared_waits", (("verb", "GET"),), False): 0.5,
+        ("crdscope_declared_requests", (), False): 3.0,
+        ("crdscope_declared_lag_seconds_p95", (("stage", "established"),), False): 2.0,
+        ("crdscope_declared_lag_observations", (("stage", "established"),), False): 4.0,
+        ("crdscope_declared_plain", (), False): 1.0,
+    }
+    failed = DeclaredSample(error="refused", sent_total=9)
+    assert [(name, value) for name, _, value, _ in flatten("declared", failed)] == [("crdscope_declared_sent", 9.0)]
