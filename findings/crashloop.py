@@ -8,11 +8,15 @@ platform counts OOM kills: the lab's memory group, kube-state-metrics' last term
 reason; likely where memory was near the limit before each death), what the CRDs need
 against the limit, and what to do.
 
-It opens when ``crashloop_restarts`` restarts fall within ``crashloop_window_seconds``, stays
-open through the restarts that follow (each within a window of the one before) and while the
-server is down, and closes once the server has served ``crashloop_quiet_seconds`` with no
-restart.  Restarts come from every source (:mod:`probes.restarts`), so a process that died
-before crdscope ever scraped it still counts.
+It opens when ``crashloop_restarts`` restarts *of one replica* fall within
+``crashloop_window_seconds``, stays open through the restarts that follow (each within a window
+of the one before) and while the server is down, and closes once the replica has served
+``crashloop_quiet_seconds`` with no restart.  Restarts come from every source
+(:mod:`probes.restarts`), so a process that died before crdscope ever scraped it still counts.
+
+Several API servers behind one address are judged one by one: a rolling restart (each replica
+replaced once, one after the other) is no crash loop, and a finding names the replica(s) that
+loop.  Restarts whose replica no source names are judged together, as one server's.
 """
 
 from __future__ import annotations
@@ -63,20 +67,52 @@ def loop_of(events: tuple[RestartEvent, ...], thresholds: Thresholds, now: float
     return chain if dense else []
 
 
+def looping_replicas(events: tuple[RestartEvent, ...], thresholds: Thresholds, now: float,
+                     down: bool) -> dict[str, list[RestartEvent]]:
+    """Replica -> the restarts of its crash loop going on now, for each replica that loops ("":
+    restarts no source could place on a replica)."""
+    by_replica: dict[str, list[RestartEvent]] = {}
+    for event in events:
+        by_replica.setdefault(event.replica, []).append(event)
+    named = [name for name in by_replica if name]
+    loops = {}
+    for replica, own in by_replica.items():
+        # While the address answers nothing, every replica is down; while one of several answers,
+        # a replica's loop lasts only through its own quiet spell.
+        loop = loop_of(tuple(own), thresholds, now, down)
+        if loop:
+            loops[replica] = loop
+    if len(named) <= 1 and "" in by_replica and not loops:
+        # One server (or no names at all): its unnamed and named restarts are the same process's.
+        pooled = loop_of(events, thresholds, now, down)
+        if pooled:
+            loops[named[0] if named else ""] = pooled
+    return loops
+
+
 def crash_loop(obs: Observations) -> list[Finding]:
-    """One critical finding while the API server crash-loops (restarts from every source)."""
+    """One critical finding while an API server crash-loops (restarts from every source), naming the
+    replica(s) that loop where several serve."""
     health = obs.latest(HealthSample)
     if health is None:
         return []
-    loop = loop_of(health.restart_events, obs.thresholds, obs.now, health.down)
-    if not loop:
+    loops = looping_replicas(health.restart_events, obs.thresholds, obs.now, health.down)
+    if not loops:
         return []
+    loop = sorted((e for events in loops.values() for e in events), key=lambda e: e.at)
+    replicas = sorted(name for name in loops if name)
+    several = len({e.replica for e in health.restart_events if e.replica}) > 1 or (health.apiservers or 0) > 1
+    who = f" (replica {', '.join(replicas)})" if replicas and several else ""
     last_good = obs.good(HealthSample)
     start = loop[0].at
     span = max(obs.now - start, 1.0)
     evidence = [f"health.restarts = {fmt_count(health.restarts)} during the watch, counted by "
                 f"{health.restarts_source or '?'} ({_sources(health)}); {len(loop)} in this loop since "
                 f"{format_duration(obs.now - start)} ago"]
+    if who:
+        evidence.append("restarts per replica: " + ", ".join(
+            f"{name or 'unnamed'} {sum(1 for e in health.restart_events if e.replica == name)}"
+            for name in sorted({e.replica for e in health.restart_events})))
     uptimes = [e.uptime_seconds for e in loop if e.uptime_seconds is not None]
     gaps = [b.at - a.at for a, b in zip(loop, loop[1:], strict=False)]
     if uptimes:
@@ -100,7 +136,7 @@ def crash_loop(obs: Observations) -> list[Finding]:
 
     verdict = {"confirmed": ", OOM-killed", "likely": ", OOM-killed (likely)"}.get(oom, "")
     up = f", up ~{format_duration(uptime)} each time" if uptime is not None else ""
-    title = (f"API server crash-looping{verdict}: {len(loop)} restarts in {format_duration(span)}{up}, "
+    title = (f"API server crash-looping{who}{verdict}: {len(loop)} restarts in {format_duration(span)}{up}, "
              f"down {down_share:.0%} of the time")
     if oom:
         cause = ("the API server needs more memory than its limit allows: at start-up it loads every CRD "

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from crdscope.base.samples.loader import LoaderSample
 from crdscope.base.samples.discovery import ClientModel, DiscoverySample
+from crdscope.base.restarts import START_TIME, RestartEvent
 from crdscope.base.samples.health import HealthSample
 from crdscope.base.samples.latency import LatencySample
 from crdscope.base.samples.openapi import OpenAPISample
@@ -142,19 +143,19 @@ class EventDetector:
         events: list[Event] = []
         restarts = finite_number(sample.restarts)
         start_time = finite_number(sample.start_time)
-        restarted = False
+        restarted = 0
         if restarts is not None:
-            restarted = self._restarts is not None and restarts > self._restarts
+            previous = self._restarts
+            restarted = int(restarts - previous) if previous is not None and restarts > previous else 0
             self._restarts = restarts
         elif start_time is not None:
-            restarted = self._start_time is not None and start_time != self._start_time
+            restarted = int(self._start_time is not None and start_time != self._start_time)
         if start_time is not None:
             self._start_time = start_time
         if restarted:
-            when = f" (new process started {time.strftime('%H:%M:%S', time.localtime(start_time))})" \
-                if start_time else ""
-            events.append(Event(sample.timestamp, "apiserver-restarted", FAIL, "health",
-                                f"API server restarted{when}"))
+            fresh = sample.restart_events[-restarted:] if len(sample.restart_events) >= restarted else ()
+            for line in restart_lines(sample, fresh) if fresh else [restart_line(sample, None)]:
+                events.append(Event(sample.timestamp, "apiserver-restarted", FAIL, "health", line))
         ready = sample.ready
         if ready is not None:
             if not ready and self._ready is not False:
@@ -246,6 +247,40 @@ class EventDetector:
             return [Event(sample.timestamp, f"loader-{state}", severity, "loader",
                           f"loader {state}: {established:.0f} CRDs Established, {failed:.0f} failed{took}")]
         return []
+
+
+#: A replica's figures name the replacement's start time only if it began this close to the restart
+#: or after it (a replica not scraped since still shows the dead process's start).
+REPLACEMENT_SECONDS = 60.0
+
+
+def restart_lines(sample: HealthSample, fresh: tuple[RestartEvent, ...]) -> list[str]:
+    """One line per restart: which replica, and when the process that replaced it started."""
+    return [restart_line(sample, event) for event in fresh]
+
+
+def restart_line(sample: HealthSample, event: RestartEvent | None) -> str:
+    """``API server restarted: replica r2 (new process started 01:43:05)``.
+
+    Where several API servers answer behind one address, the sample's own start time is the
+    answering replica's, not the restarted one's: the line names the replica the restart's source
+    names, and its new process's start time only where that is known (the process start time
+    source's own, or the replica's figures once they show a process started after the restart).
+    """
+    several = len(sample.replicas) > 1 or (sample.apiservers or 0) > 1
+    replica = event.replica if event is not None else ""
+    started: float | None = None
+    if event is not None and event.source == START_TIME:
+        started = event.at
+    elif event is not None and replica:
+        figures = next((r for r in sample.replicas if r.name == replica), None)
+        if figures is not None and figures.start_time and figures.start_time >= event.at - REPLACEMENT_SECONDS:
+            started = figures.start_time
+    if started is None and not several:
+        started = finite_number(sample.start_time)
+    who = f": replica {replica}" if replica and several else ""
+    when = f" (new process started {time.strftime('%H:%M:%S', time.localtime(started))})" if started else ""
+    return f"API server restarted{who}{when}"
 
 
 def kubectl_124_seconds(models: Iterable[ClientModel]) -> float | None:

@@ -7,7 +7,7 @@ from crdscope.findings.crashloop import CRASH_LOOP
 from crdscope.findings.engine import FindingsEngine
 from crdscope.findings.model import CLOSED, OPENED
 from crdscope.base.samples.health import HealthSample, Outage
-from crdscope.base.restarts import LAB_SUPERVISOR, START_TIME, RestartEvent
+from crdscope.base.restarts import IDENTITY_LEASE, LAB_SUPERVISOR, START_TIME, RestartEvent
 from crdscope.base.settings import Thresholds
 from crdscope.base.samples.version import VersionSample
 
@@ -148,3 +148,37 @@ def test_headroom_holds_through_a_good_sample_without_a_memory_figure():
     headroom = [c.change for c in changes if c.finding.id == "memory-headroom"]
     assert headroom == [OPENED], headroom
     assert "memory-headroom" in found.open
+
+
+def replica_death(at: float, replica: str) -> RestartEvent:
+    return RestartEvent(at, IDENTITY_LEASE, replica)
+
+
+def replicated_sample(now: float, deaths: list[RestartEvent]) -> HealthSample:
+    return HealthSample(timestamp=now, down=False, rss_bytes=300 * MIB, crds=10, restarts=len(deaths),
+                        restarts_source=IDENTITY_LEASE, restarts_by_source={IDENTITY_LEASE: len(deaths)},
+                        restart_events=tuple(deaths), apiservers=3)
+
+
+def test_a_rolling_restart_of_three_replicas_is_no_crash_loop():
+    """Each replica replaced once, 28 s apart: three restarts within a minute, none of them a loop."""
+    found = engine()
+    deaths = [replica_death(100.0 + 28.0 * i, f"host-{i}") for i in range(3)]
+    changes = []
+    for t in range(100, 400, 5):
+        changes += found.observe(replicated_sample(float(t), [d for d in deaths if d.at <= t]))
+    assert [c for c in changes if c.finding.id == CRASH_LOOP] == []
+
+
+def test_one_replica_that_keeps_dying_is_a_crash_loop_that_names_it():
+    found = engine()
+    deaths = [replica_death(100.0, "host-0")] + [replica_death(110.0 + 20.0 * i, "host-2") for i in range(3)]
+    changes = []
+    for t in range(100, 200, 5):
+        changes += found.observe(replicated_sample(float(t), [d for d in deaths if d.at <= t]))
+    opened = [c for c in changes if c.finding.id == CRASH_LOOP and c.change == OPENED]
+    assert len(opened) == 1
+    finding = opened[0].finding
+    assert "(replica host-2)" in finding.title and "3 restarts" in finding.title, finding.title
+    assert "host-0" not in finding.title
+    assert any("host-0 1, host-2 3" in line for line in finding.evidence), finding.evidence

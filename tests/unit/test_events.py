@@ -61,6 +61,30 @@ def test_a_restart_is_reported_once_when_the_restart_count_moves():
     assert events[0].timestamp == 3.0 and events[0].severity == "fail"
 
 
+def test_each_restart_of_several_replicas_names_the_replica_and_its_replacements_start():
+    """Behind one address the answering replica's start time is not the restarted one's: each line
+    names the replica its source names, and a start time only where it is the replacement's."""
+    import time
+
+    from crdscope.base.restarts import IDENTITY_LEASE, START_TIME, RestartEvent
+    from crdscope.base.samples.health import ReplicaFigures
+
+    def clock(at: float) -> str:
+        return time.strftime("%H:%M:%S", time.localtime(at))
+
+    replicas = (ReplicaFigures("r1", start_time=1000.0, answering=True), ReplicaFigures("r2", start_time=1500.0),
+                ReplicaFigures("r3", start_time=900.0))
+    first = HealthSample(timestamp=1400.0, restarts=0, start_time=1000.0, replicas=replicas, apiservers=3)
+    # r2 restarted (its new process seen at 1500), r3's Lease changed holder (not scraped since: its
+    # figures still show the dead process), all while r1 answers.
+    later = dataclasses.replace(first, timestamp=1600.0, restarts=2, restart_events=(
+        RestartEvent(1500.0, START_TIME, "r2"), RestartEvent(1580.0, IDENTITY_LEASE, "r3")))
+    events = run(EventDetector(), [first, later])
+    assert [e.message for e in events] == [f"API server restarted: replica r2 (new process started {clock(1500.0)})",
+                                           "API server restarted: replica r3"]
+    assert all(clock(1000.0) not in e.message for e in events)  # the answering replica's start
+
+
 def test_a_restart_without_a_restart_count_is_seen_from_the_start_time():
     samples = [HealthSample(timestamp=1.0, start_time=100.0), HealthSample(timestamp=2.0, start_time=100.0),
                HealthSample(timestamp=3.0, start_time=180.0)]
