@@ -2,10 +2,11 @@
 
 A session is what the single-cluster monitor always held (a session core and its source of samples,
 the recording, the loader's control and the lab), one object per cluster so that one app can
-watch a fleet.  The app shows one session at a time in its monitor screen (``app.session``);
-every attribute the header, panels and palette read (``app.store``, ``app.feed``,
-``app.now()``...) is that session's.  A live session is a :class:`session.live.LiveCore`
-(``session.live.open_live_core``); a replay's is the core a recording feeds.
+watch a fleet.  It is also the typed view a widget has of its cluster: the monitor screen, its
+header, its findings strip, the findings screen and every panel are built with one and read only
+it (store, clock, thresholds, kubectl, loader, staleness), never the app.  A live session is a
+:class:`session.live.LiveCore` (``session.live.open_live_core``); a replay's is the core a
+recording feeds.
 """
 
 from __future__ import annotations
