@@ -21,12 +21,10 @@ from collections.abc import Callable, Sequence
 from textual.binding import Binding
 
 from crdscope.findings.kubectl import KubectlClient
-from crdscope.findings.model import Finding
 from crdscope.base.errors import ConfigError
 from crdscope.base.samples.footprint import FootprintSample
 from crdscope.base.logs import log_path, write_traceback
 from crdscope.base.paths import data_dir
-from crdscope.base.store import ProbeHealth
 from crdscope.base.settings import Settings
 from crdscope.session.core import SampleSource, SessionStore, Taken, WatchCore
 from crdscope.session.replay import ReplayFeed, replay_core
@@ -42,10 +40,8 @@ from .screens.monitor import MonitorScreen
 from .screens.throttled import ThrottledScreen
 
 if TYPE_CHECKING:
-    from crdscope.lab.controlplane import Lab
     from crdscope.session.recorder import Recorder
 
-    from .loader_control import LoaderControl
 
 log = logging.getLogger("crdscope.tui")
 
@@ -130,29 +126,9 @@ class CrdscopeApp(MonitorHost):
         return self.session.core
 
     @property
-    def loader(self) -> LoaderControl | None:
-        """The current cluster's loader control (None in a replay)."""
-        return self.session.loader
-
-    @property
-    def lab(self) -> Lab | None:
-        """The current cluster's lab, when it is one."""
-        return self.session.lab
-
-    @property
     def store(self) -> SessionStore:
         """The core's sample store (the panels are views over it)."""
         return self.core.store
-
-    @property
-    def memory_limit(self) -> int | None:
-        """The API server's memory limit in bytes when known (``--memory-limit``, the lab's cap)."""
-        return self.core.memory_limit
-
-    @property
-    def kubectl(self) -> KubectlClient | None:
-        """The local kubectl the findings and the discovery panel judge by (None: not known)."""
-        return self.core.kubectl
 
     def _only_home_screens(self) -> bool:
         """No screen that will be dismissed is up: only those the app opened on (the monitor, or the
@@ -232,10 +208,6 @@ class CrdscopeApp(MonitorHost):
             if isinstance(shown, ThrottledScreen):  # the fleet and compare screens: throttled redraws
                 shown.cluster_changed(session)
 
-    def current_findings(self) -> list[Finding]:
-        """Open findings, most severe first (the header and the findings strip read them)."""
-        return self.session.current_findings()
-
     def _recording_failed(self, recorder: Recorder, exc: Exception) -> None:
         log.error("recording to %s failed; recording stops", recorder.path, exc_info=exc)
         self.notify("recording failed and stopped (details in the log)", severity="error")
@@ -282,17 +254,9 @@ class CrdscopeApp(MonitorHost):
         """The current cluster's name where several are watched (dialogs say whose they are), else ""."""
         return self.session.name if self.fleet else ""
 
-    def now(self) -> float:
-        """The feed's clock: wall time live, recording time in a replay."""
-        return self.session.now()
-
     @property
     def probes_paused(self) -> bool:
         return self.session.probes_paused
-
-    def probe_health(self) -> dict[str, ProbeHealth]:
-        """Per-probe health: the scheduler's when the feed has one, else from the samples seen."""
-        return self.session.probe_health()
 
     # -- actions -----------------------------------------------------------------------
     def action_help(self) -> None:
@@ -395,7 +359,7 @@ class CrdscopeApp(MonitorHost):
         ]
         commands += [(f"Theme: {name}", "colour theme", self._theme_setter(name)) for name in THEME_NAMES]
         commands += loader_commands(self)
-        if self.lab is not None:
+        if self.session.lab is not None:
             from .lab_faults import fault_commands
 
             commands += fault_commands(self)

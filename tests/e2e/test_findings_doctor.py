@@ -182,7 +182,7 @@ async def test_the_monitor_follows_lab_limit_while_it_runs(capped):
     app = build_app(state.kubeconfig, state.admin_context, record=None, lab=lab)
     async with app.run_test(size=(100, 30)):
         await async_wait_for(lambda: app.store.last_good_of(HealthSample), timeout=90, message="a health sample")
-        assert app.memory_limit == 2 << 30
+        assert app.session.memory_limit == 2 << 30
         await asyncio.to_thread(lab.set_memory_limit, limit_mib << 20)
         try:
             def opened():

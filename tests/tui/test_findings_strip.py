@@ -40,5 +40,5 @@ async def test_the_header_and_strip_show_a_frozen_apiserver_within_seconds(fresh
         finally:
             await asyncio.to_thread(fresh_lab.lab.start, "apiserver")
         await async_wait_for(lambda: not header.has_class("critical"), timeout=30, message="the header clear")
-        assert not any(f.id == "apiserver-not-answering" for f in app.current_findings())
+        assert not any(f.id == "apiserver-not-answering" for f in app.session.current_findings())
     assert shown_after <= LINE_WITHIN_SECONDS, shown_after

@@ -132,11 +132,11 @@ async def test_e_and_f_act_on_the_selected_cluster(utc):
         await pilot.press("f")
         assert isinstance(app.screen, FindingsScreen)
         # Both clusters play the same recording: the same findings, each cluster's own objects.
-        listed = app.current_findings()
+        listed = app.session.current_findings()
         assert listed and all(a is b for a, b in zip(listed, second.current_findings(), strict=True))
         await pilot.press("escape", "up", "f")
         assert isinstance(app.screen, FindingsScreen)
-        assert all(a is b for a, b in zip(app.current_findings(), first.current_findings(), strict=True))
+        assert all(a is b for a, b in zip(app.session.current_findings(), first.current_findings(), strict=True))
         await pilot.press("escape", "e")
         assert isinstance(app.screen, EstimateScreen) and app.screen.store is first.store
 

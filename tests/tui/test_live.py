@@ -102,15 +102,15 @@ async def test_pause_stops_the_probes_and_resume_starts_them(lab):
         await async_wait_for(lambda: app.store.last_good("inventory"), timeout=60, message="a first sample")
         await pilot.press("p")
         assert app.feed.paused
-        runs = {name: health.runs for name, health in app.probe_health().items()}
+        runs = {name: health.runs for name, health in app.session.probe_health().items()}
         await async_wait_for(lambda: "PAUSED" in widget_text(screen.query_one("#header"))
                              and "probes paused" in status_text(shown(screen, InventoryPanel)),
                              timeout=10, message="paused on screen")
         # Inventory runs every 2 s; this can only come true while the probes are paused.
         cadence = app.settings.cadences.inventory
-        await async_wait_for(lambda: time.time() - app.probe_health()["inventory"].last_run > 3 * cadence,
+        await async_wait_for(lambda: time.time() - app.session.probe_health()["inventory"].last_run > 3 * cadence,
                              timeout=30, message="no inventory run for three cadences")
-        assert all(app.probe_health()[name].runs <= count + 1 for name, count in runs.items())  # in flight only
+        assert all(app.session.probe_health()[name].runs <= count + 1 for name, count in runs.items())  # in flight only
 
         resumed = time.time()
         await pilot.press("p")

@@ -81,11 +81,11 @@ async def test_every_front_end_states_the_same_open_findings(recording, kubectl_
     # The TUI: the replay app, driven by Pilot; its header strip and findings screen read the core.
     app = build_replay_app(recording, speed=0, layout="tabs")
     async with app.run_test(size=(120, 40)) as pilot:
-        await async_wait_for(lambda: app.feed.finished.is_set() and ids(app.current_findings()) == EXPECTED,
+        await async_wait_for(lambda: app.feed.finished.is_set() and ids(app.session.current_findings()) == EXPECTED,
                              timeout=20, message="the replay's end with its findings")
         await pilot.pause()
-        tui = app.current_findings()
-        assert app.kubectl is not None and app.kubectl.git_version == "v1.23.17"
+        tui = app.session.current_findings()
+        assert app.session.kubectl is not None and app.session.kubectl.git_version == "v1.23.17"
 
     # The headless replay (its own event loop, so in a thread): lines as the live watch prints them.
     import asyncio
