@@ -8,6 +8,7 @@ killed with SIGKILL (and started again), with nothing supervising it.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -31,28 +32,39 @@ def start_watch(lab, record: Path, *fail_if: str) -> subprocess.Popen:
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
 
 
-def healthy_sample_recorded(record: Path) -> bool:
-    return record.exists() and b'"probe":"health"' in record.read_bytes() and b'"ready":true' in record.read_bytes()
+def healthy_since(record: Path, since: float) -> bool:
+    """A health sample of a serving API server, taken after ``since``, is recorded."""
+    if not record.exists():
+        return False
+    for line in record.read_text().splitlines():
+        record_line = json.loads(line)
+        if record_line.get("type") != "sample" or record_line.get("probe") != "health":
+            continue
+        sample = record_line.get("data") or {}
+        if not sample.get("error") and sample.get("ready") and sample.get("timestamp", 0) > since:
+            return True
+    return False
 
 
-def finish(process: subprocess.Popen, timeout: float) -> tuple[str, str]:
+def kill_until_the_watch_ends(lab, watch: subprocess.Popen, timeout: float) -> tuple[str, str, float]:
+    """Kill the API server and wait for the watch to exit: its output, and how long after the kill."""
+    killed_at = time.time()
+    lab.lab.kill("apiserver")
     try:
-        return process.communicate(timeout=timeout)
+        stdout, stderr = watch.communicate(timeout=timeout)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
+    return stdout, stderr, time.time() - killed_at
 
 
 def test_down_seconds_crosses_while_the_server_is_killed(fresh_lab, tmp_path):
     record = tmp_path / "down.jsonl"
     watch = start_watch(fresh_lab, record, "health.down_seconds>8")
     try:
-        wait_for(lambda: healthy_sample_recorded(record), timeout=90, message="a healthy sample")
-        killed_at = time.time()
-        fresh_lab.lab.kill("apiserver")
-        stdout, stderr = finish(watch, timeout=120)
-        ended_after = time.time() - killed_at
+        wait_for(lambda: healthy_since(record, 0.0), timeout=90, message="a healthy sample")
+        stdout, stderr, ended_after = kill_until_the_watch_ends(fresh_lab, watch, timeout=120)
     finally:
         fresh_lab.lab.start("apiserver")
     assert watch.returncode == 1, stdout + stderr
@@ -65,23 +77,19 @@ def test_for_waits_out_a_short_outage_and_ends_on_a_long_one(fresh_lab, tmp_path
     record = tmp_path / "sustained.jsonl"
     watch = start_watch(fresh_lab, record, "health.down_seconds>0 for 30s")
     try:
-        wait_for(lambda: healthy_sample_recorded(record), timeout=90, message="a healthy sample")
+        wait_for(lambda: healthy_since(record, 0.0), timeout=90, message="a healthy sample")
         # A short outage: killed and started again at once (start waits until it is ready).
-        fresh_lab.lab.kill("apiserver")
         short_began = time.time()
+        fresh_lab.lab.kill("apiserver")
         fresh_lab.lab.start("apiserver")
         short = time.time() - short_began
         assert short < 30, f"the short outage took {short:.1f} s: the test needs it under 30 s"
-        seen = record.stat().st_size
-        # Served again and sampled as such: the watch is still running.
-        wait_for(lambda: record.stat().st_size > seen and healthy_sample_recorded(record), timeout=60,
-                 message="samples after the short outage")
+        # Served again and sampled as such (the condition no longer holds): the watch still runs.
+        started_again = time.time()
+        wait_for(lambda: healthy_since(record, started_again), timeout=60, message="a healthy sample after it")
         assert watch.poll() is None, "a short outage ended the watch"
         # A long outage: the watch ends once the server has been down 30 s in a row.
-        killed_at = time.time()
-        fresh_lab.lab.kill("apiserver")
-        stdout, stderr = finish(watch, timeout=150)
-        ended_after = time.time() - killed_at
+        stdout, stderr, ended_after = kill_until_the_watch_ends(fresh_lab, watch, timeout=150)
     finally:
         fresh_lab.lab.start("apiserver")
     assert watch.returncode == 1, stdout + stderr
