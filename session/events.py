@@ -154,7 +154,8 @@ class EventDetector:
             self._start_time = start_time
         if restarted:
             fresh = sample.restart_events[-restarted:] if len(sample.restart_events) >= restarted else ()
-            for line in restart_lines(sample, fresh) if fresh else [restart_line(sample, None)]:
+            for event in fresh or (None,):  # one line per restart; None: the source named none
+                line = restart_line(sample, event)
                 events.append(Event(sample.timestamp, "apiserver-restarted", FAIL, "health", line))
         ready = sample.ready
         if ready is not None:
@@ -252,11 +253,6 @@ class EventDetector:
 #: A replica's figures name the replacement's start time only if it began this close to the restart
 #: or after it (a replica not scraped since still shows the dead process's start).
 REPLACEMENT_SECONDS = 60.0
-
-
-def restart_lines(sample: HealthSample, fresh: tuple[RestartEvent, ...]) -> list[str]:
-    """One line per restart: which replica, and when the process that replaced it started."""
-    return [restart_line(sample, event) for event in fresh]
 
 
 def restart_line(sample: HealthSample, event: RestartEvent | None) -> str:

@@ -85,9 +85,17 @@ def figure_of(record: object, name: str) -> Figure:
     return figures_of(type(record)).get(name, PLAIN)
 
 
+#: class -> the fields its failed samples still observe, read once per class.
+_WHILE_DOWN: dict[type, frozenset[str]] = {}
+
+
 def known_while_down(cls: type[Sample]) -> frozenset[str]:
-    """The fields a failed sample of ``cls`` still observes (declared ``while_down``)."""
-    return frozenset(name for name, spec in figures_of(cls).items() if spec.while_down)
+    """The fields a failed sample of ``cls`` still observes (declared ``while_down``); read for every
+    failed sample by the exporter and ``--fail-if``, so worked out once per class."""
+    found = _WHILE_DOWN.get(cls)
+    if found is None:
+        found = _WHILE_DOWN[cls] = frozenset(name for name, spec in figures_of(cls).items() if spec.while_down)
+    return found
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
