@@ -7,8 +7,9 @@ PYTEST_ARGS ?=
 
 .PHONY: venv lab-binaries system-deps lint test demo bench soak clean-venv
 
+# --clear: a first run interrupted while the venv was made (no pip in it yet) starts over.
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv --clear $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $(STAMP)
 
