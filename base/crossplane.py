@@ -28,15 +28,17 @@ How Crossplane v2.0.0 links the chain (``internal/controller/pkg``):
 from __future__ import annotations
 
 import dataclasses
-import functools
-import re
 from collections.abc import Iterable, Mapping
 from typing import Literal, Protocol
+
+from .activation import MRD, ActivationView, CompositionKinds, Policy, analyse, view_of
+from .globs import go_match as go_match  # re-exported: callers name the chain module for its rules
 
 PROVIDERS_CRD = "providers.pkg.crossplane.io"
 REVISIONS_CRD = "providerrevisions.pkg.crossplane.io"
 MRDS_CRD = "managedresourcedefinitions.apiextensions.crossplane.io"
 MRAPS_CRD = "managedresourceactivationpolicies.apiextensions.crossplane.io"
+COMPOSITIONS_CRD = "compositions.apiextensions.crossplane.io"
 PACKAGE_LABEL = "pkg.crossplane.io/package"
 #: Names kept per list in a sample, the counts beside them complete: each sample is recorded (every
 #: 2 s), and a provider's 1,000 MRD names would be most of a recording (10 providers with 10 names a
@@ -155,6 +157,8 @@ class CrossplaneChain:
     has_nodes: bool | None = None
     #: Part ("providers", "providerrevisions", "mrds", "mraps", "nodes") -> why it could not be read.
     unobservable: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: What the Compositions need activated, against the MRDs and MRAPs (:mod:`base.activation`).
+    activation: ActivationView = dataclasses.field(default_factory=ActivationView)
 
 
 # --------------------------------------------------------------------------- parsed objects
@@ -207,6 +211,8 @@ class CrossplaneObjects:
     mrds: tuple[MRDRow, ...] | None = None
     mrds_version: str = ""
     mraps: tuple[MRAPObject, ...] | None = None
+    #: What each Composition composes (None: no Composition API, or not read).
+    compositions: tuple[CompositionKinds, ...] | None = None
     has_nodes: bool | None = None
     unobservable: Mapping[str, str] = dataclasses.field(default_factory=dict)
     read_at: float | None = None
@@ -214,71 +220,6 @@ class CrossplaneObjects:
 
 
 # --------------------------------------------------------------------------- rules
-
-
-@functools.lru_cache(maxsize=512)
-def _go_glob(pattern: str) -> re.Pattern[str] | None:
-    """Go's ``path/filepath.Match`` syntax as a regular expression; None for a malformed pattern.
-
-    ``*`` any run of non-``/`` characters, ``?`` one, ``[^a-z]`` classes (``^`` negates; ``-`` and
-    ``]`` must be escaped inside), ``\\`` escapes.  Python's fnmatch differs (``[!...]``, no escapes).
-    """
-    out: list[str] = []
-    index, end = 0, len(pattern)
-
-    def class_char(at: int) -> tuple[str | None, int]:
-        if at >= end or pattern[at] in "-]":
-            return None, at
-        if pattern[at] == "\\":
-            at += 1
-            if at >= end:
-                return None, at
-        return pattern[at], at + 1
-
-    while index < end:
-        char = pattern[index]
-        if char == "*":
-            out.append("[^/]*")
-            index += 1
-        elif char == "?":
-            out.append("[^/]")
-            index += 1
-        elif char == "\\":
-            if index + 1 >= end:
-                return None
-            out.append(re.escape(pattern[index + 1]))
-            index += 2
-        elif char == "[":
-            index += 1
-            negate = index < end and pattern[index] == "^"
-            index += negate
-            ranges: list[tuple[str, str]] = []
-            while index >= end or pattern[index] != "]" or not ranges:
-                low, index = class_char(index)
-                if low is None:
-                    return None
-                high: str | None = low
-                if index < end and pattern[index] == "-":
-                    high, index = class_char(index + 1)
-                if high is None:
-                    return None
-                ranges.append((low, high))
-            index += 1
-            valid = "".join(re.escape(a) if a == b else f"{re.escape(a)}-{re.escape(b)}" for a, b in ranges if a <= b)
-            if valid:
-                out.append(f"[{'^' if negate else ''}{valid}]")
-            else:  # only empty ranges (z-a): Go matches nothing, or anything when negated
-                out.append("(?s:.)" if negate else "(?!)")
-        else:
-            out.append(re.escape(char))
-            index += 1
-    return re.compile("".join(out), re.DOTALL)
-
-
-def go_match(pattern: str, name: str) -> bool:
-    """Whether an MRAP pattern activates MRD ``name``, as Crossplane decides (malformed: no match)."""
-    compiled = _go_glob(pattern)
-    return compiled is not None and compiled.fullmatch(name) is not None
 
 
 def runtime_state(desired_state: str, condition: tuple[str, str] | None,
@@ -397,7 +338,31 @@ def build_chain(objects: CrossplaneObjects, crds: Mapping[str, tuple[int, int]],
         orphan_revisions=tuple(sorted(orphans, key=lambda r: r.name)),
         mraps=tuple(_mrap_info(m, rows) for m in sorted(objects.mraps or (), key=lambda m: m.name)),
         mrds_unattributed=sum(1 for name in rows if name not in attributed) if objects.revisions is not None else 0,
-        has_nodes=objects.has_nodes, unobservable=dict(objects.unobservable))
+        has_nodes=objects.has_nodes, unobservable=dict(objects.unobservable),
+        activation=activation_view(objects, in_use))
+
+
+_last_view: list[tuple[tuple[int, int, int, frozenset[str] | None], ActivationView]] = []
+
+
+def activation_view(objects: CrossplaneObjects, in_use: frozenset[str] | None) -> ActivationView:
+    """The activation report of what was read (the kinds in use from ``in_use``: CRDs with objects).
+
+    Worked out once per read of the objects and set of kinds in use (the inventory samples every few
+    seconds; the objects are re-read on the chain's own cadence).
+    """
+    if objects.mrds is None:
+        return ActivationView()
+    key = (id(objects.mrds), id(objects.mraps), id(objects.compositions), in_use)
+    if _last_view and _last_view[0][0] == key:
+        return _last_view[0][1]
+    mrds = [MRD(row.name, state=row.state or "Inactive", established=row.established if row.state == "Active" else None,
+                objects=None if in_use is None else int(row.name in in_use)) for row in objects.mrds]
+    policies = [Policy(m.name, m.patterns) for m in objects.mraps or ()]
+    report = analyse(objects.compositions or (), mrds, policies, objects_known=in_use is not None)
+    view = view_of(report, compositions_read=objects.compositions is not None)
+    _last_view[:] = [(key, view)]
+    return view
 
 
 def _classified(revision: RevisionObject, has_nodes: bool | None) -> RevisionInfo:

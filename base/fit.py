@@ -22,6 +22,7 @@ the slope formula well conditioned (RSS is ~1e9, CRD counts ~1e3).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 #: Processes kept by :class:`ProcessFits` (older ones are dropped).
 KEEP_PROCESSES = 4
@@ -96,35 +97,92 @@ class LinearFit:
         return FitResult(slope=slope, intercept=intercept, r2=r2, n=self.n, distinct_x=m)
 
 
-class ProcessFits:
-    """One :class:`LinearFit` per process start time; :meth:`current` is the newest process's."""
+@dataclass(frozen=True)
+class PlaneResult:
+    """``y = intercept + slope1 * x1 + slope2 * x2``, or why the two slopes cannot be told apart."""
 
-    def __init__(self, keep: int = KEEP_PROCESSES) -> None:
-        self._fits: dict[float, LinearFit] = {}
+    #: x1's own slope (None: x1 and x2 moved together, so neither slope is known alone).
+    slope1: float | None
+    #: x2's own slope (None: x2 never changed, or moved with x1).
+    slope2: float | None
+    #: "separated", "x2-constant" (slope1 is x1's own: a constant x2 biases nothing), "together".
+    state: str
+    distinct: int
+
+
+class PlaneFit:
+    """Least squares of y on two regressors, points added one at a time (one mean y per distinct pair).
+
+    The API server's memory against its CRDs (x1) and Crossplane's MRDs (x2): while MRDs arrive with
+    the CRDs, a line through the CRD count alone charges the MRDs' memory to the CRDs.
+    """
+
+    #: Squared correlation of x1 and x2 above which they moved together (their slopes cannot be split).
+    COLLINEAR = 0.98
+
+    def __init__(self) -> None:
+        self.n = 0
+        self._groups: dict[tuple[float, float], tuple[int, float]] = {}
+
+    def add(self, x1: float, x2: float, y: float) -> None:
+        """Add one observation."""
+        self.n += 1
+        count, mean = self._groups.get((x1, x2), (0, 0.0))
+        self._groups[(x1, x2)] = (count + 1, mean + (y - mean) / (count + 1))
+
+    def result(self) -> PlaneResult | None:
+        """The two slopes, or None until three distinct pairs exist."""
+        m = len(self._groups)
+        if m < 3:
+            return None
+        points = [(x1, x2, y) for (x1, x2), (_, y) in self._groups.items()]
+        mx1 = sum(p[0] for p in points) / m
+        mx2 = sum(p[1] for p in points) / m
+        my = sum(p[2] for p in points) / m
+        s11 = sum((p[0] - mx1) ** 2 for p in points)
+        s22 = sum((p[1] - mx2) ** 2 for p in points)
+        s12 = sum((p[0] - mx1) * (p[1] - mx2) for p in points)
+        s1y = sum((p[0] - mx1) * (p[2] - my) for p in points)
+        s2y = sum((p[1] - mx2) * (p[2] - my) for p in points)
+        if s22 <= 0:
+            return PlaneResult(s1y / s11 if s11 > 0 else None, None, "x2-constant", m)
+        if s11 <= 0 or s12 * s12 > self.COLLINEAR * s11 * s22:
+            return PlaneResult(None, None, "together", m)
+        det = s11 * s22 - s12 * s12
+        return PlaneResult((s1y * s22 - s2y * s12) / det, (s2y * s11 - s1y * s12) / det, "separated", m)
+
+
+class ProcessFits:
+    """One fit (a :class:`LinearFit`, or what ``factory`` makes) per process start time;
+    :meth:`current` is the newest process's."""
+
+    def __init__(self, keep: int = KEEP_PROCESSES, factory: Any = LinearFit) -> None:
+        self._fits: dict[float, Any] = {}
         self._latest: float | None = None
         self._keep = keep
+        self._factory = factory
 
-    def add(self, start_time: float, x: float, y: float) -> None:
+    def add(self, start_time: float, *point: float) -> None:
         """Add a point observed while the process that started at ``start_time`` ran."""
         fit = self._fits.get(start_time)
         if fit is None:
-            fit = self._fits[start_time] = LinearFit()
+            fit = self._fits[start_time] = self._factory()
             for old in sorted(self._fits)[:-self._keep]:
                 del self._fits[old]
         if self._latest is None or start_time >= self._latest:
             self._latest = start_time
-        fit.add(x, y)
+        fit.add(*point)
 
     @property
     def processes(self) -> tuple[float, ...]:
         """Start times of the processes whose fits are kept, oldest first."""
         return tuple(sorted(self._fits))
 
-    def current(self) -> LinearFit | None:
+    def current(self) -> Any:
         """The fit of the newest process seen, if any."""
         return self._fits.get(self._latest) if self._latest is not None else None
 
-    def result(self) -> FitResult | None:
-        """The newest process's fitted line (None until it has two distinct x values)."""
+    def result(self) -> Any:
+        """The newest process's fit (None until it has enough distinct points)."""
         fit = self.current()
         return fit.result() if fit else None

@@ -7,6 +7,7 @@ NAME is any of: discovery, loader, overhead, ui_latency, metrics_parse, cli, doc
 ``python -m bench hang [--help]`` measures how soon a frozen API server is "not answering" (bench/hang.py).
 ``python -m bench crossplane [--help]`` installs the AWS set through real Crossplane v2 (bench/crossplane.py).
 ``python -m bench request_cost [--help]`` what each of the monitor's requests costs a loaded API server.
+``python -m bench mrap [--help]`` the activation planner on the AWS set as MRDs with 100 Compositions (bench/mrap.py).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ SIZE_BY_SIZE = ("discovery", "overhead", "ui_latency", "doctor")
 #: `make bench` runs versions, footprint and crossplane.
 SEPARATE = {"versions": ("versions", False), "footprint": ("footprint", True), "hang": ("hang", True),
             "crossplane": ("crossplane", True), "calibrate": ("calibrate", False), "fleet": ("fleet", True),
-            "fleet_ui": ("fleet_ui", False), "request_cost": ("request_cost", True)}
+            "fleet_ui": ("fleet_ui", False), "request_cost": ("request_cost", True), "mrap": ("mrap", True)}
 
 
 def steps(chosen: list[str], options: Options) -> list[tuple[str, Options]]:

@@ -162,6 +162,7 @@ LAZY_COMMANDS = {
     "doctor": "crdscope.cli.doctor:doctor",
     "rules": "crdscope.cli.rules:rules",
     "package": "crdscope.cli.package:package",
+    "mrap": "crdscope.cli.mrap:mrap",
     "demo": "crdscope.cli.demo:demo",
 }
 

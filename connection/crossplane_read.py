@@ -8,6 +8,7 @@ each part is listed only when its CRD is Established:
 - mrds: ``GET .../managedresourcedefinitions`` as a Table without objects (an MRD embeds a
   whole CRD schema: megabytes), 2,000 rows a page;
 - mraps: ``GET .../managedresourceactivationpolicies`` (small objects);
+- compositions: ``GET .../compositions`` (what each pipeline step composes: :mod:`base.activation`);
 - nodes: ``GET /api/v1/nodes?limit=1``, metadata only, at most every 10 minutes and only
   while a revision's runtime says its Deployment is not Available (is there a kubelet at all?).
 
@@ -16,7 +17,7 @@ without a quorum read of etcd (an MRD list from etcd would decode every schema t
 build the Table).  A monitor can take a few seconds of staleness.  Lists carry no
 ETag, so unchanged answers cannot be 304s: :class:`ChainReader` re-reads on its own
 cadence instead (``cadences.crossplane`` while CRDs change, ``crossplane_idle``
-otherwise), four requests a read plus one per further 2,000 MRDs.  Expected failures
+otherwise), five requests a read plus one per further 2,000 MRDs.  Expected failures
 (403, 5xx, a timeout) leave that part unread with the reason, never an exception.
 """
 
@@ -32,8 +33,10 @@ from typing import Any, TypeVar
 
 from .cluster import Cluster, explain, status_message
 from .crdwatch import CRDRecord
+from crdscope.base.activation import read_composition
 from crdscope.base.crossplane import (
-    MRAPS_CRD, MRDS_CRD, PACKAGE_LABEL, PROVIDERS_CRD, REVISIONS_CRD, CrossplaneObjects, MRAPObject, MRDRow,
+    COMPOSITIONS_CRD, MRAPS_CRD, MRDS_CRD, PACKAGE_LABEL, PROVIDERS_CRD, REVISIONS_CRD, CrossplaneObjects, MRAPObject,
+    MRDRow,
     ProviderObject, RevisionInfo, RevisionObject, deployment_unavailable,
 )
 from .transport import TRANSPORT_ERRORS
@@ -238,7 +241,8 @@ async def read_objects(cluster: Cluster, crds: Mapping[str, CRDRecord], *,
                        has_nodes: bool | None = None, nodes_due: bool = True) -> CrossplaneObjects:
     """One read of every Crossplane part whose API exists; Nodes only when a runtime needs them
     (``nodes_due`` False reuses ``has_nodes``)."""
-    records = {name: _available(crds, name) for name in (PROVIDERS_CRD, REVISIONS_CRD, MRDS_CRD, MRAPS_CRD)}
+    records = {name: _available(crds, name) for name in (PROVIDERS_CRD, REVISIONS_CRD, MRDS_CRD, MRAPS_CRD,
+                                                         COMPOSITIONS_CRD)}
     present = bool(records[PROVIDERS_CRD] or records[REVISIONS_CRD])
     unobservable: dict[str, str] = {}
     if not present and not records[MRDS_CRD]:
@@ -254,10 +258,14 @@ async def read_objects(cluster: Cluster, crds: Mapping[str, CRDRecord], *,
             return await list_all(cluster, path, accept=TABLE_ACCEPT, limit=TABLE_PAGE)
         return await list_all(cluster, path)
 
-    answers = await asyncio.gather(*(listed(n) for n in (PROVIDERS_CRD, REVISIONS_CRD, MRDS_CRD, MRAPS_CRD)))
+    answers = await asyncio.gather(*(listed(n) for n in (PROVIDERS_CRD, REVISIONS_CRD, MRDS_CRD, MRAPS_CRD,
+                                                         COMPOSITIONS_CRD)))
     providers = _parsed(answers[0], parse_provider, "providers", unobservable)
     revisions = _parsed(answers[1], parse_revision, "providerrevisions", unobservable)
     mraps = _parsed(answers[3], parse_mrap, "mraps", unobservable)
+    # No Composition API (Crossplane's core absent) is no failure: nothing composes, nothing to say.
+    compositions = _parsed(answers[4], read_composition, "compositions", unobservable) \
+        if records[COMPOSITIONS_CRD] else None
     mrds = None
     if isinstance(answers[2], str):
         unobservable["mrds"] = answers[2]
@@ -273,7 +281,8 @@ async def read_objects(cluster: Cluster, crds: Mapping[str, CRDRecord], *,
     mrd_record = records[MRDS_CRD]
     return CrossplaneObjects(
         providers=providers, revisions=revisions, mrds=mrds,
-        mrds_version=served_version(mrd_record) if mrd_record else "", mraps=mraps, has_nodes=has_nodes,
+        mrds_version=served_version(mrd_record) if mrd_record else "", mraps=mraps, compositions=compositions,
+        has_nodes=has_nodes,
         unobservable=unobservable, read_at=time.time(), present=present)
 
 
@@ -307,7 +316,8 @@ class ChainReader:
 
     @staticmethod
     def _present(crds: Mapping[str, CRDRecord]) -> tuple[str, ...]:
-        return tuple(n for n in (PROVIDERS_CRD, REVISIONS_CRD, MRDS_CRD, MRAPS_CRD) if _available(crds, n))
+        return tuple(n for n in (PROVIDERS_CRD, REVISIONS_CRD, MRDS_CRD, MRAPS_CRD, COMPOSITIONS_CRD)
+                     if _available(crds, n))
 
     async def refresh(self, crds: Mapping[str, CRDRecord], events: int, now: float | None = None) -> CrossplaneObjects:
         """The objects as last read, read again first when due."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from crdscope.base.activation import MRD_BYTES
+
 from .coefficients import for_minor
 from .model import Interval, relative_interval
 
@@ -32,12 +34,17 @@ class Attribution:
     headroom_crds: int | None = None
     #: the cluster's minor, when it has no coefficients of its own
     requested: str = ""
+    #: Crossplane MRDs stored, and what they hold at their measured cost (MRDs are not CRDs: an MRAP
+    #: that keeps a kind inactive saves its CRD's memory, not its MRD's)
+    mrds: int = 0
+    mrd_bytes: float = 0.0
 
     def line(self) -> str:
-        """``CRDs ~ 1.2 GiB of 3.4 GiB RSS (model for 1.37)``."""
+        """``CRDs ~ 1.2 GiB of 3.4 GiB RSS (model for 1.37)``, with MRDs ``CRDs ~ 1.2 GiB · 817 MRDs ~ 0.6 GiB ...``."""
         of = f" of {self.rss_bytes / GIB:.1f} GiB RSS" if self.rss_bytes else ""
         nearest = f", nearest to {self.requested}" if self.requested and self.requested != self.minor else ""
-        text = f"CRDs ~ {self.crd_bytes.value / GIB:.1f} GiB{of} (model for {self.minor}{nearest})"
+        mrds = f" · {self.mrds:,} MRDs ~ {self.mrd_bytes / GIB:.1f} GiB" if self.mrds else ""
+        text = f"CRDs ~ {self.crd_bytes.value / GIB:.1f} GiB{mrds}{of} (model for {self.minor}{nearest})"
         if self.headroom_crds is not None:
             text += f" · headroom ~ {self.headroom_crds} more CRDs like these"
         return text
@@ -51,8 +58,9 @@ def typical_terms(minor: str) -> dict[str, float]:
 
 
 def attribute(crds: int, rss_bytes: float | None, kubernetes_minor: str, *,
-              memory_limit_bytes: float | None = None) -> Attribution:
-    """What ``crds`` typical CRDs hold of an API server's RSS, by the model of ``kubernetes_minor``."""
+              memory_limit_bytes: float | None = None, mrds: int | None = None) -> Attribution:
+    """What ``crds`` typical CRDs (and ``mrds`` Crossplane MRDs, at their measured cost) hold of an API
+    server's RSS, by the model of ``kubernetes_minor``."""
     coefficients = for_minor(kubernetes_minor)
     terms = coefficients.figure("rss_bytes").get("terms") or {}
     per_crd = sum(float(terms.get(name, 0.0)) * value for name, value in typical_terms(kubernetes_minor).items())
@@ -62,7 +70,7 @@ def attribute(crds: int, rss_bytes: float | None, kubernetes_minor: str, *,
     if memory_limit_bytes is not None and rss_bytes is not None and per_crd > 0:
         headroom = max(0, int((memory_limit_bytes - rss_bytes) // per_crd))
     return Attribution(crds, total, per_crd, rss_bytes, coefficients.minor, coefficients.note, memory_limit_bytes,
-                       headroom, coefficients.requested)
+                       headroom, coefficients.requested, mrds or 0, (mrds or 0) * MRD_BYTES)
 
 
 @dataclass(frozen=True)

@@ -3,17 +3,17 @@
 A ManagedResourceDefinition (Crossplane v2) carries the spec of the CRD it becomes once Active:
 group, names, scope and versions with their schemas.  ``crdscope estimate --activate PATTERN``
 lists the cluster's MRDs (read-only, paginated), keeps the inactive ones whose name matches a
-pattern the way an MRAP matches them (shell globs on the MRD name, ``*.ec2.aws.upbound.io``), and
+pattern the way an MRAP matches them (Go ``filepath.Match`` globs on the MRD name, ``*.ec2.aws.upbound.io``), and
 prices their specs with the same features as any CRD source.
 """
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass, field
 from typing import Any
 
 from crdscope.connection.cluster import Cluster, explain, raise_for_status
+from crdscope.base.globs import go_match
 from crdscope.base.errors import ClusterError, ConfigError
 from crdscope.connection.kubeconfig import load_config
 from crdscope.connection.transport import TRANSPORT_ERRORS
@@ -46,7 +46,7 @@ class MRDSelection:
 
 def matches(name: str, patterns: tuple[str, ...]) -> bool:
     """True when an MRAP with ``patterns`` would activate the MRD ``name``."""
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+    return any(go_match(pattern, name) for pattern in patterns)
 
 
 def crd_document(name: str, spec: dict[str, Any]) -> dict[str, Any]:

@@ -12,24 +12,34 @@ sample for memory), one finding per provider or policy (ids ``kind:name``):
   pattern matches: an MRAP changed, and changing it deactivates nothing (crossplane#6984).
 - ``crossplane-mrap-not-ready``: an MRAP has matching MRDs still Inactive or CRDs not yet
   Established: clients using those kinds get "no matches for kind" (crossplane#7822).
+- ``crossplane-composed-kind-inactive`` (critical): a Composition composes a kind whose MRD is
+  Inactive (or that no MRD defines): every XR it serves fails (:mod:`base.activation`).
+- ``crossplane-mrap-entry-matches-nothing``: an MRAP entry matches no MRD (a singular, a kind, a
+  typo, a malformed pattern): it activates nothing, silently (crossplane/docs#982).
+
+Where the Compositions were read, the unused-kinds remedy proposes the activation plan (the kinds
+the Compositions compose and the kinds in use, as ``crdscope mrap`` prints it).
 """
 
 from __future__ import annotations
 
 from crdscope.costmodel.attribution import startup_need
-from crdscope.base.crossplane import CrossplaneChain, ProviderChain, RevisionInfo, go_match
+from crdscope.base.crossplane import CrossplaneChain, ProviderChain, RevisionInfo
+from crdscope.base.globs import go_match
 from crdscope.base.samples.health import HealthSample
 from crdscope.base.samples.inventory import InventorySample
 from crdscope.base.samples.version import VersionSample
 
 from .model import Finding, Severity
 from .observations import Observations, fmt_count, kubernetes_minor
-from .spec import CheckSpec
+from .spec import AlertRule, CheckSpec, PromQL
 
 UNUSED_ACTIVE = "crossplane-unused-active-mrds"
 NO_SAFE_START = "crossplane-provider-without-safe-start"
 ACTIVE_OUTSIDE = "crossplane-mrds-active-outside-mraps"
 MRAP_NOT_READY = "crossplane-mrap-not-ready"
+COMPOSED_INACTIVE = "crossplane-composed-kind-inactive"
+DEAD_ENTRY = "crossplane-mrap-entry-matches-nothing"
 MIB = float(1 << 20)
 #: Kinds named in an MRAP a remedy proposes; past this the remedy gives the count.
 MRAP_KINDS_SHOWN = 12
@@ -57,12 +67,17 @@ def _current(provider: ProviderChain) -> RevisionInfo | None:
     return next((r for r in provider.revisions if r.desired_state == "Active"), None)
 
 
-def _mrap_yaml(provider: ProviderChain) -> str:
-    kinds = list(provider.active_in_use[:MRAP_KINDS_SHOWN])
-    more = len(provider.active_in_use) - len(kinds)
-    listed = ", ".join(f'"{kind}"' for kind in kinds) + (f", ... ({more} more kinds in use)" if more else "")
+def _mrap_yaml(provider: ProviderChain, chain: CrossplaneChain) -> str:
+    plan = chain.activation
+    planned = plan.compositions_read and plan.compositions > 0
+    entries = list(plan.plan) if planned else list(provider.active_in_use)
+    kinds = entries[:MRAP_KINDS_SHOWN]
+    more = (plan.plan_entries if planned else len(entries)) - len(kinds)
+    what = "more entries: `crdscope mrap --yaml` prints them all" if planned else "more kinds in use"
+    listed = ", ".join(f'"{kind}"' for kind in kinds) + (f", ... ({more} {what})" if more else "")
+    name = "crdscope-activation-plan" if planned else f"{provider.name}-in-use"
     return (f"apiVersion: apiextensions.crossplane.io/v1alpha1, kind: ManagedResourceActivationPolicy, "
-            f"metadata: {{name: {provider.name}-in-use}}, spec: {{activate: [{listed}]}}")
+            f"metadata: {{name: {name}}}, spec: {{activate: [{listed}]}}")
 
 
 def unused_active_mrds(obs: Observations) -> list[Finding]:
@@ -92,7 +107,7 @@ def unused_active_mrds(obs: Observations) -> list[Finding]:
              f"active kinds without objects ({shown}{', '.join(named)})"),
             "every Active MRD makes a CRD the API server serves, stores and documents, used or not",
             f"an Active MRD never goes back to Inactive: reinstall {provider.name} with safe-start (or a "
-            f"safe-start release) and this MRAP: {_mrap_yaml(provider)}; check first with "
+            f"safe-start release) and this MRAP: {_mrap_yaml(provider, chain)}; check first with "
             "`crdscope estimate --activate PATTERN`"))
     return found
 
@@ -174,3 +189,66 @@ ACTIVE_OUTSIDE_MRAPS_CHECK = CheckSpec(
     active_outside_mraps, "Crossplane: MRDs active outside MRAPs", probes=(InventorySample,))
 MRAP_NOT_READY_CHECK = CheckSpec(
     mrap_not_ready, "Crossplane: MRAPs not ready", probes=(InventorySample,))
+
+
+def composed_kind_inactive(obs: Observations) -> list[Finding]:
+    """Kinds a Composition composes whose MRD is Inactive or missing: the XRs it serves fail."""
+    chain = _chain(obs)
+    if chain is None or not chain.activation.composed_inactive:
+        return []
+    view = chain.activation
+    count = view.composed_inactive
+    shown = ", ".join(view.composed_inactive_names[:3]) + (", ..." if count > 3 else "")
+    return [Finding(
+        COMPOSED_INACTIVE, Severity.CRITICAL,
+        f"{fmt_count(count)} composed kind{'s' if count != 1 else ''} not active: XRs composing "
+        f"{'them' if count != 1 else 'it'} fail ({shown})",
+        (f"inventory.crossplane.activation.composed_inactive = {count} (Compositions read: {view.compositions})",
+         *view.composed_inactive_messages),
+        "a kind whose MRD is Inactive has no CRD: the XR's composition fails with \"no matches for kind\" "
+        "until an MRAP activates it and its CRD is Established",
+        "activate exactly what the Compositions compose and what is in use: `crdscope mrap --yaml | kubectl "
+        "apply -f -` (or `crdscope mrap --apply --context NAME`, which waits until the CRDs are Established)")]
+
+
+def mrap_entries_matching_nothing(obs: Observations) -> list[Finding]:
+    """MRAP entries that match no MRD: they activate nothing and say nothing."""
+    chain = _chain(obs)
+    if chain is None or not chain.activation.dead_entries:
+        return []
+    view = chain.activation
+    count = view.dead_entries
+    return [Finding(
+        DEAD_ENTRY, Severity.WARNING,
+        f"{fmt_count(count)} MRAP entr{'ies' if count != 1 else 'y'} match{'' if count != 1 else 'es'} no MRD "
+        f"({', '.join(view.dead_entry_names[:2])}{', ...' if count > 2 else ''})",
+        (f"inventory.crossplane.activation.dead_entries = {count}", *view.dead_entry_messages),
+        "MRAP entries are Go filepath.Match patterns over MRD names (<plural>.<group>): a singular, a kind, "
+        "a typo or a malformed pattern matches nothing, and Crossplane says nothing (crossplane/docs#982)",
+        "correct the entry to the MRD name shown as nearest, or take the plan of `crdscope mrap --yaml`")]
+
+
+def _activation_rules(q: PromQL) -> tuple[AlertRule, ...]:
+    return (AlertRule(
+        "CrdscopeCrossplaneComposedKindInactive", "critical",
+        f"{q.crdscope('crdscope_inventory_crossplane_activation_composed_inactive')} > 0",
+        "Crossplane: a composed kind is not active",
+        "{{ $value }} kinds that Compositions compose have no active MRD: XRs composing them fail "
+        "(`crdscope mrap` names them and the MRAP that activates them)."),)
+
+
+def _dead_entry_rules(q: PromQL) -> tuple[AlertRule, ...]:
+    return (AlertRule(
+        "CrdscopeCrossplaneMRAPEntryMatchesNothing", "warning",
+        f"{q.crdscope('crdscope_inventory_crossplane_activation_dead_entries')} > 0",
+        "Crossplane: an MRAP entry matches no MRD",
+        "{{ $value }} MRAP entries match no MRD name (a singular, a kind, a typo or a malformed pattern): "
+        "they activate nothing (`crdscope mrap` names the nearest MRD)."),)
+
+
+COMPOSED_INACTIVE_CHECK = CheckSpec(
+    composed_kind_inactive, "Crossplane: composed kinds active", probes=(InventorySample,),
+    rules=_activation_rules)
+DEAD_ENTRY_CHECK = CheckSpec(
+    mrap_entries_matching_nothing, "Crossplane: MRAP entries match MRDs", probes=(InventorySample,),
+    rules=_dead_entry_rules)

@@ -42,6 +42,8 @@ CHECKS: tuple[CheckSpec, ...] = (
     crossplane.WITHOUT_SAFE_START_CHECK,
     crossplane.ACTIVE_OUTSIDE_MRAPS_CHECK,
     crossplane.MRAP_NOT_READY_CHECK,
+    crossplane.COMPOSED_INACTIVE_CHECK,
+    crossplane.DEAD_ENTRY_CHECK,
 )
 #: Checks a front end adds when it knows more (the local kubectl).
 OPTIONAL_CHECKS: tuple[CheckSpec, ...] = (kubectl_discovery.KUBECTL_DISCOVERY_CHECK,)

@@ -54,14 +54,24 @@ def memory(obs: Observations) -> list[Finding]:
         return []
     found: list[Finding] = []
     limit = obs.thresholds.memory_mib_per_crd_warn
-    if (health.mib_per_crd is not None and health.mib_per_crd > limit
+    # Where Crossplane's MRDs arrived too, the CRDs' own share is judged: an MRD costs memory of its own.
+    per_crd = health.mib_per_crd_own if health.mib_per_crd_own is not None else health.mib_per_crd
+    if (per_crd is not None and per_crd > limit
             and (health.r2 or 0.0) >= obs.thresholds.memory_fit_r2_min):
+        evidence = [f"health.mib_per_crd = {health.mib_per_crd or 0.0:.2f} (least squares of "
+                    f"process_resident_memory_bytes against the CRD count, R² {health.r2 or 0.0:.2f}, "
+                    f"{health.fit_points} points at {health.fit_crd_counts} CRD counts)",
+                    f"health.crds = {fmt_count(health.crds)}"]
+        if health.mib_per_crd_own is not None:
+            how = (f"fitted with the MRD count, {health.mib_per_mrd or 0.0:.2f} MiB per MRD" if health.own_share_by
+                   == "fit" else "each MRD's measured 0.8 MiB taken out first (MRDs and CRDs grew together)")
+            evidence.append(f"health.mib_per_crd_own = {per_crd:.2f} with {fmt_count(health.mrds)} Crossplane "
+                            f"MRDs present ({how})")
         found.append(Finding(
             "memory-per-crd", Severity.WARNING,
-            f"API server memory grows {health.mib_per_crd:.2f} MiB per CRD (over {limit:g})",
-            (f"health.mib_per_crd = {health.mib_per_crd:.2f} (least squares of process_resident_memory_bytes "
-             f"against the CRD count, R² {health.r2 or 0.0:.2f}, {health.fit_points} points at "
-             f"{health.fit_crd_counts} CRD counts)", f"health.crds = {fmt_count(health.crds)}"),
+            f"API server memory grows {per_crd:.2f} MiB per CRD (over {limit:g})"
+            + (" (the MRDs' own share taken out)" if health.mib_per_crd_own is not None else ""),
+            tuple(evidence),
             "each CRD version costs the server schemas, validators, OpenAPI and a storage with its watch cache; "
             "big schemas (Crossplane providers) cost the most",
             "install only the CRDs you use (Crossplane v2: ManagedResourceActivationPolicy), and size the "
@@ -88,7 +98,8 @@ def _memory_rules(q: PromQL) -> tuple[AlertRule, ...]:
     t = q.thresholds
     return (
         AlertRule("CrdscopeMemoryPerCRD", "warning",
-                  f"{q.crdscope('crdscope_health_mib_per_crd')} > {t.memory_mib_per_crd_warn:g} and "
+                  f"({q.crdscope('crdscope_health_mib_per_crd_own')} or {q.crdscope('crdscope_health_mib_per_crd')})"
+                  f" > {t.memory_mib_per_crd_warn:g} and "
                   f"{q.crdscope('crdscope_health_r2')} >= {t.memory_fit_r2_min:g}",
                   "API server memory {{ $value | humanize }} MiB per CRD", "Least-squares fit of RSS against CRDs."),
         AlertRule("CrdscopeAPIServerRestarted", "warning",

@@ -153,7 +153,7 @@ class ArchiveSource(Source):
         try:
             for member in self._members():
                 count += member is not None and member[0].name.lower().endswith(YAML_SUFFIXES)
-        except _UnreadableError:
+        except UnreadableError:
             pass  # reported by items()
         self.estimate = count
 
@@ -162,7 +162,7 @@ class ArchiveSource(Source):
         try:
             tar = tarfile.open(self.path, "r:*", ignore_zeros=True)  # noqa: SIM115 - closed by the `with tar` below
         except (tarfile.TarError, OSError, EOFError, lzma.LZMAError, zlib.error) as exc:
-            raise _UnreadableError(f"not a readable tar archive: {_one_line(exc)}") from None
+            raise UnreadableError(f"not a readable tar archive: {_one_line(exc)}") from None
         expected = 0
         resyncs = 0
         with tar:
@@ -174,11 +174,11 @@ class ArchiveSource(Source):
                     # ignore_zeros; step over one block and let it look for the next good header.
                     resyncs += 1
                     if resyncs > 1_000_000 or "unexpected end of data" in str(exc):
-                        raise _UnreadableError(f"archive damaged after byte {expected}: {_one_line(exc)}") from None
+                        raise UnreadableError(f"archive damaged after byte {expected}: {_one_line(exc)}") from None
                     tar.offset += tarfile.BLOCKSIZE
                     continue
                 except (tarfile.TarError, OSError, EOFError, lzma.LZMAError, zlib.error) as exc:
-                    raise _UnreadableError(f"archive damaged after byte {expected}: {_one_line(exc)}") from None
+                    raise UnreadableError(f"archive damaged after byte {expected}: {_one_line(exc)}") from None
                 if member is None:
                     return
                 if member.offset > expected:
@@ -214,14 +214,14 @@ class ArchiveSource(Source):
                     yield SourceProblem(origin, f"not UTF-8 text ({exc.reason} at byte {exc.start}): a corrupt member?")
                     continue
                 yield from yaml_items(raw.splitlines(keepends=True), origin)
-        except _UnreadableError as exc:
+        except UnreadableError as exc:
             yield SourceProblem(name, str(exc))
             return
         if gap:
             yield SourceProblem(f"{name} (end)", "unreadable archive data (a corrupt member header) was skipped")
 
 
-class _UnreadableError(Exception):
+class UnreadableError(Exception):
     pass
 
 
@@ -247,7 +247,7 @@ class XpkgSource(Source):
         self.key = "xpkg:" + _file_identity(self.path)
         self.estimate = None
 
-    def _package_yaml(self) -> bytes:
+    def package_yaml(self) -> bytes:
         """``package.yaml`` from whichever layer holds it (each layer is a tar, gzipped or not)."""
         try:
             with tarfile.open(self.path, "r:*") as image:
@@ -259,13 +259,13 @@ class XpkgSource(Source):
                     if found is not None:
                         return found
         except (tarfile.TarError, OSError, EOFError, lzma.LZMAError, zlib.error) as exc:
-            raise _UnreadableError(f"not a readable Crossplane package: {_one_line(exc)}") from None
-        raise _UnreadableError("not a Crossplane package: no layer holds package.yaml")
+            raise UnreadableError(f"not a readable Crossplane package: {_one_line(exc)}") from None
+        raise UnreadableError("not a Crossplane package: no layer holds package.yaml")
 
     def items(self) -> Iterator[Item]:
         try:
-            raw = self._package_yaml()
-        except _UnreadableError as exc:
+            raw = self.package_yaml()
+        except UnreadableError as exc:
             yield SourceProblem(self.spec, str(exc))
             return
         yield from package_items(raw, self.spec)

@@ -11,7 +11,7 @@ import re
 import tarfile
 import zlib
 from collections.abc import Iterable, Iterator
-from typing import IO
+from typing import IO, Any
 
 import yaml
 
@@ -33,8 +33,8 @@ _Loader.yaml_implicit_resolvers = {
 }
 
 
-def yaml_items(lines: Iterable[bytes], origin: str) -> Iterator[Item]:
-    """Items of a multi-document YAML text (given as byte lines), one document at a time.
+def yaml_documents(lines: Iterable[bytes], origin: str) -> Iterator[tuple[str, Any] | SourceProblem]:
+    """(``file:line``, parsed document) of a multi-document YAML text (given as byte lines), or problems.
 
     The text is split on ``---`` lines before parsing (as kubectl does), so a
     broken document is reported with its file and line and the documents
@@ -57,7 +57,16 @@ def yaml_items(lines: Iterable[bytes], origin: str) -> Iterator[Item]:
         yield from _parse_chunk(chunk, start, origin)
 
 
-def _parse_chunk(chunk: list[str], start: int, origin: str) -> Iterator[Item]:
+def yaml_items(lines: Iterable[bytes], origin: str) -> Iterator[Item]:
+    """The CRD items (and problems) of a multi-document YAML text: :func:`yaml_documents`, classified."""
+    for found in yaml_documents(lines, origin):
+        if isinstance(found, SourceProblem):
+            yield found
+        else:
+            yield from document_items(found[1], found[0])
+
+
+def _parse_chunk(chunk: list[str], start: int, origin: str) -> Iterator[tuple[str, Any] | SourceProblem]:
     # The document starts after its separator line (when it has one).
     first = start + 1 if _SEPARATOR.match(chunk[0].rstrip("\r\n")) else start
     try:
@@ -72,7 +81,7 @@ def _parse_chunk(chunk: list[str], start: int, origin: str) -> Iterator[Item]:
         yield SourceProblem(f"{origin}:{first}", f"YAML error: {' '.join(str(exc).split())}")
         return
     for document in documents:
-        yield from document_items(document, f"{origin}:{first}")
+        yield f"{origin}:{first}", document
 
 
 # --------------------------------------------------------------------------- sources

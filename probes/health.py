@@ -34,12 +34,13 @@ from __future__ import annotations
 from crdscope.base.samples.health import HealthSample
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
 
 from crdscope.connection.cluster import Cluster
+from crdscope.base.activation import MRD_BYTES, MRDS_RESOURCE
 from crdscope.base.fit import ProcessFits
 from .health_checks import LIVE_BECAUSE_READY, CheckResult, count_crds, health_check
 from .leases import LeaseReading, read_leases
@@ -189,6 +190,7 @@ class HealthProbe:
 
         fitted = self._fit(values, crds, unobservable, replica)
         objects, size = _storage(scrape, unobservable)
+        own_share = self._own_share(values, crds, objects, unobservable)
         top = dict(sorted(objects.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_RESOURCES])
         unused = _unused_crds(objects, crd_names, unobservable)
         self._publish_in_use(frozenset(n for n, count in objects.items() if count > 0) if unused is not None else None)
@@ -238,6 +240,7 @@ class HealthProbe:
             sources=sources,
             unobservable=unobservable,
             **fitted,
+            **own_share,
         )
 
     async def _prometheus(self) -> PrometheusReading | None:
@@ -337,9 +340,9 @@ class HealthProbe:
         return count
 
     def _fit(self, values: dict[str, float], crds: int | None, unobservable: dict[str, str],
-             replica: str | None) -> dict[str, float | None]:
+             replica: str | None) -> dict[str, Any]:
         start = values.get("start_time", self.tracker.start_time or 0.0)
-        fitted: dict[str, float | None] = {}
+        fitted: dict[str, Any] = {}
         for name, (figure, slope_field, r2_field, unit) in FITS.items():
             fits = self._fits(replica)[name]
             if replica is None and crds is not None and figure in values:  # a replica's fits: filled by it
@@ -353,6 +356,39 @@ class HealthProbe:
             elif result.r2 is None:
                 unobservable[r2_field] = f"{figure} did not vary"
         return fitted
+
+    def _own_share(self, values: dict[str, float], crds: int | None, objects: dict[str, int],
+                   unobservable: dict[str, str]) -> dict[str, Any]:
+        """The CRDs' own MiB per CRD where Crossplane's MRDs arrived too (they cost memory of their own).
+
+        Both counts varying apart: a least-squares plane through RSS against CRDs and MRDs gives each
+        its slope.  Grown together (a provider install makes each MRD's CRD at once): the MRDs'
+        measured cost is taken out of RSS first.  MRD count constant: ``mib_per_crd`` is the CRDs' own.
+        """
+        if not objects:
+            return {}
+        mrds = objects.get(MRDS_RESOURCE, 0)
+        rss = values.get("rss_bytes")
+        start = values.get("start_time", self.tracker.start_time or 0.0)
+        fits = self.tracker.mrd_fits
+        if crds is not None and rss is not None:
+            fits["plane"].add(start, crds, mrds, rss)
+            fits["rss_less_mrds"].add(start, crds, rss - mrds * MRD_BYTES)
+        plane = fits["plane"].result()
+        found: dict[str, Any] = {"mrds": mrds}
+        if plane is None or plane.state == "x2-constant":
+            unobservable["mib_per_crd_own"] = ("no MRD count changed while this API server ran: mib_per_crd is "
+                                               "the CRDs' own")
+            return found
+        if plane.state == "separated" and (plane.slope1 or 0) > 0 and (plane.slope2 or 0) > 0:
+            return {**found, "mib_per_crd_own": plane.slope1 / MIB, "mib_per_mrd": (plane.slope2 or 0) / MIB,
+                    "own_share_by": "fit"}
+        line = fits["rss_less_mrds"].result()
+        unobservable["mib_per_mrd"] = (f"MRDs and CRDs grew together: their shares cannot be told apart, so "
+                                       f"each MRD is taken at its measured {MRD_BYTES / MIB:.1f} MiB")
+        if line is None:
+            return found
+        return {**found, "mib_per_crd_own": line.slope / MIB, "own_share_by": "mrd-cost"}
 
     def _no_fit_reason(self, name: str, figure: str, values: dict[str, float], crds: int | None,
                        replica: str | None) -> str:

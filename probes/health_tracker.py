@@ -13,7 +13,7 @@ from crdscope.base.samples.health import Outage, ReplicaFigures
 import logging
 from collections import deque
 
-from crdscope.base.fit import ProcessFits
+from crdscope.base.fit import PlaneFit, ProcessFits
 from .leases import LeaseReading, LeaseWatcher
 from .replicas import ReplicaTracker
 from crdscope.base.restarts import START_TIME
@@ -48,6 +48,8 @@ class HealthTracker:
         self.outages: deque[Outage] = deque(maxlen=KEEP_OUTAGES)
         self.open_outage: Outage | None = None
         self.fits = {name: ProcessFits() for name in FITS}
+        #: RSS against CRDs and Crossplane's MRDs, and RSS less the MRDs' measured cost against CRDs.
+        self.mrd_fits = {"plane": ProcessFits(factory=PlaneFit), "rss_less_mrds": ProcessFits()}
 
     @property
     def restarts(self) -> int:

@@ -146,6 +146,16 @@ class HealthSample(Sample):
     #: Observations behind the memory fit, and at how many different CRD counts.
     fit_points: int = 0
     fit_crd_counts: int = 0
+    #: Crossplane ManagedResourceDefinitions stored (the server's object counts; None: not counted).
+    mrds: int | None = None
+    #: MiB per CRD with the MRDs' memory taken out, where MRDs arrived while this process ran (None:
+    #: no MRD count changed, so ``mib_per_crd`` is the CRDs' own already); how it was found
+    #: (``own_share_by``): "fit" (RSS against CRDs and MRDs both) or "mrd-cost" (they grew together:
+    #: the MRDs' measured cost, :data:`base.activation.MRD_BYTES` each, is taken out first).
+    mib_per_crd_own: float | None = None
+    #: MiB per MRD, where the fit could tell MRDs from CRDs.
+    mib_per_mrd: float | None = None
+    own_share_by: str = ""
     #: Prometheus only: the pod's working set and kube-state-metrics' restart counts per pod.
     working_set_bytes: int | None = None
     #: Prometheus only: the API server container's memory limit (kube-state-metrics or cAdvisor).

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from crdscope.findings.crossplane import (ACTIVE_OUTSIDE, MRAP_NOT_READY, NO_SAFE_START, UNUSED_ACTIVE,
-                                          active_outside_mraps, mrap_not_ready, unused_active_mrds,
+from crdscope.findings.crossplane import (ACTIVE_OUTSIDE, COMPOSED_INACTIVE, DEAD_ENTRY, MRAP_NOT_READY,
+                                          NO_SAFE_START, UNUSED_ACTIVE, active_outside_mraps, composed_kind_inactive,
+                                          mrap_entries_matching_nothing, mrap_not_ready, unused_active_mrds,
                                           without_safe_start)
 from crdscope.findings.engine import FindingsEngine
 from crdscope.findings.observations import Observations
+from crdscope.base.activation import CompositionKinds, read_composition
 from crdscope.base.crossplane import (CrossplaneObjects, MRAPObject, MRDRow, ProviderObject, RevisionInfo,
                                         RevisionObject, build_chain)
 from crdscope.base.samples.health import HealthSample
@@ -18,7 +20,8 @@ KINDS = [f"k{i}.sqs.aws.upbound.io" for i in range(8)]
 
 
 def _inventory(*, safe_start: bool, active: int, in_use: frozenset[str] | None, patterns=("k0.*", "k1.*"),
-               inactive_matching: int = 0) -> InventorySample:
+               inactive_matching: int = 0, compositions: tuple[CompositionKinds, ...] | None = None
+               ) -> InventorySample:
     rows = tuple(MRDRow(name, "Active" if i < active else "Inactive", i < active) for i, name in enumerate(KINDS))
     revision = RevisionObject(RevisionInfo(name="sqs-r1", revision=1, desired_state="Active", safe_start=safe_start),
                               "provider-aws-sqs", tuple(KINDS), (), None)
@@ -26,7 +29,8 @@ def _inventory(*, safe_start: bool, active: int, in_use: frozenset[str] | None, 
                               "True", "")
     mrap_patterns = patterns if not inactive_matching else (*patterns, KINDS[-1])
     objects = CrossplaneObjects(providers=(provider,), revisions=(revision,), mrds=rows, mrds_version="v1alpha1",
-                                mraps=(MRAPObject("in-use", tuple(mrap_patterns), (), "True", ""),), present=True)
+                                mraps=(MRAPObject("in-use", tuple(mrap_patterns), (), "True", ""),), present=True,
+                                compositions=compositions)
     chain = build_chain(objects, {"Provider/provider-aws-sqs": (active, active)}, {}, in_use)
     return InventorySample(crossplane=chain)
 
@@ -86,3 +90,32 @@ def test_the_engine_runs_them():
     engine = FindingsEngine()
     changes = engine.observe(_inventory(safe_start=False, active=8, in_use=frozenset()))
     assert {c.finding.kind for c in changes} >= {UNUSED_ACTIVE, NO_SAFE_START}
+
+
+def composing(*kinds: str, name: str = "xqueues") -> CompositionKinds:
+    """A pipeline Composition whose patch-and-transform step composes ``kinds`` (``Kind`` names of sqs)."""
+    return read_composition({
+        "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition", "metadata": {"name": name},
+        "spec": {"compositeTypeRef": {"apiVersion": "platform.example.org/v1", "kind": "XQueue"},
+                 "pipeline": [{"step": "pt", "functionRef": {"name": "function-patch-and-transform"},
+                               "input": {"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources",
+                                         "resources": [{"name": k, "base": {"apiVersion": "sqs.aws.upbound.io/v1",
+                                                                            "kind": k}} for k in kinds]}}]}})
+
+
+def test_a_composed_inactive_kind_is_critical_and_a_dead_entry_a_warning():
+    inventory = _inventory(safe_start=True, active=4, in_use=frozenset(), patterns=("k0.*", "k1.sqs.aws.upbound.i"),
+                           compositions=(composing("K1", "K6"),))
+    view = inventory.crossplane.activation
+    assert view.compositions_read and view.needed == 2 and view.needed_active == 1
+    [critical] = composed_kind_inactive(_obs(inventory))
+    assert critical.id == COMPOSED_INACTIVE and critical.severity.name == "CRITICAL"
+    assert "k6.sqs.aws.upbound.io" in critical.title
+    assert any("Composition xqueues, step pt composes k6.sqs.aws.upbound.io: its MRD is Inactive" in e
+               for e in critical.evidence)
+    [dead] = mrap_entries_matching_nothing(_obs(inventory))
+    assert dead.id == DEAD_ENTRY and "k1.sqs.aws.upbound.i -> k1.sqs.aws.upbound.io" in dead.title
+    # Once every composed kind is active, no critical finding; without Compositions, none either.
+    active = _inventory(safe_start=True, active=8, in_use=frozenset(), compositions=(composing("K1", "K6"),))
+    assert composed_kind_inactive(_obs(active)) == []
+    assert composed_kind_inactive(_obs(_inventory(safe_start=True, active=4, in_use=frozenset()))) == []

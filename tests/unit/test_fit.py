@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crdscope.base.fit import LinearFit, ProcessFits
+from crdscope.base.fit import LinearFit, PlaneFit, ProcessFits
 
 
 def fit_of(points):
@@ -108,3 +108,32 @@ def test_old_processes_are_forgotten():
     for start in (1.0, 2.0, 3.0):
         fits.add(start, 1, 1)
     assert fits.processes == (2.0, 3.0)
+
+
+# --------------------------------------------------------------------------- two regressors (CRDs and MRDs)
+
+def test_a_plane_fit_separates_two_slopes_that_moved_apart():
+    fit = PlaneFit()
+    for mrds in range(0, 401, 50):  # MRDs arrive first (a safe-start provider), then CRDs are activated
+        fit.add(0, mrds, 300 + 0.8 * mrds)
+    for crds in range(0, 201, 25):
+        fit.add(crds, 400, 300 + 0.8 * 400 + 2.0 * crds)
+    result = fit.result()
+    assert result is not None and result.state == "separated"
+    assert result.slope1 == pytest.approx(2.0) and result.slope2 == pytest.approx(0.8)
+
+
+def test_a_plane_fit_says_when_it_cannot_separate():
+    together = PlaneFit()
+    for n in range(0, 300, 30):  # every MRD's CRD made at once: no telling their costs apart
+        together.add(n, n, 300 + 2.8 * n)
+    assert together.result().state == "together" and together.result().slope1 is None
+    constant = PlaneFit()
+    for crds in range(0, 300, 30):  # the MRDs were all there before: the CRD slope is the CRDs' own
+        constant.add(crds, 817, 1000 + 2.0 * crds)
+    result = constant.result()
+    assert result.state == "x2-constant" and result.slope1 == pytest.approx(2.0) and result.slope2 is None
+    few = PlaneFit()
+    few.add(1, 1, 1)
+    few.add(2, 2, 2)
+    assert few.result() is None

@@ -266,7 +266,7 @@ def model_attribution(sample: HealthSample, version: VersionSample | None, memor
 
     try:
         found = attribute(sample.crds, sample.rss_bytes, f"{version.major}.{version.minor.rstrip('+')}",
-                          memory_limit_bytes=memory_limit)
+                          memory_limit_bytes=memory_limit, mrds=sample.mrds)
     except ConfigError:
         return ""  # no coefficients installed: the live fit alone
     return found.line()
@@ -282,6 +282,13 @@ def fit_line(sample: HealthSample, modelled: str = "") -> str:
         return f"CRDs [b]{fmt(sample.crds)}[/b] · MiB/CRD [$probe-idle]{one_line(reason)}[/]{model}"
     heap = finite_number(sample.heap_mib_per_crd)
     fds = finite_number(sample.fds_per_crd)
+    own = finite_number(sample.mib_per_crd_own)
+    if own is not None:  # Crossplane's MRDs arrived too: their memory is theirs, not the CRDs'
+        per_mrd = finite_number(sample.mib_per_mrd)
+        mrd = f"{per_mrd:.2f} MiB" if per_mrd is not None else "0.8 MiB (measured)"
+        return pairs(("CRDs", fmt(sample.crds)), ("RSS/CRD own", f"{own:.2f} MiB"),
+                     ("with MRDs", f"{slope:.2f} MiB"), ("MRDs", fmt(sample.mrds)), ("RSS/MRD", mrd),
+                     ("fit", f"{fmt(sample.fit_points)} pts at {fmt(sample.fit_crd_counts)} counts")) + model
     return pairs(("CRDs", fmt(sample.crds)), ("RSS/CRD", f"{slope:.2f} MiB"),
                  ("heap/CRD", f"{heap:.2f} MiB" if heap is not None else DASH),
                  ("fds/CRD", f"{fds:.3f}" if fds is not None else DASH),

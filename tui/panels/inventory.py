@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from textual.widget import Widget
 from textual.widgets import Static
 
+from crdscope.base.activation import ActivationView
 from crdscope.base.crossplane import CrossplaneChain, MRAPInfo, ProviderChain, RuntimeState
 from crdscope.base.samples.inventory import InventorySample
 
@@ -135,6 +136,38 @@ def mrap_line(mrap: MRAPInfo) -> str:
     return text
 
 
+#: Names shown per activation line (inactive composed kinds, dead entries, plan entries).
+ACTIVATION_NAMES_SHOWN = 3
+
+
+def _names(names: tuple[str, ...], total: int) -> str:
+    shown = ", ".join(escape(n) for n in names[:ACTIVATION_NAMES_SHOWN])
+    return shown + (f" (+{fmt(total - ACTIVATION_NAMES_SHOWN)})" if total > ACTIVATION_NAMES_SHOWN else "")
+
+
+def activation_lines(view: ActivationView) -> list[str]:
+    """What the Compositions need activated: needed / active / inactive / unused kinds and the plan."""
+    if not view.compositions_read and not (view.dead_entries or view.active_unused or view.needed):
+        return []
+    source = (f"{fmt(view.compositions)} Compositions" if view.compositions_read
+              else "kinds in use (Compositions not read)")
+    inactive = view.needed - view.needed_active
+    lines = [f"Activation ({source}): needed [b]{fmt(view.needed)}[/b] · active [b]{fmt(view.needed_active)}[/b]"
+             + (f" · [$probe-fail]inactive {fmt(inactive)}[/]" if inactive else " · inactive 0")
+             + f" · unused active [b]{fmt(view.active_unused)}[/b]"
+             + (f" · [$probe-warn]{fmt(view.not_established)} not Established[/]" if view.not_established else "")]
+    if view.composed_inactive:
+        names = _names(view.composed_inactive_names, view.composed_inactive)
+        lines.append(f"[$probe-fail]composed but not active: {names}[/]")
+    if view.dead_entries:
+        names = _names(view.dead_entry_names, view.dead_entries)
+        lines.append(f"[$probe-warn]MRAP entries matching nothing: {names}[/]")
+    if view.plan_entries:
+        lines.append(f"plan: {fmt(view.plan_entries)} entries ({_names(view.plan, view.plan_entries)}) "
+                     "[$probe-idle]· crdscope mrap --yaml[/]")
+    return lines
+
+
 def crossplane_block(chain: CrossplaneChain, now: float) -> str:
     """The install chain, or nothing where Crossplane's package API is absent."""
     if not chain.present:
@@ -153,6 +186,7 @@ def crossplane_block(chain: CrossplaneChain, now: float) -> str:
     lines += [mrap_line(m) for m in chain.mraps[:MRAPS_SHOWN]]
     if len(chain.mraps) > MRAPS_SHOWN:
         lines.append(f"[$probe-idle]{len(chain.mraps) - MRAPS_SHOWN} more MRAPs[/]")
+    lines += activation_lines(chain.activation)
     for part, reason in chain.unobservable.items():
         lines.append(f"[$probe-idle]{escape(part)}: {escape(reason)}[/]")
     return "\n".join(lines)
