@@ -46,13 +46,15 @@ from .versions import SET, first_crds, unpack_whole_set
 
 MIB = float(1 << 20)
 SEED = 39
+#: libyaml's parser where built in: the AWS set is 102 MB of YAML.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def kinds_of(directory: Path) -> list[tuple[str, str, str, str]]:
     """(MRD name, group, first served version, kind) of every CRD file of the set."""
     found = []
     for path in crd_files(directory):
-        crd = yaml.safe_load(path.read_text())
+        crd = yaml.load(path.read_text(), Loader=_LOADER)
         spec = crd["spec"]
         version = next(v["name"] for v in spec["versions"] if v.get("served", True))
         found.append((crd["metadata"]["name"], spec["group"], version, spec["names"]["kind"]))
@@ -68,13 +70,13 @@ def compositions(kinds: list[tuple[str, str, str, str]], count: int, per: int, s
     groups = sorted(by_group)
     documents = []
     for index in range(count):
-        picked: list[tuple[str, str, str, str]] = []
         chosen_groups = chooser.sample(groups, min(len(groups), chooser.randint(1, 3)))
-        while len(picked) < per:
-            candidate = chooser.choice(by_group[chooser.choice(chosen_groups)])
-            if candidate not in picked:
-                picked.append(candidate)
-        *bases, templated = picked
+        pool = sorted({kind for group in chosen_groups for kind in by_group[group]})
+        while len(pool) < per and len(chosen_groups) < len(groups):  # small groups: one more group
+            chosen_groups.append(chooser.choice([g for g in groups if g not in chosen_groups]))
+            pool = sorted({kind for group in chosen_groups for kind in by_group[group]})
+        picked = chooser.sample(pool, min(per, len(pool)))
+        *bases, templated = picked  # at least one kind: the go-templating step's
         template = (f"---\napiVersion: {templated[1]}/{templated[2]}\nkind: {templated[3]}\nmetadata:\n"
                     "  annotations:\n    gotemplating.fn.crossplane.io/composition-resource-name: t\n"
                     "spec:\n  forProvider:\n    region: {{ .observed.composite.resource.spec.region }}\n")
