@@ -1,6 +1,6 @@
 """Benchmark: `crdscope mrap` on a large platform, and its plan's saving predicted against measured.
 
-``python -m bench mrap [--size N] [--compositions 100] [--kinds 3] [--runs 5] [--kubernetes 1.37]``:
+``python -m bench mrap [--size N] [--compositions 100] [--kinds 3] [--runs 5] [--kubernetes 1.37] [--skip-saving]``:
 a fresh lab of the minor with real Crossplane (no default MRAP), the AWS set
 (``../shared/crds/provider-aws.tar.xz``; ``--size N``: its first N CRDs) as one ``safe-start``
 provider package, so every CRD is an Inactive MRD; ``--compositions`` pipeline Compositions (a
@@ -133,7 +133,7 @@ def _requests_of_one_run(state: LabState) -> dict[str, int]:
     return {verb: count for verb, count in sorted(delta.items()) if count > 0}
 
 
-def measure(minor: str, directory: Path, count: int, per: int, runs: int) -> dict[str, Any]:
+def measure(minor: str, directory: Path, count: int, per: int, runs: int, saving: bool = True) -> dict[str, Any]:
     binaries = ensure_binaries(kubernetes=minor, progress=say)
     names = crd_names(directory)
     kinds = kinds_of(directory)
@@ -194,6 +194,8 @@ def measure(minor: str, directory: Path, count: int, per: int, runs: int) -> dic
             figures["same_plan_from_files"] = from_files["plan"]["activate"] == report["plan"]["activate"]
             apiserver = state.components["apiserver"].pid
             figures["rss_inactive_mib"] = round(rss_mib(apiserver))
+            if not saving:
+                return figures
             plan, _ = _mrap(state, "--yaml", *_cluster_args(state))
             planned = {n["mrd"] for n in report["needed"]}
             baseline = count_of(state, CRD_LIST)
@@ -226,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compositions", type=int, default=100)
     parser.add_argument("--kinds", type=int, default=3, help="kinds each Composition composes")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--skip-saving", action="store_true",
+                        help="only how fast (no plan applied, no activate-everything: the longest part)")
     parser.add_argument("--output", type=Path, default=None, help="directory of the JSON results")
     args = parser.parse_args(argv)
     options = Options(append_results_md=False)
@@ -237,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     if not wait_for_memory(memory_for(total, total)):
         raise SystemExit("bench mrap: not enough memory available for a lab of this size")
     say(f"mrap bench: Kubernetes {args.kubernetes}, {total} CRDs of {SET} as MRDs, {args.compositions} Compositions")
-    figures = measure(args.kubernetes, directory, args.compositions, args.kinds, args.runs)
+    figures = measure(args.kubernetes, directory, args.compositions, args.kinds, args.runs, not args.skip_saving)
     result = Result(name="mrap", kubernetes=figures["kubernetes"], sizes=f"{SET}:{args.size or 'all'}",
                     figures=figures)
     say(json.dumps(figures, default=str))

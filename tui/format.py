@@ -73,3 +73,13 @@ def rate(per_s: float | None, unit: str = "/s") -> str:
         return DASH
     per_s = float(per_s)
     return f"{per_s:.1f}{unit}" if per_s < 100 else f"{per_s:.0f}{unit}"
+
+
+def escape(text: str) -> str:
+    """Text from a server or a user, as markup that shows it as it is: every ``[`` escaped.
+
+    Textual's own ``escape`` escapes only what looks like a tag, and leaves an unclosed ``[`` (an MRAP
+    pattern such as ``[bad``, quoted in a finding's title) for the parser, which then fails on the
+    next ``[/]`` of the line.
+    """
+    return text.replace("[", "\\[")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from textual.markup import escape
+from .format import escape
 from textual.widgets import Static
 
 from crdscope.findings.model import Finding, Severity, format_duration

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.markup import escape
+from .format import escape
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, Static
 

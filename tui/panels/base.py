@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.dom import DOMNode
-from textual.markup import escape
+from ..format import escape
 from textual.widget import Widget
 from textual.widgets import Static
 

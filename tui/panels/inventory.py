@@ -12,7 +12,7 @@ from crdscope.base.activation import ActivationView
 from crdscope.base.crossplane import CrossplaneChain, MRAPInfo, ProviderChain, RuntimeState
 from crdscope.base.samples.inventory import InventorySample
 
-from ..format import DASH, age, number as fmt, rate
+from ..format import DASH, age, escape, number as fmt, rate
 from .base import ProbePanel
 from .text import Cell, columns, pairs
 
@@ -65,12 +65,6 @@ def mrd_line(sample: InventorySample) -> str:
         return "[$probe-idle]no Crossplane v2 ManagedResourceDefinitions[/]"
     return "MRDs " + pairs(("Active", fmt(mrds.active)), ("Inactive", fmt(mrds.inactive)),
                            ("total", fmt(mrds.total)))
-
-
-def escape(text: str) -> str:
-    """Server-supplied text as markup that shows it as it is: every ``[`` escaped (textual's own
-    escape leaves an unclosed ``[`` of an MRAP pattern such as ``[bad`` to the parser)."""
-    return text.replace("[", "\\[")
 
 
 def _condition_role(status: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from textual.markup import escape
+from ..format import escape
 
 #: A cell: plain text, or (plain text, role) to colour it with a theme role ("probe-warn").
 Cell = str | tuple[str, str]

@@ -11,7 +11,7 @@ from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.markup import escape
+from ..format import escape
 from textual.widgets import Static
 
 from crdscope.base.samples.discovery import DiscoverySample

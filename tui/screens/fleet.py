@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.markup import escape
+from ..format import escape
 from textual.widgets import Static
 
 from ..footer import KeyFooter

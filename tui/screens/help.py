@@ -6,7 +6,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.markup import escape
+from ..format import escape
 from textual.widgets import Static
 
 from crdscope.base.samples.footprint import FootprintSample, table
