@@ -67,3 +67,28 @@ async def test_no_crossplane_no_block():
                             watch_connected=True)
     text, displayed = await show_inventory([plain], (80, 24))
     assert not displayed and "provider" not in text and "MRAP" not in text
+
+
+async def test_the_activation_line_shows_what_compositions_need_and_the_plan():
+    from tests.unit.test_activation import composition, pt
+
+    from crdscope.base.activation import read_composition
+
+    sample = chain_sample(time.time())
+    crds, lists = family()
+    objects = CrossplaneObjects(
+        providers=tuple(parse_provider(p) for p in lists["providers"]),
+        revisions=tuple(parse_revision(r) for r in lists["providerrevisions"]),
+        mrds=tuple(parse_mrd_table(lists["managedresourcedefinitions"])), mrds_version="v1alpha1",
+        mraps=tuple(parse_mrap(m) for m in lists["managedresourceactivationpolicies"]), has_nodes=False,
+        read_at=sample.timestamp - 12, present=True,
+        compositions=(read_composition(composition(pt(("s3.aws.test/v1", "Bucket"), ("s3.aws.test/v1", "Grant")))),))
+    composed = dataclasses.replace(with_crossplane(list(records(crds).values()), sample.timestamp, objects),
+                                   watch_connected=True)
+    text, displayed = await show_inventory([composed], (120, 40))
+    flat = " ".join(text.split())
+    assert displayed
+    assert "Activation (1 Compositions): needed 2 · active 1 · inactive 1" in flat
+    assert "composed but not active: grants.s3.aws.test" in flat
+    assert "MRAP entries matching nothing: grants: [bad" in flat
+    assert "plan: 2 entries (buckets.s3.aws.test, grants.s3.aws.test)" in flat
