@@ -516,14 +516,17 @@ def analyse(compositions: Iterable[CompositionKinds], mrds: Iterable[MRD], polic
 
 
 def plan_for(needed: Iterable[Needed], catalogue: Catalogue, name: str = PLAN_NAME) -> Plan:
-    """Exact MRD names, grouped by API group; a group needed whole is one ``*.<group>`` entry."""
+    """Exact MRD names, grouped by API group; a group needed whole is one ``*.<group>`` entry, but only
+    where that pattern matches nothing else: ``*`` matches dots too, so ``*.aws.upbound.io`` would
+    activate every kind of ``s3.aws.upbound.io`` as well."""
     by_group: dict[str, list[Needed]] = {}
     for item in needed:
         by_group.setdefault(catalogue.by_name[item.mrd].group, []).append(item)
     entries = []
     for group in sorted(by_group):
         items = sorted(by_group[group], key=lambda n: n.mrd)
-        if len(items) > 1 and len(items) == len(catalogue.by_group.get(group, {})):
+        whole = len(items) > 1 and len(items) == len(catalogue.by_group.get(group, {}))
+        if whole and not any(other.endswith(f".{group}") for other in catalogue.by_group if other != group):
             entries.append(PlanEntry(f"*.{group}", group, f"all {len(items)} kinds of the group are needed"))
             continue
         for item in items:

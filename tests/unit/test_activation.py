@@ -139,6 +139,13 @@ def test_a_group_needed_whole_is_one_pattern_and_nothing_needed_is_an_empty_plan
     read = read_composition(composition(pt(("sqs.aws.upbound.io/v1", "Queue"), ("sqs.aws.upbound.io/v1",
                                                                                  "QueuePolicy"))))
     assert analyse([read], mrds, []).plan.patterns == ("*.sqs.aws.upbound.io",)
+    # `*` matches dots: the provider's own group as `*.aws.upbound.io` would activate every sqs kind too.
+    family = [*mrds, MRD("providerconfigs.aws.upbound.io"), MRD("providerconfigusages.aws.upbound.io")]
+    read = read_composition(composition(pt(("aws.upbound.io/v1", "ProviderConfig"),
+                                           ("aws.upbound.io/v1", "ProviderConfigUsage"))))
+    plan = analyse([read], family, []).plan
+    assert plan.patterns == ("providerconfigs.aws.upbound.io", "providerconfigusages.aws.upbound.io")
+    assert {m.name for m in family if any(go_match(p, m.name) for p in plan.patterns)} == set(plan.patterns)
     empty = analyse([], mrds, [])
     assert empty.plan.patterns == () and yaml.safe_load(empty.plan.yaml())["spec"]["activate"] == []
 
@@ -193,3 +200,20 @@ def test_bad_input_is_one_line_and_exit_2(args, says):
     done = crdscope("mrap", *args)
     assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/crds is absent (a plain clone)")
+def test_on_the_real_aws_names_every_plan_activates_exactly_what_is_needed():
+    import random
+
+    with tarfile.open(SHARED / "provider-aws.tar.xz") as tar:
+        names = sorted(f"{m.name.rsplit('/', 1)[-1][:-5].split('_', 1)[1]}.{m.name.rsplit('/', 1)[-1].split('_', 1)[0]}"
+                       for m in tar if m.isfile() and m.name.endswith(".yaml"))
+    catalogue = Catalogue(MRD(n) for n in names)
+    groups = sorted(catalogue.by_group)
+    chooser = random.Random(39)
+    for _ in range(20):  # whole groups (the provider's own among them) and single kinds mixed
+        whole = chooser.sample(groups, 8) + ["aws.upbound.io", "aws.m.upbound.io"]
+        needed = {m.name for g in whole for m in catalogue.by_group[g].values()} | set(chooser.sample(names, 30))
+        plan = analyse([], [MRD(n, objects=int(n in needed)) for n in names], []).plan
+        assert {n for n in names if any(go_match(p, n) for p in plan.patterns)} == needed
