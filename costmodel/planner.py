@@ -42,6 +42,11 @@ from .model import Interval, Target, estimate
 MIB = float(1 << 20)
 #: What an MRD costs the API server, Active or not (measured: :data:`base.activation.MRD_BYTES`).
 INACTIVE_MRD_BYTES = MRD_BYTES
+#: Activated through Crossplane, CRDs held more than the model predicts for the same CRDs installed
+#: directly (it is calibrated on ``crdscope load``): measured/predicted 1.5-2.1 on 1.37 (``bench mrap``,
+#: 200 and 600 AWS CRDs, the plan and "everything" each; ``bench/RESULTS.md``, "The activation planner").
+#: Shown beside the model's figure, never folded into it: one minor, three runs.
+CROSSPLANE_MEASURED_RATIO = (1.5, 2.1)
 XP_GROUP = "apiextensions.crossplane.io"
 MRDS_PATH = f"/apis/{XP_GROUP}/v1alpha1/managedresourcedefinitions"
 MRAPS_PATH = f"/apis/{XP_GROUP}/v1alpha1/managedresourceactivationpolicies"
