@@ -8,6 +8,7 @@ NAME is any of: discovery, loader, overhead, ui_latency, metrics_parse, cli, doc
 ``python -m bench crossplane [--help]`` installs the AWS set through real Crossplane v2 (bench/crossplane.py).
 ``python -m bench request_cost [--help]`` what each of the monitor's requests costs a loaded API server.
 ``python -m bench mrap [--help]`` the activation planner on the AWS set as MRDs with 100 Compositions (bench/mrap.py).
+``python -m bench viewers [--help]`` what 0, 1 and 10 `crdscope attach` viewers cost a collector (bench/viewers.py).
 """
 
 from __future__ import annotations
@@ -32,11 +33,13 @@ SIZE_BY_SIZE = ("discovery", "overhead", "ui_latency", "doctor")
 #: name -> (module, whether SIGINT tears its labs down too; a background shell ignores SIGINT).
 #: versions: a whole AWS load per Kubernetes version; footprint: fresh labs with the whole AWS set,
 #: several per watch mode (hours); hang: a lab frozen 20 times (about 15 minutes); crossplane: the AWS
-#: set through real Crossplane beside crdscope load and kubectl; calibrate fits the cost model.
+#: set through real Crossplane beside crdscope load and kubectl; calibrate fits the cost model; viewers: one
+#: collector on an empty lab with 0, 1 and 10 `crdscope attach` viewers (about 10 minutes).
 #: `make bench` runs versions, footprint and crossplane.
 SEPARATE = {"versions": ("versions", False), "footprint": ("footprint", True), "hang": ("hang", True),
             "crossplane": ("crossplane", True), "calibrate": ("calibrate", False), "fleet": ("fleet", True),
-            "fleet_ui": ("fleet_ui", False), "request_cost": ("request_cost", True), "mrap": ("mrap", True)}
+            "fleet_ui": ("fleet_ui", False), "request_cost": ("request_cost", True), "mrap": ("mrap", True),
+            "viewers": ("viewers", True)}
 
 
 def steps(chosen: list[str], options: Options) -> list[tuple[str, Options]]:

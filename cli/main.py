@@ -164,6 +164,8 @@ LAZY_COMMANDS = {
     "package": "crdscope.cli.package:package",
     "mrap": "crdscope.cli.mrap:mrap",
     "demo": "crdscope.cli.demo:demo",
+    "attach": "crdscope.cli.view:attach",
+    "serve-web": "crdscope.cli.view:serve_web",
 }
 
 

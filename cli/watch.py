@@ -18,6 +18,14 @@ from .main import cluster_options, memory_limit_bytes, memory_limit_option
               help="exit 1 when EXPR holds, e.g. 'discovery.seconds>5' (repeatable)")
 @click.option("--serve-metrics", default=None, metavar="[HOST]:PORT",
               help="expose the probes' figures in Prometheus text format")
+@click.option("--serve-view", "serve_view", default=None, metavar="[HOST]:PORT",
+              help="with --headless: serve the live view to `crdscope attach` viewers (loopback unless HOST is given)")
+@click.option("--token-file", default=None, type=click.Path(dir_okay=False),
+              help="the viewers' bearer token (default: generated into the state directory)")
+@click.option("--allow-control", is_flag=True,
+              help="with --serve-view: offer viewers the loader and (on a lab) its faults (default: read-only)")
+@click.option("--tls-cert", default=None, type=click.Path(dir_okay=False), help="serve the view over TLS: certificate")
+@click.option("--tls-key", default=None, type=click.Path(dir_okay=False), help="serve the view over TLS: its key")
 @click.option("--prometheus", "prometheus_url", default=None, metavar="URL",
               help="read memory and restarts from this Prometheus (managed control planes)")
 @memory_limit_option
@@ -27,7 +35,9 @@ from .main import cluster_options, memory_limit_bytes, memory_limit_option
 @click.option("--source", default=None, metavar="SRC",
               help="what the loader loads: a directory, an archive, a YAML file, synthetic:N")
 def watch(kubeconfig: str | None, context: tuple[str, ...], headless: bool, duration: str | None, record: str | None,
-          no_record: bool, fail_if: tuple[str, ...], serve_metrics: str | None, prometheus_url: str | None,
+          no_record: bool, fail_if: tuple[str, ...], serve_metrics: str | None, serve_view: str | None,
+          token_file: str | None, allow_control: bool, tls_cert: str | None, tls_key: str | None,
+          prometheus_url: str | None,
           memory_limit: str | None, openapi_v2: bool, theme: str | None, source: str | None) -> None:
     """Open the monitor on a cluster (the current context by default).
 
@@ -37,16 +47,22 @@ def watch(kubeconfig: str | None, context: tuple[str, ...], headless: bool, dura
     """
     limit = memory_limit_bytes(memory_limit)
     contexts = tuple(context)
+    if not headless and (serve_view or token_file or tls_cert or tls_key or allow_control):
+        raise click.UsageError("--serve-view (and its --token-file, --allow-control, --tls-cert, --tls-key) needs "
+                               "--headless: the collector runs without a screen; `crdscope attach` is the screen")
+    if serve_view is None and (token_file or tls_cert or tls_key or allow_control):
+        raise click.UsageError("--token-file, --allow-control, --tls-cert and --tls-key go with --serve-view")
     if headless:
         if source is not None:
             # The headless watch only observes; loading is `crdscope load SRC` beside it.
             raise click.UsageError("--source sets the monitor's loader; with --headless run `crdscope load SRC` "
                                    "beside the watch")
-        from crdscope.session.headless import run_headless
+        from crdscope.session.headless import run_headless, view_options
 
+        view = view_options(serve_view, token_file, tls_cert, tls_key, allow_control) if serve_view else None
         run_headless(kubeconfig=kubeconfig, contexts=contexts, duration=duration, record=record,
                      fail_if=fail_if, serve_metrics=serve_metrics, prometheus_url=prometheus_url,
-                     memory_limit=limit, openapi_v2=openapi_v2)
+                     memory_limit=limit, openapi_v2=openapi_v2, view=view)
         return
     if len(contexts) > 1:
         from crdscope.tui.launch import open_fleet_monitor

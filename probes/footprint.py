@@ -76,6 +76,8 @@ class FootprintProbe:
         self._started = time.monotonic()
         #: (monotonic time, monitor total, by origin) per run, for windowed rates.
         self._history: deque[tuple[float, Tally, dict[str, Tally], int]] = deque()
+        #: (monotonic time, viewer CPU seconds) per run, for the viewers' share of a core.
+        self._viewer_cpu: deque[tuple[float, float]] = deque()
 
     async def run(self) -> FootprintSample:
         by_path, by_origin, total, loader, walks = summarize(self.monitor.cluster.traffic)
@@ -99,6 +101,7 @@ class FootprintProbe:
                     over.append(origin)
             if (walks - oldest[3]) * 3600.0 / span > self.budgets.legacy_walks_per_hour:
                 over.append("legacy-walks")
+        viewers, viewer_cpu, viewer_share = self._viewers(now)
         return FootprintSample(
             requests_total=total.requests, bytes_total=total.bytes,
             requests_per_second=(total.requests - rate_base[1].requests) / window if window > 0 else 0.0,
@@ -108,7 +111,22 @@ class FootprintProbe:
             loader_requests_total=loader.requests, loader_bytes_total=loader.bytes,
             openapi_v2=self.monitor.settings.cadences.openapi_v2 > 0,
             held_back=dict(self.monitor.shared.guard.held_back),
+            viewers=viewers, viewer_cpu_seconds_total=viewer_cpu, viewer_cpu_share=viewer_share,
         )
+
+    def _viewers(self, now: float) -> tuple[int, float, float]:
+        """Viewers and their CPU (a collector's): how many, seconds since start, the share of a core
+        over the rate window."""
+        hook = self.monitor.shared.viewer_load
+        if hook is None:
+            return 0, 0.0, 0.0
+        load = hook()
+        self._viewer_cpu.append((now, load.cpu_seconds))
+        while len(self._viewer_cpu) > 1 and now - self._viewer_cpu[0][0] > RATE_WINDOW_SECONDS:
+            self._viewer_cpu.popleft()
+        then, spent = self._viewer_cpu[0]
+        share = (load.cpu_seconds - spent) / (now - then) if now > then else 0.0
+        return load.viewers, load.cpu_seconds, share
 
 
 def make_probe(monitor: Monitor) -> FootprintProbe:

@@ -23,6 +23,7 @@ from .guard import Guard
 if TYPE_CHECKING:
     from crdscope.connection.ratelimit import TokenBucket
     from crdscope.base.restarts import PlatformRestarts
+    from crdscope.base.samples.footprint import ViewerLoad
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,8 @@ class SharedState:
     #: CRDs that have stored objects, as the health probe last counted them (None: not countable);
     #: the inventory tells Crossplane's active MRDs in use from those nobody uses.
     crds_in_use: frozenset[str] | None = None
+    #: On a collector serving viewers (``--serve-view``): what they cost it (the footprint reports it).
+    viewer_load: Callable[[], ViewerLoad] | None = None
     #: Holds heavy optional reads back while the server is near its memory limit (:mod:`probes.guard`).
     guard: Guard = field(default_factory=Guard)
 

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from crdscope.base.samples.loader import LoaderSample
 from crdscope.base.samples.discovery import ClientModel, DiscoverySample
-from crdscope.base.restarts import START_TIME, RestartEvent
+from crdscope.base.restarts import KUBE_STATE_METRICS, LAB_SUPERVISOR, START_TIME, RestartEvent
 from crdscope.base.samples.health import HealthSample
 from crdscope.base.samples.latency import LatencySample
 from crdscope.base.samples.openapi import OpenAPISample
@@ -110,7 +110,12 @@ class EventDetector:
         probe = type(sample).probe
         events = self._availability(probe, sample)
         if sample.error:
-            return events  # a failed sample's figures are defaults, not observations
+            # A failed sample's figures are defaults, not observations, except those a source outside
+            # the server keeps counting while it is away (a supervisor's deaths: the OOM drill's server
+            # never answered between its deaths, and drill 1 printed none of its nine restarts).
+            if isinstance(sample, HealthSample):
+                events += self._restarts_seen(sample)
+            return events
         if isinstance(sample, HealthSample):
             events += self._health(sample)
         elif isinstance(sample, ThrottlingSample):
@@ -140,9 +145,26 @@ class EventDetector:
 
     # -- per probe ---------------------------------------------------------------------
     def _health(self, sample: HealthSample) -> list[Event]:
+        events = self._restarts_seen(sample)
+        ready = sample.ready
+        if ready is not None:
+            if not ready and self._ready is not False:
+                failing = _first_few(list(sample.failing_checks)) or "no check named"
+                events.append(Event(sample.timestamp, "readyz-failing", FAIL, "health",
+                                    f"readyz failing: {failing}"))
+            elif ready and self._ready is False:
+                events.append(Event(sample.timestamp, "readyz-recovered", INFO, "health", "readyz ok again"))
+            self._ready = ready
+        return events
+
+    def _restarts_seen(self, sample: HealthSample) -> list[Event]:
+        """One line per restart since the last sample; a failed sample counts only restarts its
+        sources name (deaths a platform saw), its own start time being unknown."""
         events: list[Event] = []
+        if sample.error and not sample.restart_events:
+            return events
         restarts = finite_number(sample.restarts)
-        start_time = finite_number(sample.start_time)
+        start_time = None if sample.error else finite_number(sample.start_time)
         restarted = 0
         if restarts is not None:
             previous = self._restarts
@@ -154,18 +176,9 @@ class EventDetector:
             self._start_time = start_time
         if restarted:
             fresh = sample.restart_events[-restarted:] if len(sample.restart_events) >= restarted else ()
-            for event in fresh or (None,):  # one line per restart; None: the source named none
-                line = restart_line(sample, event)
+            for number, event in enumerate(fresh or (None,), start=1):  # one line per restart; None: none named
+                line = restart_line(sample, event, latest=number == len(fresh or (None,)) and not sample.error)
                 events.append(Event(sample.timestamp, "apiserver-restarted", FAIL, "health", line))
-        ready = sample.ready
-        if ready is not None:
-            if not ready and self._ready is not False:
-                failing = _first_few(list(sample.failing_checks)) or "no check named"
-                events.append(Event(sample.timestamp, "readyz-failing", FAIL, "health",
-                                    f"readyz failing: {failing}"))
-            elif ready and self._ready is False:
-                events.append(Event(sample.timestamp, "readyz-recovered", INFO, "health", "readyz ok again"))
-            self._ready = ready
         return events
 
     def _throttling(self, sample: ThrottlingSample) -> list[Event]:
@@ -253,15 +266,22 @@ class EventDetector:
 #: A replica's figures name the replacement's start time only if it began this close to the restart
 #: or after it (a replica not scraped since still shows the dead process's start).
 REPLACEMENT_SECONDS = 60.0
+#: Sources whose restart time is the death itself (a Lease's is when its new holder was first seen).
+DEATH_SOURCES = (LAB_SUPERVISOR, KUBE_STATE_METRICS)
 
 
-def restart_line(sample: HealthSample, event: RestartEvent | None) -> str:
+def restart_line(sample: HealthSample, event: RestartEvent | None, *, latest: bool = True) -> str:
     """``API server restarted: replica r2 (new process started 01:43:05)``.
 
     Where several API servers answer behind one address, the sample's own start time is the
     answering replica's, not the restarted one's: the line names the replica the restart's source
     names, and its new process's start time only where that is known (the process start time
     source's own, or the replica's figures once they show a process started after the restart).
+
+    Several restarts seen at once (the server was away while a supervisor counted its deaths, the
+    OOM drill's back-off) are one line each, each with its own death time; the process serving now
+    replaced only the ``latest`` of them, so only that line names its start (it named all eight in
+    the drill of bench/results/oom-drill-20261206, drill 2).
     """
     several = len(sample.replicas) > 1 or (sample.apiservers or 0) > 1
     replica = event.replica if event is not None else ""
@@ -272,11 +292,22 @@ def restart_line(sample: HealthSample, event: RestartEvent | None) -> str:
         figures = next((r for r in sample.replicas if r.name == replica), None)
         if figures is not None and figures.start_time and figures.start_time >= event.at - REPLACEMENT_SECONDS:
             started = figures.start_time
-    if started is None and not several:
-        started = finite_number(sample.start_time)
+    if started is None and not several and latest:
+        current = finite_number(sample.start_time)
+        # The serving process replaced this death only if it started after it (a clock's slack allowed).
+        if current is not None and (event is None or current >= event.at - REPLACEMENT_SECONDS):
+            started = current
     who = f": replica {replica}" if replica and several else ""
-    when = f" (new process started {time.strftime('%H:%M:%S', time.localtime(started))})" if started else ""
-    return f"API server restarted{who}{when}"
+    details = []
+    if event is not None and event.source in DEATH_SOURCES:
+        details.append(f"died {_clock(event.at)}" + (", OOM-killed" if event.oom_killed else ""))
+    if started:
+        details.append(f"new process started {_clock(started)}")
+    return f"API server restarted{who}" + (f" ({'; '.join(details)})" if details else "")
+
+
+def _clock(at: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(at))
 
 
 def kubectl_124_seconds(models: Iterable[ClientModel]) -> float | None:

@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import re
 import signal
+import ssl
 import sys
 import time
 from pathlib import Path
@@ -136,12 +137,14 @@ def run_headless(kubeconfig: str | None = None, context: str | None = None, dura
                  record: str | None = None, fail_if: Iterable[str] = (), serve_metrics: str | None = None,
                  prometheus_url: str | None = None, *, out: TextIO | None = None,
                  memory_limit: int | None = None, openapi_v2: bool = False,
-                 contexts: Sequence[str] = ()) -> None:
+                 contexts: Sequence[str] = (), view: ViewOptions | None = None) -> None:
     """Watch a cluster without a screen; raises :class:`CrdscopeError` (exit 1) when a threshold is crossed.
 
     ``contexts`` (two or more) watches a fleet from one process: one core, probe set and (with
     ``record``) recording per cluster, one metrics endpoint whose series carry ``cluster``, each
     line prefixed with its context; a threshold crossed in any cluster ends the watch.
+
+    ``view`` (``--serve-view``): serve every cluster's stream to viewers (``crdscope attach``).
     """
     from crdscope.base.settings import load_settings, with_openapi_v2
 
@@ -162,7 +165,10 @@ def run_headless(kubeconfig: str | None = None, context: str | None = None, dura
     clusters = [_connect(kubeconfig, name, fleet=len(names) > 1) for name in names]
     out = out or sys.stdout
     log_to_file(errors_to_stderr=True)  # probe transitions are event lines already
-    outcome = asyncio.run(_watch(clusters, settings, seconds, record, thresholds, listen, out, memory_limit))
+    # --context spelled out: a viewer's load or clean may write to that cluster (as `load` would).
+    named = any(name is not None for name in names)
+    outcome = asyncio.run(_watch(clusters, settings, seconds, record, thresholds, listen, out, memory_limit, view,
+                                 named))
     if outcome == "crossed":
         raise CrdscopeError("a --fail-if threshold was crossed", exit_code=1)
     if outcome == "interrupted":
@@ -208,15 +214,48 @@ class Watched:
         return [p.name for p in self.live.monitor.scheduler.probes]
 
 
+@dataclasses.dataclass(frozen=True)
+class ViewOptions:
+    """``--serve-view ADDR`` and its flags, checked before anything connects (:func:`view_options`)."""
+
+    host: str
+    port: int
+    token: str
+    #: Where the token is (the one given, or the one generated).
+    token_file: Path
+    generated: bool
+    tls: ssl.SSLContext | None = None
+    allow_control: bool = False
+
+
+def view_options(listen: str, token_file: str | None = None, tls_cert: str | None = None,
+                 tls_key: str | None = None, allow_control: bool = False) -> ViewOptions:
+    """``--serve-view`` checked: the address, the token (read, or generated into the state
+    directory, mode 0600), the TLS pair; one-line :class:`ConfigError` otherwise."""
+    from .viewserver import default_token_path, new_token, parse_view_listen, server_tls
+    from .viewstream import read_token
+
+    host, port = parse_view_listen(listen)
+    tls = server_tls(tls_cert, tls_key)
+    if token_file is not None:
+        return ViewOptions(host, port, read_token(token_file), Path(token_file), False, tls, allow_control)
+    path = default_token_path()
+    return ViewOptions(host, port, new_token(path), path, True, tls, allow_control)
+
+
 async def _watch(clusters: list[Cluster], settings: Settings, seconds: float | None, record: str | None,
                  thresholds: list[Threshold], listen: tuple[str, int] | None, out: TextIO,
-                 memory_limit: int | None = None) -> str:
+                 memory_limit: int | None = None, view: ViewOptions | None = None,
+                 contexts_named: bool = False) -> str:
     from crdscope.connection.cluster import first_contact
     from crdscope.base.samples.footprint import FootprintSample, one_line
 
     from .exporter import MetricsServer, SampleCollector
+    from .viewserver import ViewServer
+    from .viewstream import StreamSettings, ViewHub
 
     collector = server = None
+    hub = view_server = None
     stack = contextlib.ExitStack()
     stopped = asyncio.Event()
     started = time.monotonic()
@@ -226,6 +265,10 @@ async def _watch(clusters: list[Cluster], settings: Settings, seconds: float | N
             collector = SampleCollector()
             server = MetricsServer(collector, *listen)
             stack.callback(server.close)
+        if view is not None:
+            hub = ViewHub(StreamSettings(settings.thresholds, settings.cadences, view.allow_control))
+            view_server = ViewServer(hub, view.host, view.port, view.token, tls=view.tls)
+            await view_server.start()
         for cluster in clusters:
             try:
                 await first_contact(cluster)
@@ -238,6 +281,14 @@ async def _watch(clusters: list[Cluster], settings: Settings, seconds: float | N
         for each in watched:
             if collector is not None:
                 collector.watch(each.core, each.info)
+            if hub is not None and view_server is not None and view is not None:
+                hub.watch(each.core, each.info)
+                each.live.monitor.shared.viewer_load = hub.load
+                if view.allow_control:
+                    from .control import ClusterControl
+
+                    view_server.controls[each.core.cluster or each.info.context] = ClusterControl(
+                        each.live, settings.loader, context_flag=each.core.cluster if contexts_named else None)
             version = each.info.kubernetes_version or "version unknown"
             each.sink.say(f"watching {each.info.server} ({version}, context {each.info.context}); probes: "
                           f"{', '.join(each.probes)}" + (f"; for {format_duration(seconds)}" if seconds else ""))
@@ -246,6 +297,11 @@ async def _watch(clusters: list[Cluster], settings: Settings, seconds: float | N
         if server is not None:
             watched[0].sink.say(f"serving metrics on {server.url}"
                                 + (f" ({len(watched)} clusters, label cluster)" if fleet else ""), plain=True)
+        if view_server is not None and view is not None:
+            made = "generated " if view.generated else ""
+            mode = "control allowed" if view.allow_control else "read-only"
+            watched[0].sink.say(f"serving the view on {view_server.url} ({mode}; {made}token in {view.token_file}): "
+                                f"crdscope attach {view_server.url} --token-file {view.token_file}", plain=True)
         _install_signals(stopped.set)
         stack.callback(_remove_signals)
         done = [each.sink.done.wait() for each in watched]
@@ -269,6 +325,8 @@ async def _watch(clusters: list[Cluster], settings: Settings, seconds: float | N
                 sink.say(one_line(footprint))
         return outcome
     finally:
+        if view_server is not None:
+            await view_server.close()
         stack.close()
         for cluster in clusters:
             await cluster.aclose()
@@ -381,3 +439,53 @@ def _remove_signals() -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.remove_signal_handler(signum)
+
+
+def attach_headless(url: str, token_file: str, *, ca_file: str | None = None, duration: str | None = None,
+                    record: str | None = None, out: TextIO | None = None) -> None:
+    """``crdscope attach --headless``: a collector's stream as the lines a headless watch prints
+    (events and finding changes, each cluster's prefixed in a fleet), with no probe of its own;
+    ``--duration`` ends it (exit 0), Ctrl-C exits 130."""
+    from .attach import StreamFeed, attach_core, open_collector
+    from .live import TakenRecorder, log_record_failure
+    from .recorder import Recorder
+
+    seconds = parse_duration(duration) if duration else None
+    collector, clusters, settings = open_collector(url, token_file, ca_file)
+    out = out or sys.stdout
+    log_to_file(errors_to_stderr=True)
+    fleet = len(clusters) > 1
+    stopped = asyncio.Event()
+
+    async def main() -> str:
+        feeds, sinks, recorders = [], [], []
+        try:
+            for cluster in clusters:
+                feed = StreamFeed(collector, cluster, settings)
+                core = attach_core(feed)
+                recording = None
+                if record:
+                    recorder = Recorder(recording_path(record, cluster.info.context or cluster.name, fleet),
+                                        cluster.info)
+                    recorders.append(recorder)
+                    recording = TakenRecorder(recorder, log_record_failure)
+                    core.add_listener(recording)
+                sink = HeadlessSink(core, (), recording=recording, out=out, label=cluster.name if fleet else "")
+                feed.status_listeners.append(sink.say)
+                sink.say(f"attached to {collector.url}: {cluster.info.server} (context {cluster.info.context})")
+                feeds.append(feed)
+                sinks.append(sink)
+            _install_signals(stopped.set)
+            try:
+                _, failure = await run_each(feeds, seconds, stopped.wait(), *(s.done.wait() for s in sinks))
+            finally:
+                _remove_signals()
+            if failure is not None:
+                raise failure
+            return "interrupted" if stopped.is_set() else "completed"
+        finally:
+            for recorder in recorders:
+                recorder.close()
+
+    if asyncio.run(main()) == "interrupted":
+        raise CrdscopeError("interrupted", exit_code=130)

@@ -138,14 +138,14 @@ def open_live_core(cluster: Cluster, settings: Settings, *, lab_home: Path | Non
     monitor.set_memory_limit(limit)
     recording = None
     if recorder is not None:
-        recording = TakenRecorder(recorder, on_record_failure or _log_record_failure)
+        recording = TakenRecorder(recorder, on_record_failure or log_record_failure)
         core.add_listener(recording)
     # A lab's cap changes under the monitor (`crdscope lab limit`); a limit given as a flag does not.
     return LiveCore(cluster, monitor, core, recording=recording, follows_limit=not memory_limit,
                     lab_home=lab_home)
 
 
-def _log_record_failure(recorder: Recorder, exc: Exception) -> None:
+def log_record_failure(recorder: Recorder, exc: Exception) -> None:
     log.error("recording to %s failed and stopped: %s", recorder.path, exc)
 
 

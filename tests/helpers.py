@@ -40,6 +40,14 @@ def wait_for(predicate: Callable[[], T], *, timeout: float = 30.0, interval: flo
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {message} (last: {last!r})")
 
 
+def elapse(seconds: float, what: str) -> None:
+    """Let ``seconds`` of wall time pass: a measurement window (requests counted over a minute), where
+    the time itself is the quantity measured, never a stand-in for a condition (use :func:`wait_for`)."""
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        time.sleep(min(left, 1.0))
+
+
 async def async_wait_for(predicate: Callable[[], Awaitable[T] | T], *, timeout: float = 30.0,
                          interval: float = 0.1, message: str = "condition") -> T:
     """Async variant of :func:`wait_for`; ``predicate`` may be sync or async."""

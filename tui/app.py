@@ -161,8 +161,8 @@ class CrdscopeApp(MonitorHost):
         session.core.reset_listeners.append(lambda: self._redraw_panels(session))
         if session.live is not None:
             session.live.limit_listeners.append(lambda _limit: self._redraw_panels(session))
-            if session.live.recording is not None:
-                session.live.recording.on_failure = self._recording_failed
+        if session.recording is not None:
+            session.recording.on_failure = self._recording_failed
         self.run_worker(self._run_feed(session), name=f"feed {session.name}", group="feed", exit_on_error=False)
 
     def on_unmount(self) -> None:
@@ -359,7 +359,7 @@ class CrdscopeApp(MonitorHost):
         ]
         commands += [(f"Theme: {name}", "colour theme", self._theme_setter(name)) for name in THEME_NAMES]
         commands += loader_commands(self)
-        if self.session.lab is not None:
+        if self.session.faults is not None:
             from .lab_faults import fault_commands
 
             commands += fault_commands(self)

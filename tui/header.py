@@ -105,9 +105,11 @@ class ClusterHeader(Static):
                                       cluster.store.last_good_of(ThrottlingSample))
         if behaviour:
             first += f" · [$probe-warn]{escape(behaviour)}[/]"
+        now = cluster.now()
+        if cluster.origin is not None:
+            first = f"[reverse] {escape(cluster.origin(now))} [/reverse] " + first
         if mode_label:
             first = f"[reverse] {escape(mode_label)} [/reverse] " + first
-        now = cluster.now()
         chips = " ".join(probe_chip(h, now) for h in cluster.probe_health().values())
         if cluster.probes_paused:
             chips = "[$probe-warn b]⏸ PAUSED[/] " + chips

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def run_fault(app: MonitorHost, action: str, component: str) -> None:
     """Apply one fault to the lab in a thread worker and say what happened."""
 
-    lab = app.session.lab
+    lab = app.session.faults
     if lab is None:
         app.notify("no lab here: faults need a crdscope lab", severity="warning")
         return

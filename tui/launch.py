@@ -16,13 +16,17 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from crdscope.base.labrecord import LabState
-    from crdscope.base.settings import Settings
+    from crdscope.base.settings import LoaderSettings, Settings
     from crdscope.lab.components import LabOptions
     from crdscope.lab.controlplane import Lab
     from crdscope.loader.crossplane_install import Stage
     from crdscope.loader.documents import Source
     from crdscope.toolchain.crossplane import CrossplaneBinaries
+    from crdscope.session.attach import Collector, CollectorCluster
+    from crdscope.session.core import WatchCore
+    from crdscope.session.live import TakenRecorder
     from crdscope.session.recorder import ClusterInfo, Recorder
+    from crdscope.session.viewstream import StreamSettings
 
     from .app import CrdscopeApp
     from .sessions import ClusterSession
@@ -115,7 +119,7 @@ def live_session(kubeconfig: str | None, context: str | None, *, settings: Setti
     from crdscope.connection.cluster import Cluster
     from crdscope.session.live import open_live_core
 
-    from .loader_control import LoaderControl
+    from crdscope.session.loader_control import LoaderControl
     from .sessions import ClusterSession
 
     cluster = Cluster.connect(kubeconfig, context)
@@ -326,3 +330,65 @@ def crossplane_install_stages(lab: Lab, state: LabState, provider: Source, binar
     packages = prepare_packages(provider, name=package_name_of(provider.spec), registry=registry,
                                 crank=binaries.crank, crossplane_version=binaries.version, say=say)
     return plan_install([p.plan for p in packages], registry)
+
+
+def attached_sessions(collector: Collector, clusters: Sequence[CollectorCluster], settings: StreamSettings, *,
+                      record: str | None = None, loader_settings: LoaderSettings | None = None
+                      ) -> list[ClusterSession]:
+    """One session per cluster a collector serves, each fed by its stream (no probes, no request to
+    any API server), judged by the collector's thresholds; ``record``: recorded there (in a fleet,
+    one file per cluster beside it)."""
+    from crdscope.base.settings import LoaderSettings
+    from crdscope.session.attach import StreamFeed, attach_core
+    from crdscope.session.control import RemoteFaults, RemoteLoader
+
+    from .sessions import ClusterSession
+
+    sessions = []
+    for cluster in clusters:
+        feed = StreamFeed(collector, cluster, settings)
+        core = attach_core(feed)
+        recording = attached_recording(core, cluster, record, fleet=len(clusters) > 1)
+        # Read-only unless the collector allows control: then its loader and lab's faults are offered.
+        loader = RemoteLoader(collector, cluster.name, core, loader_settings or LoaderSettings()) \
+            if settings.allow_control else None
+        faults = RemoteFaults(collector, cluster.name) if settings.allow_control else None
+        sessions.append(ClusterSession(core, cadences=settings.cadences, origin=feed.describe, recording=recording,
+                                       loader=loader, faults=faults))
+    return sessions
+
+
+def attached_recording(core: WatchCore, cluster: CollectorCluster, record: str | None, *,
+                       fleet: bool) -> TakenRecorder | None:
+    """A viewer's ``--record``: what its core takes, recorded as a live monitor records."""
+    if not record:
+        return None
+    from crdscope.session.headless import recording_path
+    from crdscope.session.live import TakenRecorder, log_record_failure
+    from crdscope.session.recorder import Recorder
+
+    recorder = Recorder(Path(recording_path(record, cluster.info.context or cluster.name, fleet)), cluster.info)
+    recording = TakenRecorder(recorder, log_record_failure)
+    core.add_listener(recording)
+    return recording
+
+
+def open_attached(url: str, token_file: str, *, ca_file: str | None = None, record: str | None = None,
+                  theme: str | None = None) -> None:
+    """``crdscope attach``: the monitor on a collector's stream until quit (a fleet when it serves
+    several clusters)."""
+    from crdscope.base.settings import load_settings
+    from crdscope.session.attach import open_collector
+    from crdscope.session.control import RemoteLoader
+
+    from .app import CrdscopeApp
+
+    collector, clusters, stream = open_collector(url, token_file, ca_file)
+    where = log_to_file() or NOT_WRITABLE
+    settings = dataclasses.replace(load_settings(), thresholds=stream.thresholds, cadences=stream.cadences)
+    sessions = attached_sessions(collector, clusters, stream, record=record, loader_settings=settings.loader)
+    app = CrdscopeApp(settings=settings, theme=_theme(theme, settings), sessions=sessions, kubectl=None)
+    for session in sessions:
+        if isinstance(session.loader, RemoteLoader):
+            session.loader.notify = app.notify  # the collector's answers, on screen
+    _run(app, where)

@@ -1,6 +1,6 @@
 """The loader from the keyboard and the palette: start, pause, resume, stop, clean.
 
-``app.session.loader`` is a :class:`tui.loader_control.LoaderControl` (None in a
+``app.session.loader`` is a :class:`session.loader_control.LoaderHandle` (None in a
 replay).  Network work (the load itself, counting what clean would delete,
 deleting) runs in async workers; clean asks first, in a modal, as
 ``crdscope clean`` does on the command line.
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from crdscope.loader.safety import CleanPlan
 
     from .host import MonitorHost
-    from .loader_control import LoaderControl
+    from crdscope.session.loader_control import LoaderHandle
 
 #: action -> (palette name, help)
 ACTIONS = {
@@ -37,7 +37,7 @@ def available(app: MonitorHost) -> list[str]:
     return available_for(loader)
 
 
-def available_for(loader: LoaderControl) -> list[str]:
+def available_for(loader: LoaderHandle) -> list[str]:
     """The actions that make sense now for one loader control."""
     state = loader.state
     if state == "running":
@@ -73,7 +73,7 @@ def run_action(app: MonitorHost, action: str) -> None:
         app.run_worker(_clean(app, loader), name="loader-clean", group="loader", exit_on_error=False)
 
 
-def _set_up_and_start(app: MonitorHost, loaders: list[LoaderControl]) -> None:
+def _set_up_and_start(app: MonitorHost, loaders: list[LoaderHandle]) -> None:
     """Ask what to load and how (source, profile, rate, concurrency), show what the run will do,
     then start it (in each of ``loaders``: the same source at the same pace); cancelling writes
     nothing."""
@@ -126,7 +126,7 @@ def load_everywhere(app: MonitorHost) -> None:
                                  note=", ".join(sorted(states))), chosen)
 
 
-async def _clean(app: MonitorHost, loader: LoaderControl) -> None:
+async def _clean(app: MonitorHost, loader: LoaderHandle) -> None:
     try:
         plan = await loader.clean_plan()
     except Exception as exc:  # noqa: BLE001 - CrdscopeError and network failures: one line
@@ -145,7 +145,7 @@ async def _clean(app: MonitorHost, loader: LoaderControl) -> None:
     app.push_screen(ConfirmScreen(plan.question, yes="Delete", no="Keep"), confirmed)
 
 
-async def _delete(app: MonitorHost, loader: LoaderControl, plan: CleanPlan) -> None:
+async def _delete(app: MonitorHost, loader: LoaderHandle, plan: CleanPlan) -> None:
     try:
         message = await loader.clean(plan)
     except Exception as exc:  # noqa: BLE001

@@ -23,9 +23,10 @@ from crdscope.session.core import SampleSource, SessionStore, WatchCore
 
 if TYPE_CHECKING:
     from crdscope.lab.controlplane import Lab
-    from crdscope.session.live import LiveCore
+    from crdscope.session.control import FaultTarget
+    from crdscope.session.live import LiveCore, TakenRecorder
 
-    from .loader_control import LoaderControl
+    from crdscope.session.loader_control import LoaderHandle
 
 log = logging.getLogger("crdscope.tui")
 
@@ -34,9 +35,10 @@ class ClusterSession:
     """One watched cluster: its session core (and, live, the live core around it), loader control
     and lab; the typed view the header, panels and screens read of their cluster."""
 
-    def __init__(self, core: WatchCore, *, live: LiveCore | None = None, loader: LoaderControl | None = None,
+    def __init__(self, core: WatchCore, *, live: LiveCore | None = None, loader: LoaderHandle | None = None,
                  lab: Lab | None = None, clock: Callable[[], float] | None = None,
-                 cadences: Cadences | None = None) -> None:
+                 cadences: Cadences | None = None, origin: Callable[[float], str] | None = None,
+                 recording: TakenRecorder | None = None, faults: FaultTarget | None = None) -> None:
         if core.source is None:
             raise ValueError("a monitored cluster needs a source of samples")
         self.core = core
@@ -44,13 +46,29 @@ class ClusterSession:
         self.feed: SampleSource = core.source
         #: The live core (monitor, recording, memory limit) when the cluster is watched live.
         self.live = live
-        #: The loader's controller (tui.loader_control.LoaderControl), None in a replay.
+        #: The loader's controller (session.loader_control.LoaderHandle), None in a replay.
         self.loader = loader
         #: A lab.controlplane.Lab when watching a lab: its faults go in the palette.
         self.lab = lab
         self._clock = clock
         #: The probes' cadences (a panel's figures are stale after three cadences without a sample).
         self.cadences = cadences or Cadences()
+        #: Where the samples come from when that is news (an attached viewer: the collector, the
+        #: newest sample's age, a reconnection), told the time; the header shows it.
+        self.origin = origin
+        #: The recording of a cluster that is not live (an attached viewer's ``--record``).
+        self._recording = recording
+        self._faults = faults
+
+    @property
+    def faults(self) -> FaultTarget | None:
+        """Where the palette's fault actions go: the lab, or a collector that allows control."""
+        return self._faults if self._faults is not None else self.lab
+
+    @property
+    def recording(self) -> TakenRecorder | None:
+        """Where this cluster is recorded (live: the live core's recording)."""
+        return self.live.recording if self.live is not None else self._recording
 
     @property
     def name(self) -> str:
@@ -111,11 +129,11 @@ class ClusterSession:
 
     def record(self, change: FindingChange) -> None:
         """Record a finding re-judged beyond a sample (the local kubectl learned)."""
-        if self.live is not None and self.live.recording is not None:
-            self.live.recording.record(change)
+        if self.recording is not None:
+            self.recording.record(change)
 
     def close_recorder(self) -> str | None:
         """Close the recording; where it went (None: nothing recorded)."""
-        if self.live is None or self.live.recording is None:
+        if self.recording is None:
             return None
-        return str(self.live.recording.close())
+        return str(self.recording.close())

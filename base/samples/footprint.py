@@ -46,6 +46,21 @@ class FootprintSample(Sample):
     openapi_v2: bool = False
     #: Heavy optional reads held back, and why ("openapi_v2": "memory at 91% of its limit").
     held_back: dict[str, str] = figure(default_factory=dict, label="feature")
+    #: Viewers attached to this collector (``--serve-view``; 0 with none or none served) and the CPU
+    #: spent on them: seconds since start, and the share of one core over the rate window.
+    viewers: int = 0
+    viewer_cpu_seconds_total: float = figure(0.0, counter=True)
+    viewer_cpu_share: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class ViewerLoad:
+    """What a collector's viewers cost it (``session.viewstream.ViewHub.load``): how many are
+    connected, the CPU spent encoding for and writing to them, and the bytes sent."""
+
+    viewers: int = 0
+    cpu_seconds: float = 0.0
+    bytes_sent: int = 0
 
 
 def _bytes(count: float) -> str:
@@ -68,6 +83,9 @@ def one_line(sample: FootprintSample) -> str:
         line += f"; over budget: {', '.join(sample.over_budget)}"
     if sample.held_back:
         line += f"; held back: {', '.join(sorted(sample.held_back))}"
+    if sample.viewers or sample.viewer_cpu_seconds_total:
+        line += (f"; serving {sample.viewers} viewer{'s' if sample.viewers != 1 else ''}: "
+                 f"{sample.viewer_cpu_share * 100:.2f}% of a core")
     return line
 
 

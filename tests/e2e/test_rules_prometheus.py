@@ -43,10 +43,27 @@ def free_port() -> int:
     return lab_free_port()
 
 
-def exporter(lab, port: int, env: dict | None = None) -> subprocess.Popen:
-    return spawn("watch", "--headless", "--duration", "10m", "--serve-metrics", f"127.0.0.1:{port}",
+def exporter(lab, port: int, env: dict | None = None, record: Path | None = None) -> subprocess.Popen:
+    recording = ["--record", str(record)] if record is not None else []
+    return spawn("watch", "--headless", "--duration", "10m", "--serve-metrics", f"127.0.0.1:{port}", *recording,
                  "--kubeconfig", lab.kubeconfig, "--context", lab.admin_context, env=env,
                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def level_figures(recording: Path, level: str) -> list[tuple]:
+    """Per throttling sample of a recording: time, rate interval, and ``level``'s rejected total,
+    rejected in the interval and per second (what a failure message shows)."""
+    from crdscope.session.replay import read_recording
+
+    rows = []
+    for sample in read_recording(recording).samples:
+        if sample.probe != "throttling":
+            continue
+        found = next((pl for pl in sample.priority_levels if pl.name == level), None)
+        rows.append((round(sample.timestamp % 1000, 2), sample.interval_seconds and round(sample.interval_seconds, 2),
+                     sample.error, found and (found.rejected_total, found.rejected, found.rejected_per_s),
+                     sorted(sample.unobservable)))
+    return rows
 
 
 def probes_up(text: str) -> set[str]:
@@ -127,6 +144,23 @@ class Prometheus:
         health = [(t["labels"].get("job"), t["health"], t.get("lastError")) for t in targets]
         return f"targets {health}; rejected series {series['data']['result'][:3]}"
 
+    def query(self, query: str) -> list:
+        """The series ``query`` selects now (empty while Prometheus has not scraped them)."""
+        try:
+            answer = httpx.get(f"{self.url}/api/v1/query", timeout=5, params={"query": query}).json()
+        except (httpx.HTTPError, ValueError):
+            return []
+        return answer.get("data", {}).get("result", [])
+
+    def seen(self, query: str, window: str = "10m") -> list:
+        """What ``query`` was at its highest over ``window`` (per series), for a failure message."""
+        try:
+            answer = httpx.get(f"{self.url}/api/v1/query", timeout=5,
+                               params={"query": f"max_over_time(({query})[{window}:1s])"}).json()
+        except (httpx.HTTPError, ValueError) as exc:
+            return [f"Prometheus did not say: {exc}"]
+        return [(r["metric"], r["value"][1]) for r in answer.get("data", {}).get("result", [])]
+
     def close(self) -> None:
         stop_process(self.process)
         self.log.close()
@@ -142,18 +176,34 @@ async def test_a_real_prometheus_fires_apf_rejecting_and_not_answering(fresh_lab
     (config_home / "crdscope").mkdir(parents=True)
     (config_home / "crdscope" / "config.toml").write_text("[cadences]\nthrottling = 2.0\n")
     port = free_port()
-    watcher = exporter(fresh_lab, port, env={"XDG_CONFIG_HOME": str(config_home)})
+    recording = tmp_path / "exporter.jsonl"
+    watcher = exporter(fresh_lab, port, env={"XDG_CONFIG_HOME": str(config_home)}, record=recording)
     prometheus = Prometheus(fresh_lab, tmp_path, port)
     try:
         await async_wait_for(lambda: "throttling" in probes_up(scrape_metrics(port)), timeout=90,
                              message="the exporter's throttling figures")
+        # Prometheus holds the level's figures before the squeeze: a squeeze that ends before its first
+        # scrape of the exporter (a slow start on a busy machine) would leave it nothing to see.
+        await async_wait_for(lambda: prometheus.query(
+            f'crdscope_throttling_priority_levels_rejected_total{{priority_level="{LEVEL}"}}'), timeout=90,
+            message="Prometheus scraping the squeezed level's counter")
         async with Cluster.connect(str(kubeconfig), USER) as cluster:
             engine = LoadEngine(cluster, open_source(f"synthetic:{COUNT}", seed=SEED), profile="burst",
                                 concurrency=CONCURRENCY, runs_directory=tmp_path / "runs")
             loading = asyncio.create_task(engine.run())
-            # The alerts fire while the squeeze lasts (and resolve after it): watch during the load.
-            apf = await async_wait_for(lambda: prometheus.firing("CrdscopeAPFRejecting"), timeout=120,
-                                       message="CrdscopeAPFRejecting firing")
+            # Watched during the load: the warning reads the level's rejection counter (it fires for two
+            # minutes after the squeeze, however short the squeeze and however late Prometheus's scrapes).
+            try:
+                apf = await async_wait_for(lambda: prometheus.firing("CrdscopeAPFRejecting"), timeout=120,
+                                           message="CrdscopeAPFRejecting firing")
+            except AssertionError as timed_out:
+                loaded = loading.result() if loading.done() else "still loading"
+                raise AssertionError(
+                    f"{timed_out}; the load: {loaded}; highest rejected/s exported: "
+                    f"{prometheus.seen('crdscope_throttling_priority_levels_rejected_per_second')}; "
+                    f"lowest up: {prometheus.seen('-up')}; {prometheus.diagnose()}; the exporter's throttling "
+                    f"samples (time, interval, error, {LEVEL} total/window/rate): "
+                    f"{level_figures(recording, LEVEL)}") from None
             final = await loading
         # APIServerAPFRejecting (the API server's own counter) is not asserted: Prometheus's scrape of the
         # lab's multi-megabyte /metrics timed out under the squeeze on this 2-core machine (see diagnose()).

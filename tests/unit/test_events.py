@@ -102,10 +102,32 @@ def test_readyz_failing_names_the_checks_and_recovers_once():
 
 
 def test_a_failed_sample_raises_no_figure_event():
-    # An unreachable server's sample has default figures (ready None, restarts None): no readyz/restart news.
+    # An unreachable server's sample has default figures: no readyz news, and no restart news unless a
+    # source outside the server names the restarts (below).
     samples = [HealthSample(timestamp=1.0, ready=True, restarts=0),
                HealthSample(timestamp=2.0, error="timed out", ready=False, restarts=5)]
     assert kinds(run(EventDetector(), samples)) == ["probe-down"]
+
+
+def test_deaths_a_supervisor_counts_while_the_server_never_answers_are_each_a_line():
+    """Drill 1 of bench/results/oom-drill-20261206: the server died nine times and never answered the
+    health probe in between; the lab's supervisor named each death, and each is a line (once)."""
+    import time
+
+    from crdscope.base.restarts import LAB_SUPERVISOR, RestartEvent
+
+    deaths = [RestartEvent(at, LAB_SUPERVISOR, "apiserver", oom_killed=True) for at in (1010.0, 1020.0)]
+    samples = [HealthSample(timestamp=1000.0, restarts=0, start_time=900.0, ready=True),
+               HealthSample(timestamp=1012.0, error="connection refused", restarts=1, start_time=900.0,
+                            restart_events=tuple(deaths[:1])),
+               HealthSample(timestamp=1015.0, error="connection refused", restarts=1, start_time=900.0,
+                            restart_events=tuple(deaths[:1])),
+               HealthSample(timestamp=1022.0, error="connection refused", restarts=2, restart_events=tuple(deaths))]
+    restarts = [e.message for e in run(EventDetector(), samples) if e.kind == "apiserver-restarted"]
+    clock = time.strftime("%H:%M:%S", time.localtime(1010.0))
+    assert restarts == [f"API server restarted (died {clock}, OOM-killed)",
+                        f"API server restarted (died {time.strftime('%H:%M:%S', time.localtime(1020.0))}, "
+                        "OOM-killed)"]
 
 
 def test_429s_begin_and_stop_once_from_apf_rejections_or_responses():
@@ -214,3 +236,23 @@ def test_the_real_sample_classes_carry_the_fields_the_detector_reads():
                              "latency-slo-recovered"]
     assert "LIST cluster p99 31.00 s > 30 s" in events[6].message
     assert "canary version p99 1.50 s > 1 s" in events[7].message
+
+
+def test_restarts_counted_while_the_server_was_away_each_name_their_own_death():
+    """The OOM drill: the lab's supervisor counted three deaths while the probes could not reach the
+    server; one line each, with its own death time, and only the last names the process serving now
+    (drill 2 of bench/results/oom-drill-20261206 printed the same start time on eight lines)."""
+    import time
+
+    from crdscope.base.restarts import LAB_SUPERVISOR, RestartEvent
+
+    def clock(at: float) -> str:
+        return time.strftime("%H:%M:%S", time.localtime(at))
+
+    before = HealthSample(timestamp=1000.0, restarts=0, start_time=900.0, ready=True)
+    deaths = tuple(RestartEvent(at, LAB_SUPERVISOR, "apiserver", oom_killed=True) for at in (1010.0, 1030.0, 1070.0))
+    after = HealthSample(timestamp=1100.0, restarts=3, start_time=1072.0, ready=True, restart_events=deaths)
+    lines = [e.message for e in run(EventDetector(), [before, after])]
+    assert lines == [f"API server restarted (died {clock(1010.0)}, OOM-killed)",
+                     f"API server restarted (died {clock(1030.0)}, OOM-killed)",
+                     f"API server restarted (died {clock(1070.0)}, OOM-killed; new process started {clock(1072.0)})"]

@@ -51,6 +51,9 @@ def test_promtool_test_rules_fires_what_the_findings_would(rules_file, tmp_path)
              "values": "0 1 8 23 0 0"},
             {"series": 'crdscope_throttling_priority_levels_rejected_per_second{job="crdscope",instance="x:9100",'
                        'priority_level="workload-low"}', "values": "0 0 0.5 0.5 3 0"},
+            # The same rejections as the level's counter: 7 at 30 s, and the last ones at 60 s.
+            {"series": 'crdscope_throttling_priority_levels_rejected_total{job="crdscope",instance="x:9100",'
+                       'priority_level="workload-low"}', "values": "0 0 7 15 60 60 60 60 60 60 60 60 60 60"},
             {"series": 'crdscope_latency_canaries_p99_seconds{job="crdscope",instance="x:9100",canary="version"}',
              "values": "0.01 0.01 19.09 19.09 19.09 19.09"},
             {"series": 'crdscope_latency_canaries_p99_seconds{job="crdscope",instance="x:9100",canary="list_crds"}',
@@ -71,7 +74,9 @@ def test_promtool_test_rules_fires_what_the_findings_would(rules_file, tmp_path)
             {"eval_time": "30s", "alertname": "CrdscopeAPFRejecting", "exp_alerts": [{
                 **alert("warning", priority_level="workload-low"),
                 "exp_annotations": {"summary": "APF rejecting requests at priority level workload-low",
-                                    "description": "500m requests/s rejected (429) at workload-low."}}]},
+                                    "description": "Requests rejected (429) at workload-low within the last 2m."}}]},
+            # Two minutes with no new rejection: the warning is over.
+            {"eval_time": "195s", "alertname": "CrdscopeAPFRejecting", "exp_alerts": []},
             {"eval_time": "30s", "alertname": "CrdscopeAPFRejectingHard", "exp_alerts": []},
             {"eval_time": "60s", "alertname": "CrdscopeAPFRejectingHard", "exp_alerts": [{
                 **alert("critical", priority_level="workload-low"),

@@ -1,4 +1,5 @@
-"""The monitor's handle on the loader engine: start, pause, resume, stop, clean.
+"""A monitor's handle on the loader engine: start, pause, resume, stop, clean (the TUI's loader,
+and a collector's when it allows its viewers control).
 
 It drives :class:`loader.engine.LoadEngine` on the monitor's own cluster
 client and CRD watch (no second watch, no polling), publishes the engine's
@@ -9,7 +10,8 @@ cluster that is not a crdscope lab is written to only when ``--context`` named i
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, Protocol
 from collections.abc import Callable
 
 from crdscope.loader.engine import LoadEngine
@@ -21,17 +23,64 @@ from crdscope.probes.monitor import Monitor
 from crdscope.base.settings import LoaderSettings
 from crdscope.connection.traffic import LOADER, origin
 
-from .format import duration
+from crdscope.findings.model import format_duration
 
 
-class LoaderControl:
+class LoaderHandle(Protocol):
+    """What the monitor's loader actions call: a :class:`LoaderControl` on the monitor's own cluster,
+    or a viewer's ``session.control.RemoteLoader`` (the collector's loader)."""
+
+    source: str
+
+    @property
+    def state(self) -> str: ...
+
+    @property
+    def settings(self) -> LoaderSettings: ...
+
+    def configure(self, source: str, profile: str, rate: float, concurrency: int) -> None: ...
+
+    def describe(self) -> str: ...
+
+    async def run(self) -> LoaderSample | None: ...
+
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    async def clean_plan(self) -> CleanPlan: ...
+
+    async def clean(self, plan: CleanPlan) -> str: ...
+
+
+class LoaderChoice:
+    """What the next start loads and at what pace: the loader dialog's choice, here or on a collector."""
+
+    def __init__(self, settings: LoaderSettings, source: str | None = None) -> None:
+        self.settings = settings
+        self.source = source or settings.source
+
+    def configure(self, source: str, profile: str, rate: float, concurrency: int) -> None:
+        """What the next start loads, and at what pace (the loader dialog's choice)."""
+        self.source = source
+        self.settings = dataclasses.replace(self.settings, profile=profile, rate=rate, concurrency=concurrency)
+
+    def pace(self) -> str:
+        """``steady, 5 CRDs/s, concurrency 4``."""
+        s = self.settings
+        speed = "as fast as allowed" if s.profile == "burst" else f"{s.rate:g} CRDs/s"
+        return f"{s.profile}, {speed}, concurrency {s.concurrency}"
+
+
+class LoaderControl(LoaderChoice):
     """One loader for the monitor: a new engine per start (a stopped run resumes where it ended)."""
 
     def __init__(self, monitor: Monitor, settings: LoaderSettings, *, context_flag: str | None = None,
                  source: str | None = None) -> None:
+        super().__init__(settings, source)
         self.monitor = monitor
-        self.settings = settings
-        self.source = source or settings.source
         #: The --context the user spelled out (None: the kubeconfig's current context).
         self.context_flag = context_flag
         self.engine: LoadEngine | None = None
@@ -47,18 +96,9 @@ class LoaderControl:
         """idle, running, paused, stopping, stopped or done."""
         return self.engine.state if self.engine is not None else "idle"
 
-    def configure(self, source: str, profile: str, rate: float, concurrency: int) -> None:
-        """What the next start loads, and at what pace (the loader dialog's choice)."""
-        import dataclasses
-
-        self.source = source
-        self.settings = dataclasses.replace(self.settings, profile=profile, rate=rate, concurrency=concurrency)
-
     def describe(self) -> str:
         """The pace a start would use, for menus and the idle panel."""
-        s = self.settings
-        pace = "as fast as allowed" if s.profile == "burst" else f"{s.rate:g} CRDs/s"
-        return f"{s.profile}, {pace}, concurrency {s.concurrency}, {s.schema_props} schema props"
+        return f"{self.pace()}, {self.settings.schema_props} schema props"
 
     def _emit(self, sample: LoaderSample) -> None:
         for sink in list(self._sinks):
@@ -110,7 +150,7 @@ class LoaderControl:
         """Delete what the confirmed plan lists (each CRD only if still the one listed); one line."""
         with origin(LOADER):
             result = await execute_clean(self.monitor.cluster, plan)
-        line = f"clean: deleted {len(result.deleted)} CRDs in {duration(result.seconds)}"
+        line = f"clean: deleted {len(result.deleted)} CRDs in {format_duration(result.seconds)}"
         if result.refused:
             line += f"; {len(result.refused)} refused ({result.refused[0][0]}: {result.refused[0][1]})"
         if not result.gone:
