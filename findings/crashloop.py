@@ -135,9 +135,11 @@ def crash_loop(obs: Observations) -> list[Finding]:
         evidence.append(need_line)
 
     verdict = {"confirmed": ", OOM-killed", "likely": ", OOM-killed (likely)"}.get(oom, "")
-    up = f", up ~{format_duration(uptime)} each time" if uptime is not None else ""
-    title = (f"API server crash-looping{who}{verdict}: {len(loop)} restarts in {format_duration(span)}{up}, "
-             f"down {down_share:.0%} of the time")
+    # "Up" is each process's lifetime; what callers saw is answered or not: a process that lives 6 s
+    # and dies before it serves left the drill's title reading "up ~5.8 s each time, down 100%".
+    lived = f", each process lived ~{format_duration(uptime)}" if uptime is not None else ""
+    title = (f"API server crash-looping{who}{verdict}: {len(loop)} restarts in {format_duration(span)}{lived}, "
+             f"not answering {down_share:.0%} of the time")
     if oom:
         cause = ("the API server needs more memory than its limit allows: at start-up it loads every CRD "
                  "from etcd (schemas, validators, a storage and watch cache per CRD version) and is killed "

@@ -126,6 +126,7 @@ class StreamFeed:
         self._reset_listeners: list[Callable[[], None]] = []
         self._paused = False
         self._held: list[Sample] = []
+        self._flushing: set[asyncio.Task[None]] = set()
         self._clock = clock
         #: What the collector judges by (``/v1/clusters``, then each stream's header).
         self.settings = settings or StreamSettings()
@@ -159,7 +160,17 @@ class StreamFeed:
         self._paused = True
 
     def resume(self) -> None:
+        """Deliver what was held back at once (not at the next sample: a quiet cluster sends few)."""
         self._paused = False
+        if self._held:
+            held, self._held = self._held, []
+            task = asyncio.get_running_loop().create_task(self._deliver_all(held))
+            self._flushing.add(task)
+            task.add_done_callback(self._flushing.discard)
+
+    async def _deliver_all(self, samples: list[Sample]) -> None:
+        for sample in samples:
+            await deliver(self.sinks, sample)
 
     @property
     def paused(self) -> bool:
@@ -266,9 +277,6 @@ class StreamFeed:
         if self._paused:
             self._held.append(sample)
             return
-        for held in self._held:
-            await deliver(self.sinks, held)
-        self._held.clear()
         await deliver(self.sinks, sample)
 
 

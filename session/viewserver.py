@@ -171,8 +171,8 @@ class ViewServer:
                 if subscriber.dropped:
                     break
                 await self._send(response, data or heartbeat())
-        except (ConnectionError, asyncio.CancelledError):
-            pass  # the viewer left, or the collector is closing
+        except ConnectionError:
+            pass  # the viewer left
         finally:
             channel.unsubscribe(subscriber)
             if task is not None:

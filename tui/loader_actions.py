@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from .host import MonitorHost
     from crdscope.session.loader_control import LoaderHandle
 
+NO_LOADER = "no loader here: a replay cannot load, nor a viewer of a read-only collector (its --allow-control)"
+
 #: action -> (palette name, help)
 ACTIONS = {
     "start": ("Loader: start", "choose what to load and at what pace, then load it"),
@@ -53,7 +55,7 @@ def run_action(app: MonitorHost, action: str) -> None:
     """Do one loader action (from the menu or the palette)."""
     loader = app.session.loader
     if loader is None:
-        app.notify("no loader here (replays cannot load)", severity="warning")
+        app.notify(NO_LOADER, severity="warning")
         return
     if action not in available(app):
         app.notify(f"the loader is {loader.state}: cannot {action}", severity="warning")
@@ -101,7 +103,7 @@ def load_everywhere(app: MonitorHost) -> None:
     in the loader's set-up dialog); while loads run, pause, resume or stop them all."""
     loaders = [session.loader for session in app.sessions if session.loader is not None]
     if not loaders:
-        app.notify("no loader here (replays cannot load)", severity="warning")
+        app.notify(NO_LOADER, severity="warning")
         return
     states = {loader.state for loader in loaders}
     if states <= {"idle", "stopped", "done"}:
@@ -158,7 +160,7 @@ def open_loader_menu(app: MonitorHost) -> None:
     """The ``l`` key: a small menu of what the loader can do now."""
     loader = app.session.loader
     if loader is None:
-        app.notify("no loader here (replays cannot load)", severity="warning")
+        app.notify(NO_LOADER, severity="warning")
         return
     choices = [(action, ACTIONS[action][0].split(": ", 1)[1].capitalize() + ": " + ACTIONS[action][1])
                for action in available(app)]

@@ -350,3 +350,36 @@ async def test_with_allow_control_a_viewer_loads_cleans_and_faults_through_the_c
     finally:
         reading.cancel()
         collector.stop()
+
+
+async def test_an_attached_monitor_loads_through_a_collector_that_allows_control(fresh_lab, tmp_path):
+    """The viewer's ``l`` key: the loader's set-up, then the collector loads its lab; the progress comes
+    back on the stream into the viewer's loader panel, and the CRDs are on the lab (kubectl)."""
+    from crdscope.base.settings import LoaderSettings, Settings
+    from crdscope.session.attach import Collector as Reach, collector_clusters
+    from crdscope.tui.app import CrdscopeApp
+    from crdscope.tui.launch import attached_sessions
+    from crdscope.tui.screens.dialogs import ChoiceScreen
+    from crdscope.tui.screens.loader_setup import LoaderSetupScreen
+    from tests.tui.loader_dialogs import choose
+
+    collector = Collector(fresh_lab, tmp_path, allow_control=True)
+    try:
+        reach = Reach(collector.url, collector.token_file)
+        clusters, settings = await collector_clusters(reach)
+        loader = LoaderSettings(source="synthetic:6", profile="burst", concurrency=4)
+        app = CrdscopeApp(settings=Settings(loader=loader), kubectl=None,
+                          sessions=attached_sessions(reach, clusters, settings, loader_settings=loader))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await async_wait_for(lambda: app.store.last_good("version"), timeout=60, message="the stream")
+            await pilot.press("l")
+            await choose(pilot, ChoiceScreen, "Start")
+            await async_wait_for(lambda: isinstance(app.screen, LoaderSetupScreen), timeout=10, message="the set-up")
+            await pilot.press("ctrl+s")
+            done = await async_wait_for(
+                lambda: (s := app.store.latest("loader")) is not None and s.state == "done" and s,
+                timeout=120, message="the collector's load, seen by the viewer")
+        assert done.established == 6
+        assert len(fresh_lab.kubectl_json("get", "crd", "-l", OWNED)["items"]) == 6
+    finally:
+        collector.stop()

@@ -179,3 +179,32 @@ async def test_an_unreachable_collector_is_one_line_exit_3(tmp_path):
     assert gone.value.exit_code == 3
 
 
+
+
+async def test_a_paused_viewer_holds_samples_and_resuming_delivers_them_at_once(tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text("sesame\n")
+    core = WatchCore(None, store=SessionStore(), cluster="prod")
+    hub = ViewHub()
+    hub.watch(core, INFO)
+    server = ViewServer(hub, "127.0.0.1", 0, "sesame")
+    await server.start()
+    try:
+        reach = Collector(server.url, token_file)
+        clusters, settings = await collector_clusters(reach)
+        feed = StreamFeed(reach, clusters[0], settings)
+        viewer = attach_core(feed)
+        reading = asyncio.create_task(feed.run())
+        try:
+            await asyncio.wait_for(feed.live.wait(), 10)
+            feed.pause()
+            core.take(version(200.0))
+            await async_wait_for(lambda: feed.newest == 200.0, timeout=10, message="the sample read while paused")
+            assert viewer.store.latest_of(VersionSample) is None  # held: the screen stays still
+            feed.resume()
+            await async_wait_for(lambda: viewer.store.latest_of(VersionSample) is not None, timeout=10,
+                                 message="the held sample delivered on resume")
+        finally:
+            reading.cancel()
+    finally:
+        await server.close()
