@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from crdscope.base.errors import ClusterError
+from crdscope.base.errors import ClusterError, CrdscopeError
 from crdscope.base.samples import Sample, Sink, deliver
 from crdscope.base.version import USER_AGENT
 from crdscope.connection.transport import TRANSPORT_ERRORS
@@ -207,7 +207,7 @@ class StreamFeed:
                 try:
                     await self._read(client)
                     self.last_error = "the collector closed the stream"
-                except AttachError as exc:
+                except CrdscopeError as exc:  # refused, or the token file unreadable mid-rewrite: tried again
                     self.last_error = str(exc)
                 except TRANSPORT_ERRORS as exc:
                     self.last_error = f"{type(exc).__name__}: {exc}".rstrip(": ")

@@ -41,13 +41,16 @@ def default_token_path() -> Path:
 
 
 def new_token(path: Path) -> str:
-    """A fresh random token written to ``path`` (mode 0600, replacing any older one)."""
+    """A fresh random token written to ``path`` (mode 0600, replacing any older one at once: viewers
+    re-read the file as they reconnect, and never see it empty)."""
     token = secrets.token_urlsafe(TOKEN_BYTES)
+    staged = path.with_name(f".{path.name}.{os.getpid()}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(token + "\n")
+        os.replace(staged, path)
     except OSError as exc:
         raise ConfigError(f"cannot write the token to {path}: {exc.strerror or exc}") from None
     return token

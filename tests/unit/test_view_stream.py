@@ -208,3 +208,28 @@ async def test_a_paused_viewer_holds_samples_and_resuming_delivers_them_at_once(
             reading.cancel()
     finally:
         await server.close()
+
+
+async def test_an_unreadable_token_file_is_tried_again_not_the_end_of_the_viewer(tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text("sesame\n")
+    core = WatchCore(None, store=SessionStore(), cluster="prod")
+    hub = ViewHub()
+    hub.watch(core, INFO)
+    server = ViewServer(hub, "127.0.0.1", 0, "sesame")
+    await server.start()
+    try:
+        reach = Collector(server.url, token_file)
+        clusters, settings = await collector_clusters(reach)
+        token_file.write_text("")  # caught between a collector's truncation and its write
+        feed = StreamFeed(reach, clusters[0], settings)
+        reading = asyncio.create_task(feed.run())
+        try:
+            await async_wait_for(lambda: feed.failed_tries >= 1, timeout=10, message="a failed try")
+            assert not reading.done() and "is empty" in feed.last_error
+            token_file.write_text("sesame\n")
+            await asyncio.wait_for(feed.live.wait(), 15)
+        finally:
+            reading.cancel()
+    finally:
+        await server.close()
