@@ -18,6 +18,7 @@ import logging
 import ssl
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,9 @@ from crdscope.probes.registry import sample_type
 from .core import SessionStore, WatchCore
 from .recorder import ClusterInfo
 from .viewstream import HEARTBEAT_SECONDS, PROTOCOL, PROTOCOL_VERSION, JSONObject, StreamSettings, read_token
+
+if TYPE_CHECKING:
+    from .live import TakenRecorder
 
 log = logging.getLogger("crdscope.attach")
 
@@ -330,3 +334,18 @@ def open_collector(url: str, token_file: str | Path, ca_file: str | None = None
     collector = Collector(url.rstrip("/"), Path(token_file), ca_file)
     clusters, settings = asyncio.run(collector_clusters(collector))
     return collector, clusters, settings
+
+
+def record_core(core: WatchCore, cluster: CollectorCluster, record: str | None, *,
+                fleet: bool) -> TakenRecorder | None:
+    """A viewer's ``--record``: what its core takes, recorded as a live monitor records (in a fleet,
+    ``FILE.<context>.jsonl`` per cluster); None without ``record``.  The caller closes it."""
+    if not record:
+        return None
+    from .live import TakenRecorder, log_record_failure
+    from .recorder import Recorder, recording_path
+
+    recorder = Recorder(Path(recording_path(record, cluster.info.context or cluster.name, fleet)), cluster.info)
+    recording = TakenRecorder(recorder, log_record_failure)
+    core.add_listener(recording)
+    return recording

@@ -175,9 +175,10 @@ class EventDetector:
         if start_time is not None:
             self._start_time = start_time
         if restarted:
-            fresh = sample.restart_events[-restarted:] if len(sample.restart_events) >= restarted else ()
-            for number, event in enumerate(fresh or (None,), start=1):  # one line per restart; None: none named
-                line = restart_line(sample, event, latest=number == len(fresh or (None,)) and not sample.error)
+            named = sample.restart_events[-restarted:] if len(sample.restart_events) >= restarted else ()
+            fresh: tuple[RestartEvent | None, ...] = named or (None,)  # one line per restart; None: none named
+            for number, event in enumerate(fresh, start=1):
+                line = restart_line(sample, event, latest=number == len(fresh) and not sample.error)
                 events.append(Event(sample.timestamp, "apiserver-restarted", FAIL, "health", line))
         return events
 

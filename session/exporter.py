@@ -252,8 +252,10 @@ def findings_series(findings: list[Finding], head: dict[str, str],
             each.add_metric([*head.values(), finding.id, finding.kind, finding.severity.value], 1.0)
 
 
-def parse_listen(text: str) -> tuple[str, int]:
-    """``[HOST]:PORT`` -> (host, port); an empty host listens on every interface, like ``:9100``."""
+def parse_listen(text: str, *, flag: str = "--serve-metrics", default_host: str = "0.0.0.0",
+                 example: str = ":9100 or 127.0.0.1:9100") -> tuple[str, int]:
+    """``[HOST]:PORT`` -> (host, port); an empty host is ``default_host`` (every interface for the
+    metrics endpoint, like ``:9100``; loopback for ``--serve-view``); errors name ``flag``."""
     value = text.strip()
     host, separator, port_text = value.rpartition(":")
     if not separator:
@@ -262,10 +264,10 @@ def parse_listen(text: str) -> tuple[str, int]:
     try:
         port = int(port_text)
     except ValueError:
-        raise ConfigError(f"--serve-metrics '{text}' is not [HOST]:PORT (e.g. :9100 or 127.0.0.1:9100)") from None
+        raise ConfigError(f"{flag} '{text}' is not [HOST]:PORT (e.g. {example})") from None
     if not 0 <= port <= 65535:
-        raise ConfigError(f"--serve-metrics '{text}': port {port} is out of range")
-    return host or "0.0.0.0", port
+        raise ConfigError(f"{flag} '{text}': port {port} is out of range")
+    return host or default_host, port
 
 
 class MetricsServer:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import re
 import signal
 import ssl
 import sys
@@ -187,16 +186,6 @@ def _connect(kubeconfig: str | None, context: str | None, *, fleet: bool) -> Clu
         raise
 
 
-def recording_path(record: str, context: str, fleet: bool) -> str:
-    """Where a cluster's recording goes: ``record`` itself, or in a fleet ``NAME.<context>.EXT``
-    beside it (one recording per cluster; a context's unsafe characters become ``_``)."""
-    if not fleet:
-        return record
-    path = Path(record)
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", context) or "context"
-    return str(path.with_name(f"{path.stem}.{safe}{path.suffix}"))
-
-
 @dataclasses.dataclass
 class Watched:
     """One cluster of a headless watch: its live core, description and sink."""
@@ -336,7 +325,7 @@ async def _start_one(cluster: Cluster, settings: Settings, record: str | None, t
                      out: TextIO, memory_limit: int | None, stack: contextlib.ExitStack, fleet: bool) -> Watched:
     """One cluster's live core and sink (its recording closed by ``stack``)."""
     from .live import open_live_core
-    from .recorder import Recorder, describe_cluster
+    from .recorder import Recorder, describe_cluster, recording_path
 
     info = await describe_cluster(cluster)  # a frozen server: watched anyway, its version unknown
     recorder = None
@@ -446,9 +435,7 @@ def attach_headless(url: str, token_file: str, *, ca_file: str | None = None, du
     """``crdscope attach --headless``: a collector's stream as the lines a headless watch prints
     (events and finding changes, each cluster's prefixed in a fleet), with no probe of its own;
     ``--duration`` ends it (exit 0), Ctrl-C exits 130."""
-    from .attach import StreamFeed, attach_core, open_collector
-    from .live import TakenRecorder, log_record_failure
-    from .recorder import Recorder
+    from .attach import StreamFeed, attach_core, open_collector, record_core
 
     seconds = parse_duration(duration) if duration else None
     collector, clusters, settings = open_collector(url, token_file, ca_file)
@@ -458,18 +445,14 @@ def attach_headless(url: str, token_file: str, *, ca_file: str | None = None, du
     stopped = asyncio.Event()
 
     async def main() -> str:
-        feeds, sinks, recorders = [], [], []
+        feeds, sinks, recordings = [], [], []
         try:
             for cluster in clusters:
                 feed = StreamFeed(collector, cluster, settings)
                 core = attach_core(feed)
-                recording = None
-                if record:
-                    recorder = Recorder(recording_path(record, cluster.info.context or cluster.name, fleet),
-                                        cluster.info)
-                    recorders.append(recorder)
-                    recording = TakenRecorder(recorder, log_record_failure)
-                    core.add_listener(recording)
+                recording = record_core(core, cluster, record, fleet=fleet)
+                if recording is not None:
+                    recordings.append(recording)
                 sink = HeadlessSink(core, (), recording=recording, out=out, label=cluster.name if fleet else "")
                 feed.status_listeners.append(sink.say)
                 sink.say(f"attached to {collector.url}: {cluster.info.server} (context {cluster.info.context})")
@@ -484,8 +467,8 @@ def attach_headless(url: str, token_file: str, *, ca_file: str | None = None, du
                 raise failure
             return "interrupted" if stopped.is_set() else "completed"
         finally:
-            for recorder in recorders:
-                recorder.close()
+            for recording in recordings:
+                recording.close()
 
     if asyncio.run(main()) == "interrupted":
         raise CrdscopeError("interrupted", exit_code=130)

@@ -138,6 +138,16 @@ def part_path(first: Path, number: int) -> Path:
     return first.with_name(f"{stem}.part{number}{first.suffix}")
 
 
+def recording_path(record: str, context: str, fleet: bool) -> str:
+    """Where a cluster's recording goes: ``record`` itself, or in a fleet ``NAME.<context>.EXT``
+    beside it (one recording per cluster; a context's unsafe characters become ``_``)."""
+    if not fleet:
+        return record
+    path = Path(record)
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", context) or "context"
+    return str(path.with_name(f"{path.stem}.{safe}{path.suffix}"))
+
+
 def header_record(cluster: ClusterInfo, session_id: str, part: int, started: float) -> dict[str, Any]:
     """The first line of every part."""
     return {"type": "header", "format": FORMAT, "format_version": FORMAT_VERSION,

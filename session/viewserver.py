@@ -25,6 +25,7 @@ from aiohttp import web
 from crdscope.base.errors import ConfigError, CrdscopeError
 from crdscope.base.paths import state_dir
 
+from .exporter import parse_listen
 from .viewstream import HEARTBEAT_SECONDS, LIVE, ViewHub, heartbeat
 
 if TYPE_CHECKING:
@@ -58,17 +59,7 @@ def new_token(path: Path) -> str:
 
 def parse_view_listen(text: str) -> tuple[str, int]:
     """``[HOST]:PORT`` for ``--serve-view``: loopback unless a host is named (``0.0.0.0:8765``: all)."""
-    value = text.strip()
-    host, separator, port_text = value.rpartition(":")
-    if not separator:
-        host, port_text = "", value
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise ConfigError(f"--serve-view '{text}' is not [HOST]:PORT (e.g. :8765 or 0.0.0.0:8765)") from None
-    if not 0 <= port <= 65535:
-        raise ConfigError(f"--serve-view '{text}': port {port} is out of range")
-    return host.strip("[]") or "127.0.0.1", port
+    return parse_listen(text, flag="--serve-view", default_host="127.0.0.1", example=":8765 or 0.0.0.0:8765")
 
 
 def server_tls(cert: str | None, key: str | None) -> ssl.SSLContext | None:

@@ -23,8 +23,6 @@ if TYPE_CHECKING:
     from crdscope.loader.documents import Source
     from crdscope.toolchain.crossplane import CrossplaneBinaries
     from crdscope.session.attach import Collector, CollectorCluster
-    from crdscope.session.core import WatchCore
-    from crdscope.session.live import TakenRecorder
     from crdscope.session.recorder import ClusterInfo, Recorder
     from crdscope.session.viewstream import StreamSettings
 
@@ -73,7 +71,7 @@ def open_recorder(record: RecordChoice, settings: Settings, kubeconfig: str | No
     if record is True:
         return Recorder(default_recording_path(info.context), info, keep_bytes=DEFAULT_KEEP_BYTES)
     if fleet:
-        from crdscope.session.headless import recording_path
+        from crdscope.session.recorder import recording_path
 
         return Recorder(Path(recording_path(str(record), info.context, True)), info)
     return Recorder(Path(record), info)
@@ -339,7 +337,7 @@ def attached_sessions(collector: Collector, clusters: Sequence[CollectorCluster]
     any API server), judged by the collector's thresholds; ``record``: recorded there (in a fleet,
     one file per cluster beside it)."""
     from crdscope.base.settings import LoaderSettings
-    from crdscope.session.attach import StreamFeed, attach_core
+    from crdscope.session.attach import StreamFeed, attach_core, record_core
     from crdscope.session.control import RemoteFaults, RemoteLoader
 
     from .sessions import ClusterSession
@@ -348,7 +346,7 @@ def attached_sessions(collector: Collector, clusters: Sequence[CollectorCluster]
     for cluster in clusters:
         feed = StreamFeed(collector, cluster, settings)
         core = attach_core(feed)
-        recording = attached_recording(core, cluster, record, fleet=len(clusters) > 1)
+        recording = record_core(core, cluster, record, fleet=len(clusters) > 1)
         # Read-only unless the collector allows control: then its loader and lab's faults are offered.
         loader = RemoteLoader(collector, cluster.name, core, loader_settings or LoaderSettings()) \
             if settings.allow_control else None
@@ -356,21 +354,6 @@ def attached_sessions(collector: Collector, clusters: Sequence[CollectorCluster]
         sessions.append(ClusterSession(core, cadences=settings.cadences, origin=feed.describe, recording=recording,
                                        loader=loader, faults=faults))
     return sessions
-
-
-def attached_recording(core: WatchCore, cluster: CollectorCluster, record: str | None, *,
-                       fleet: bool) -> TakenRecorder | None:
-    """A viewer's ``--record``: what its core takes, recorded as a live monitor records."""
-    if not record:
-        return None
-    from crdscope.session.headless import recording_path
-    from crdscope.session.live import TakenRecorder, log_record_failure
-    from crdscope.session.recorder import Recorder
-
-    recorder = Recorder(Path(recording_path(record, cluster.info.context or cluster.name, fleet)), cluster.info)
-    recording = TakenRecorder(recorder, log_record_failure)
-    core.add_listener(recording)
-    return recording
 
 
 def open_attached(url: str, token_file: str, *, ca_file: str | None = None, record: str | None = None,

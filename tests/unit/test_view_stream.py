@@ -4,6 +4,7 @@ httpx client, cores fed by hand (the lab tests are tests/e2e/test_view.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import stat
@@ -100,25 +101,48 @@ def test_a_viewer_too_far_behind_is_dropped_not_held(monkeypatch):
     assert subscriber.dropped and not subscriber.lines
 
 
-async def test_a_viewer_takes_history_then_live_samples_and_judges_as_the_collector(tmp_path):
-    token_file = tmp_path / "token"
-    token_file.write_text("sesame\n")
-    thresholds = Thresholds(unanswered_seconds_critical=7.5)
-    core = WatchCore(None, store=SessionStore(), thresholds=thresholds, cluster="prod", memory_limit=2 << 30)
-    hub = ViewHub(StreamSettings(thresholds, Cadences()))
+@contextlib.asynccontextmanager
+async def serving(core: WatchCore, token: str, settings: StreamSettings | None = None):
+    """A view server on loopback (port 0) serving ``core``, closed on the way out."""
+    hub = ViewHub(settings)
     hub.watch(core, INFO)
-    core.take(version(100.0))
-    server = ViewServer(hub, "127.0.0.1", 0, "sesame")
+    server = ViewServer(hub, "127.0.0.1", 0, token)
     await server.start()
     try:
+        yield server
+    finally:
+        await server.close()
+
+
+@contextlib.asynccontextmanager
+async def reading(feed: StreamFeed):
+    """``feed`` reading its stream in a task (yielded), cancelled on the way out."""
+    task = asyncio.create_task(feed.run())
+    try:
+        yield task
+    finally:
+        task.cancel()
+
+
+def token_in(tmp_path, token: str, name: str = "token"):
+    path = tmp_path / name
+    path.write_text(f"{token}\n")
+    return path
+
+
+async def test_a_viewer_takes_history_then_live_samples_and_judges_as_the_collector(tmp_path):
+    token_file = token_in(tmp_path, "sesame")
+    thresholds = Thresholds(unanswered_seconds_critical=7.5)
+    core = WatchCore(None, store=SessionStore(), thresholds=thresholds, cluster="prod", memory_limit=2 << 30)
+    core.take(version(100.0))
+    async with serving(core, "sesame", StreamSettings(thresholds, Cadences())) as server:
         reach = Collector(server.url, token_file)
         clusters, settings = await collector_clusters(reach)
         assert [c.name for c in clusters] == ["prod"] and clusters[0].info == INFO
         assert settings.thresholds == thresholds
         feed = StreamFeed(reach, clusters[0], settings)
         viewer = attach_core(feed)
-        reading = asyncio.create_task(feed.run())
-        try:
+        async with reading(feed):
             await asyncio.wait_for(feed.live.wait(), 10)
             assert [s.timestamp for s in viewer.store.history("version")] == [100.0]
             assert viewer.thresholds == thresholds and viewer.memory_limit == 2 << 30
@@ -127,75 +151,43 @@ async def test_a_viewer_takes_history_then_live_samples_and_judges_as_the_collec
             await async_wait_for(lambda: len(viewer.store.history("version")) == 2, timeout=10,
                                  message="the live sample at the viewer")
             assert viewer.store.latest_of(VersionSample) == version(101.0, minor="38")
-        finally:
-            reading.cancel()
-    finally:
-        await server.close()
 
 
 async def test_a_wrong_token_is_one_line_exit_3_and_the_feed_follows_a_new_token_file(tmp_path):
-    token_file = tmp_path / "token"
-    token_file.write_text("old\n")
-    core = WatchCore(None, store=SessionStore(), cluster="prod")
-    hub = ViewHub()
-    hub.watch(core, INFO)
-    server = ViewServer(hub, "127.0.0.1", 0, "new")
-    await server.start()
-    try:
+    token_file = token_in(tmp_path, "old")
+    async with serving(WatchCore(None, store=SessionStore(), cluster="prod"), "new") as server:
         reach = Collector(server.url, token_file)
         with pytest.raises(AttachError, match="refused the token") as refused:
             await collector_clusters(reach)
         assert refused.value.exit_code == 3 and "\n" not in str(refused.value)
         lines: list[str] = []
-        feed = StreamFeed(reach, (await _clusters_with(server.url, tmp_path, "new"))[0])
+        clusters, _ = await collector_clusters(Collector(server.url, token_in(tmp_path, "new", "right")))
+        feed = StreamFeed(reach, clusters[0])
         feed.status_listeners.append(lines.append)
-        reading = asyncio.create_task(feed.run())
-        try:
+        async with reading(feed):
             await async_wait_for(lambda: feed.failed_tries >= 1, timeout=10, message="a refused try")
             assert not feed.connected and "refused the token" in feed.describe(0.0)
             token_file.write_text("new\n")  # the collector restarted with a new token: the file is read again
             await asyncio.wait_for(feed.live.wait(), 15)
             assert feed.connected
-        finally:
-            reading.cancel()
-    finally:
-        await server.close()
-
-
-async def _clusters_with(url: str, tmp_path, token: str):
-    right = tmp_path / "right"
-    right.write_text(token)
-    clusters, _ = await collector_clusters(Collector(url, right))
-    return clusters
 
 
 async def test_an_unreachable_collector_is_one_line_exit_3(tmp_path):
     from crdscope.lab.controlplane import free_port
 
-    token_file = tmp_path / "token"
-    token_file.write_text("t\n")
     with pytest.raises(AttachError, match="cannot reach the collector") as gone:
-        await collector_clusters(Collector(f"http://127.0.0.1:{free_port()}", token_file))
+        await collector_clusters(Collector(f"http://127.0.0.1:{free_port()}", token_in(tmp_path, "t")))
     assert gone.value.exit_code == 3
 
 
-
-
 async def test_a_paused_viewer_holds_samples_and_resuming_delivers_them_at_once(tmp_path):
-    token_file = tmp_path / "token"
-    token_file.write_text("sesame\n")
     core = WatchCore(None, store=SessionStore(), cluster="prod")
-    hub = ViewHub()
-    hub.watch(core, INFO)
-    server = ViewServer(hub, "127.0.0.1", 0, "sesame")
-    await server.start()
-    try:
-        reach = Collector(server.url, token_file)
+    async with serving(core, "sesame") as server:
+        reach = Collector(server.url, token_in(tmp_path, "sesame"))
         clusters, settings = await collector_clusters(reach)
         feed = StreamFeed(reach, clusters[0], settings)
         viewer = attach_core(feed)
-        reading = asyncio.create_task(feed.run())
-        try:
+        async with reading(feed):
             await asyncio.wait_for(feed.live.wait(), 10)
             feed.pause()
             core.take(version(200.0))
@@ -204,32 +196,17 @@ async def test_a_paused_viewer_holds_samples_and_resuming_delivers_them_at_once(
             feed.resume()
             await async_wait_for(lambda: viewer.store.latest_of(VersionSample) is not None, timeout=10,
                                  message="the held sample delivered on resume")
-        finally:
-            reading.cancel()
-    finally:
-        await server.close()
 
 
 async def test_an_unreadable_token_file_is_tried_again_not_the_end_of_the_viewer(tmp_path):
-    token_file = tmp_path / "token"
-    token_file.write_text("sesame\n")
-    core = WatchCore(None, store=SessionStore(), cluster="prod")
-    hub = ViewHub()
-    hub.watch(core, INFO)
-    server = ViewServer(hub, "127.0.0.1", 0, "sesame")
-    await server.start()
-    try:
+    token_file = token_in(tmp_path, "sesame")
+    async with serving(WatchCore(None, store=SessionStore(), cluster="prod"), "sesame") as server:
         reach = Collector(server.url, token_file)
         clusters, settings = await collector_clusters(reach)
         token_file.write_text("")  # caught between a collector's truncation and its write
         feed = StreamFeed(reach, clusters[0], settings)
-        reading = asyncio.create_task(feed.run())
-        try:
+        async with reading(feed) as task:
             await async_wait_for(lambda: feed.failed_tries >= 1, timeout=10, message="a failed try")
-            assert not reading.done() and "is empty" in feed.last_error
+            assert not task.done() and "is empty" in feed.last_error
             token_file.write_text("sesame\n")
             await asyncio.wait_for(feed.live.wait(), 15)
-        finally:
-            reading.cancel()
-    finally:
-        await server.close()
