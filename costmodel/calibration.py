@@ -33,6 +33,8 @@ MEMORY_TERMS = ("fixed", "crds", "schema_bytes")
 LINEAR_FIGURES = {
     "rss_bytes": MEMORY_TERMS,
     "heap_bytes": MEMORY_TERMS,
+    # heap in use after a forced collection (costmodel.measure): raw files from 2026-12-07 on
+    "live_heap_bytes": MEMORY_TERMS,
     "openapi_v2_bytes": ("fixed", "crds", "served_versions", "schema_bytes"),
     "etcd_connections": ("fixed", "crds", "served_versions"),
 }
@@ -102,6 +104,7 @@ def _baseline(raw: dict[str, Any]) -> dict[str, Any]:
 
     return {
         "rss_bytes": median("rss_bytes"), "heap_bytes": median("heap_bytes"),
+        "live_heap_bytes": median_if_served("live_heap_bytes"),
         "aggregated_bytes": median_if_served("aggregated_bytes"), "legacy_bytes": median("legacy_bytes"),
         "group_versions": int(median("legacy_requests")) - 2, "openapi_v3_paths": int(median("openapi_v3_paths")),
         "openapi_v2_bytes": median_if_served("openapi_v2_bytes"), "etcd_connections": int(median("etcd_connections")),
@@ -189,6 +192,8 @@ def fit_minor(raw: dict[str, Any], *, source: str = "",
     figures: dict[str, Any] = {}
     for figure, terms in LINEAR_FIGURES.items():
         measured = _measured(rows, figure)
+        if not measured:  # a figure older raw files did not read: the minor has no coefficients for it
+            continue
         fit = fit_terms([row["x"] for row in measured],
                         [row["point"][figure] - row["empty"][figure] for row in measured], terms)
         figures[figure] = {"terms": fit.coefficients, "relative_rms": fit.relative_rms,

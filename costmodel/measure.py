@@ -24,6 +24,9 @@ from crdscope.connection.metrics import parse_text
 from .model import Estimate
 
 MEMORY_READS = 3
+#: The goals of issue 37 for CRDs the model never saw: memory held within 15%, install time within 30%.
+MEMORY_GOAL, INSTALL_GOAL = 0.15, 0.30
+MEMORY_HELD = "memory held (heap after GC)"
 MEMORY_READ_GAP_SECONDS = 2.0
 CLOCK_TICKS = float(os.sysconf("SC_CLK_TCK"))
 #: A freshly loaded API server keeps a core busy for a while (OpenAPI aggregation); figures are
@@ -34,10 +37,20 @@ V2_ATTEMPTS = 3
 
 
 MEMORY_GAUGES = ("process_resident_memory_bytes", "go_memstats_heap_inuse_bytes")
+#: The API server's heap profile, with ``gc=1``: the Go runtime collects garbage before it answers
+#: (kube-apiserver serves /debug/pprof by default, ``--profiling``; a cluster-admin may read it).
+FORCED_GC_PATH = "/debug/pprof/heap?gc=1"
 
 
-def _memory(client: httpx.Client) -> dict[str, float]:
-    """Median resident memory and heap in use over a few reads (the heap moves with each GC)."""
+def _memory(client: httpx.Client) -> dict[str, float | None]:
+    """Median resident memory and heap in use over a few reads (the heap moves with each GC), then
+    the heap the server holds: heap in use right after a collection it was made to run.
+
+    Resident memory is read first, untouched, because it is what a memory limit counts; but the same
+    install moved it 22% from one run to the next (1.33, 2026-12-06), with the heap in use after a
+    forced collection 1.3% apart on the same two servers: what the CRDs hold, without the garbage
+    and the pages the runtime has not yet given back.
+    """
     rss, heap = [], []
     for read in range(MEMORY_READS):
         if read:
@@ -45,7 +58,22 @@ def _memory(client: httpx.Client) -> dict[str, float]:
         scrape = parse_text(client.get("/metrics").content, MEMORY_GAUGES)
         rss.append(scrape.value("process_resident_memory_bytes") or 0.0)
         heap.append(scrape.value("go_memstats_heap_inuse_bytes") or 0.0)
-    return {"rss_bytes": statistics.median(rss), "heap_bytes": statistics.median(heap)}
+    return {"rss_bytes": statistics.median(rss), "heap_bytes": statistics.median(heap),
+            "live_heap_bytes": _live_heap(client)}
+
+
+def _live_heap(client: httpx.Client) -> float | None:
+    """Median heap in use right after a forced collection (None: the server serves no profile)."""
+    live = []
+    for _ in range(MEMORY_READS):
+        with client.stream("GET", FORCED_GC_PATH) as answer:
+            if answer.status_code != 200:
+                return None
+            for _chunk in answer.iter_bytes():  # the profile itself is not wanted, only its GC
+                pass
+        live.append(parse_text(client.get("/metrics").content, MEMORY_GAUGES).value("go_memstats_heap_inuse_bytes"))
+    known = [value for value in live if value is not None]
+    return statistics.median(known) if known else None
 
 
 def _aggregated(client: httpx.Client) -> dict[str, Any]:
@@ -138,6 +166,8 @@ class Comparison:
     measured: float | None
     #: the issue's goal for this figure: the largest relative error accepted (0: exact)
     goal: float | None
+    #: what a prediction of None means for this figure
+    unpredicted: str = "not served"
 
     @property
     def error(self) -> float | None:
@@ -164,11 +194,17 @@ def compare(predicted: Estimate, before: dict[str, Any], after: dict[str, Any],
             return None
         return float(after[name] - before[name])
 
-    rss, heap = grew("rss_bytes"), grew("heap_bytes")
+    rss, heap, live = grew("rss_bytes"), grew("heap_bytes"), grew("live_heap_bytes")
     p = predicted
+    held = p.live_heap_bytes
     return [
+        # The memory the CRDs hold is the judged figure; resident memory (what a limit counts) is
+        # given with its interval: the same install's RSS moves more than the goal between runs.
+        Comparison(MEMORY_HELD, "MiB", held.value / mib if held else None, held.low / mib if held else None,
+                   held.high / mib if held else None, live / mib if live is not None else None, MEMORY_GOAL,
+                   unpredicted="not calibrated on this minor"),
         Comparison("memory added (RSS)", "MiB", p.memory_bytes.value / mib, p.memory_bytes.low / mib,
-                   p.memory_bytes.high / mib, rss / mib if rss is not None else None, 0.20),
+                   p.memory_bytes.high / mib, rss / mib if rss is not None else None, None),
         Comparison("Go heap added", "MiB", p.heap_bytes.value / mib, p.heap_bytes.low / mib, p.heap_bytes.high / mib,
                    heap / mib if heap is not None else None, None),
         Comparison("aggregated discovery added", "bytes", p.aggregated_bytes_added, None, None,
@@ -180,7 +216,7 @@ def compare(predicted: Estimate, before: dict[str, Any], after: dict[str, Any],
         Comparison("OpenAPI v2 bytes added", "bytes", p.openapi_v2_bytes_added.value, p.openapi_v2_bytes_added.low,
                    p.openapi_v2_bytes_added.high, grew("openapi_v2_bytes"), None),
         Comparison("install time (loader defaults)", "s", p.install_seconds.value, p.install_seconds.low,
-                   p.install_seconds.high, install_seconds, 0.30),
+                   p.install_seconds.high, install_seconds, INSTALL_GOAL),
         Comparison("etcd connections added", "connections", p.etcd_connections_added.value, None, None,
                    grew("etcd_connections"), None),
     ]
@@ -195,7 +231,7 @@ def comparison_table(rows: list[Comparison]) -> str:
         error = f"{row.error:+.1%}" if row.error is not None else "n/a"
         goal = ("exact" if row.goal == 0 else f"within {row.goal:.0%}") if row.goal is not None else "-"
         verdict = {True: " met", False: " MISSED", None: ""}[row.met]
-        predicted = f"{row.predicted:.4g}{band}" if row.predicted is not None else "not served"
+        predicted = f"{row.predicted:.4g}{band}" if row.predicted is not None else row.unpredicted
         lines.append(f"{row.figure:32} {predicted:>26} {measured:>12} {error:>8}  {goal}{verdict}"
                      f"  [{row.unit}]")
     return "\n".join(lines)

@@ -116,6 +116,8 @@ class Estimate:
     notes: tuple[str, ...] = field(default_factory=tuple)
     #: the loader's pace the install time is for (CRDs/s; None: coefficients of format 1, no pace of their own)
     install_pace_per_second: float | None = None
+    #: the heap the CRDs hold once garbage is collected (None: the minor's calibration did not measure it)
+    live_heap_bytes: Interval | None = None
 
 
 #: Aggregated discovery is served by default from 1.27 (beta); 1.26 has it as an alpha behind the
@@ -246,6 +248,9 @@ def estimate(crds: Iterable[CRDFeatures | CRDDocument], kubernetes_minor: str, *
     loads = sum_terms(listed)
     memory = Interval.around(_linear(coefficients, "rss_bytes", totals), relative_interval(coefficients, "rss_bytes"))
     heap = Interval.around(_linear(coefficients, "heap_bytes", totals), relative_interval(coefficients, "heap_bytes"))
+    live = (Interval.around(_linear(coefficients, "live_heap_bytes", totals),
+                            relative_interval(coefficients, "live_heap_bytes"))
+            if coefficients.figure("live_heap_bytes").get("terms") else None)
     before = target.rss_bytes if target.rss_bytes is not None else coefficients.baseline.get("rss_bytes")
     rss_after = memory.plus(float(before)) if before is not None else None
     discovery = _discovery(coefficients, listed, target)
@@ -284,4 +289,4 @@ def estimate(crds: Iterable[CRDFeatures | CRDDocument], kubernetes_minor: str, *
                                                relative_interval(coefficients, "etcd_connections")),
         top_crds=tuple(costs[:TOP_CRDS]), memory_limit_bytes=memory_limit_bytes,
         headroom_bytes=headroom, crds_until_limit=until_limit, notes=tuple(notes),
-        install_pace_per_second=pace)
+        install_pace_per_second=pace, live_heap_bytes=live)

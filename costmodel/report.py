@@ -49,6 +49,7 @@ def to_json(estimate: Estimate, *, source: str, activation: Activation | None = 
         "memory": {
             "rss_added_mib": _interval(e.memory_bytes, MIB),
             "heap_added_mib": _interval(e.heap_bytes, MIB),
+            "held_added_mib": _interval(e.live_heap_bytes, MIB) if e.live_heap_bytes else None,
             "rss_before_mib": round(e.rss_before_bytes / MIB, 1) if e.rss_before_bytes is not None else None,
             "rss_after_mib": _interval(e.rss_after_bytes, MIB) if e.rss_after_bytes else None,
             "limit_mib": round(e.memory_limit_bytes / MIB, 1) if e.memory_limit_bytes else None,
@@ -102,6 +103,8 @@ def lines(estimate: Estimate, *, source: str, activation: Activation | None = No
         ("model", e.model_note),
         ("API-server memory added", _range(e.memory_bytes)),
         ("Go heap added", _range(e.heap_bytes)),
+        ("memory held by the CRDs", f"{_range(e.live_heap_bytes)} (Go heap after a collection)" if e.live_heap_bytes
+         else f"not calibrated on {e.minor_used} (heap after a forced collection)"),
     ]
     if e.rss_after_bytes is not None and e.rss_before_bytes is not None:
         rows.append(("RSS after", f"{_range(e.rss_after_bytes)} (before: {_size(e.rss_before_bytes)})"))

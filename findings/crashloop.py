@@ -130,7 +130,7 @@ def crash_loop(obs: Observations) -> list[Finding]:
         last_good.memory_limit_bytes if last_good else None)
     oom, oom_evidence = _oom(health, loop, limit, obs)
     evidence += oom_evidence
-    need_line, need_bytes = _need(last_good, obs)
+    need_line, need_bytes = _need(health, last_good, obs)
     if need_line:
         evidence.append(need_line)
 
@@ -229,14 +229,21 @@ def _oom(health: HealthSample, loop: list[RestartEvent], limit: int | None,
     return ("likely" if near else ""), evidence
 
 
-def _need(last_good: HealthSample | None, obs: Observations) -> tuple[str, float | None]:
-    """What the cost model says the cluster's CRDs need at start-up, and the line saying it."""
-    crds = last_good.crds if last_good else None
+def _need(health: HealthSample, last_good: HealthSample | None, obs: Observations) -> tuple[str, float | None]:
+    """What the cost model says the cluster's CRDs need at start-up, and the line saying it.
+
+    The CRD count is the newest known, from a failed sample too: it is the CRD watch's, which
+    outlives the server's answers.  A server killed while CRDs were being added may never answer a
+    good sample that saw them (the drill's first death came within one health interval of the
+    load), and the CRDs it reloads and dies on are the ones the watch saw added.
+    """
+    crds = health.crds if health.crds is not None else (last_good.crds if last_good else None)
     if not crds:
         return "", None
     minor = kubernetes_minor(obs)
     need = startup_need(crds, minor)
-    line = (f"health.crds = {fmt_count(crds)}: the cost model (Kubernetes {need.minor}, typical CRDs of a real "
+    seen = " (the CRD watch's count; the server has not answered since)" if health.error and health.crds else ""
+    line = (f"health.crds = {fmt_count(crds)}{seen}: the cost model (Kubernetes {need.minor}, typical CRDs of a real "
             f"provider) puts the server at ~{need.total_bytes / MIB:,.0f} MiB with them "
             f"({need.base_bytes / MIB:,.0f} MiB without CRDs, ~{need.per_crd_bytes / MIB:.2f} MiB per CRD)")
     return line, need.total_bytes

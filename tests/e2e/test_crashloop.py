@@ -55,15 +55,20 @@ def capped_lab(lab_binaries):
 
 def headroom_story(app, transitions: list, lab: LabHandle) -> str:
     """What the memory-headroom finding judged: its changes, the deaths, every health sample."""
-    from crdscope.base.samples.health import HealthSample
-
     story = [f"{c.timestamp:.1f} {c.change} {c.finding.evidence}" for c in transitions
              if c.finding.id == "memory-headroom"]
-    story += [f"{d['at']:.1f} died (oom_killed={d.get('oom_killed')})" for d in deaths(lab)]
-    story += [f"{s.timestamp:.1f} health rss={(s.rss_bytes or 0) >> 20} MiB start={s.start_time} "
+    return "\n".join(sorted(story + health_story(app, lab)))
+
+
+def health_story(app, lab: LabHandle) -> list[str]:
+    """The deaths and every health sample the TUI took, a line each (a failure's context)."""
+    from crdscope.base.samples.health import HealthSample
+
+    story = [f"{d['at']:.1f} died (oom_killed={d.get('oom_killed')})" for d in deaths(lab)]
+    story += [f"{s.timestamp:.1f} health rss={(s.rss_bytes or 0) >> 20} MiB crds={s.crds} start={s.start_time} "
               f"restarts={s.restarts} error={s.error!r}"
               for s in app.store.history_of(HealthSample)]
-    return "\n".join(sorted(story))
+    return sorted(story)
 
 
 def deaths(lab: LabHandle) -> list[dict]:
@@ -126,8 +131,9 @@ async def test_an_oom_crash_loop_is_one_finding_on_every_front_end_and_holds(cap
             tui_after = time.time() - second
             assert "OOM-killed" in finding.title, finding
             evidence = "\n".join(finding.evidence)
-            assert f"{CAP_MIB} MiB" in evidence and "OOM-kill counter" in evidence, evidence
-            assert "health.crds" in evidence and "cost model" in evidence, evidence
+            seen = "\n".join([evidence, "-- what the TUI saw:", *health_story(app, lab)])
+            assert f"{CAP_MIB} MiB" in evidence and "OOM-kill counter" in evidence, seen
+            assert "health.crds" in evidence and "cost model" in evidence, seen
             assert "MiB" in finding.remedy and "limit" in finding.remedy, finding.remedy
 
             # The headless watch printed it opening (once), within the same minute.

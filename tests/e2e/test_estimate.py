@@ -117,6 +117,10 @@ def test_measure_against_a_context_replays_its_crds_first(lab):
         for figure in ("legacy walk requests", "OpenAPI v3 paths added"):
             assert rows[figure]["measured"] == rows[figure]["predicted"], rows[figure]
         assert rows["memory added (RSS)"]["measured"] is not None
+        # Memory held: the real server collected its garbage when asked (its profile endpoint, as admin).
+        for point in (data["before"], data["after"]):
+            assert 0 < point["live_heap_bytes"] < point["rss_bytes"], point
+        assert rows["memory held (heap after GC)"]["measured"] is not None
     finally:
         crdscope("clean", "--yes", "--kubeconfig", lab.kubeconfig, "--context", lab.admin_context)
 

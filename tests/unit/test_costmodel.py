@@ -236,3 +236,34 @@ async def test_a_file_sources_features_are_cached_until_the_file_changes(tmp_pat
     os.utime(path, ns=(1, 1))  # another size and mtime: another key
     changed = await read_source(str(path))
     assert [crd.name for crd in changed.crds] == ["k0s.g.example"]
+
+
+def test_memory_held_is_predicted_where_calibrated_and_judged_against_the_heap_after_gc(tmp_path, monkeypatch):
+    from crdscope.costmodel.measure import MEMORY_HELD, compare, comparison_table
+
+    path = write_coefficients(tmp_path / "coefficients.json")
+    document = json.loads(path.read_text())
+    document["minors"]["1.37"]["figures"]["live_heap_bytes"] = {"terms": {"crds": 2**20}, "relative_rms": 0.05}
+    path.write_text(json.dumps(document))
+    monkeypatch.setattr(coefficients_module, "COEFFICIENTS_FILE", path)
+    monkeypatch.setattr(coefficients_module.for_minor, "__defaults__", (path,))
+    crds = [features_of_spec(f"k{i}s.g.example", spec(("v1",), group="g.example", kind=f"K{i}")) for i in range(10)]
+
+    calibrated = estimate(crds, "1.37")
+    assert calibrated.live_heap_bytes.value == pytest.approx(10 * 2**20)
+    before = {"rss_bytes": 0.0, "heap_bytes": 0.0, "live_heap_bytes": 100 * 2**20}
+    after = {"rss_bytes": 40 * 2**20, "heap_bytes": 20 * 2**20, "live_heap_bytes": 112 * 2**20}
+    rows = {row.figure: row for row in compare(calibrated, before, after, 1.0)}
+    held = rows[MEMORY_HELD]
+    assert held.measured == pytest.approx(12.0) and held.error == pytest.approx(10 / 12 - 1)
+    assert held.met is False  # -16.7%: outside 15%
+    assert rows["memory added (RSS)"].met is None  # given with its interval, not judged
+    after["live_heap_bytes"] = 111 * 2**20
+    assert {row.figure: row for row in compare(calibrated, before, after, 1.0)}[MEMORY_HELD].met is True
+
+    older = estimate(crds, "1.30")  # calibrated before memory held was measured
+    assert older.live_heap_bytes is None
+    table = comparison_table(compare(older, before, after, 1.0))
+    assert "not calibrated on this minor" in table
+    assert "not calibrated on 1.30" in to_table(older, source="x.yaml")
+    assert to_json(older, source="x.yaml")["memory"]["held_added_mib"] is None

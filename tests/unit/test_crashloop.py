@@ -22,9 +22,10 @@ def death(at: float, *, oom: bool | None = True, rss: int | None = None) -> Rest
 
 
 def loop_sample(now: float, deaths: list[RestartEvent], *, down: bool, rss: int | None = None,
-                error: str | None = None) -> HealthSample:
+                error: str | None = None, crds: int | None = None) -> HealthSample:
     outages = tuple(Outage(d.at, d.at + 8.0, 8.0, "refused") for d in deaths if d.at + 8.0 <= now)
-    return HealthSample(timestamp=now, error=error, down=down, rss_bytes=rss, crds=600 if not error else None,
+    crds = crds if crds is not None else (600 if not error else None)
+    return HealthSample(timestamp=now, error=error, down=down, rss_bytes=rss, crds=crds,
                         restarts=len(deaths), restarts_source=LAB_SUPERVISOR,
                         restarts_by_source={LAB_SUPERVISOR: len(deaths), START_TIME: max(0, len(deaths) - 2)},
                         restart_events=tuple(deaths), oom_kills=sum(1 for d in deaths if d.oom_killed),
@@ -100,6 +101,26 @@ def test_restarts_spread_wider_than_the_window_are_no_loop():
     found.observe(loop_sample(deaths[-1].at + 10, deaths, down=False, rss=300 * MIB))
     assert CRASH_LOOP not in found.open
     assert "apiserver-restarted" in found.open
+
+
+def test_a_server_killed_before_a_good_sample_saw_the_load_is_judged_on_the_crds_the_watch_saw():
+    """The drill's 1-in-N: the first death came within one health interval of the load, so every
+    good sample counted 0 CRDs; the failed samples carry the CRD watch's count, which saw them added."""
+    found = engine()
+    found.observe(loop_sample(0.0, [], down=False, rss=270 * MIB, crds=0))  # before the load
+    deaths = [death(5.0 + 3.5 * i) for i in range(3)]  # each process lives ~3 s, never answers
+    found.observe(loop_sample(15.0, deaths, down=True, error="connection refused", crds=450))
+    finding = found.open[CRASH_LOOP]
+    evidence = "\n".join(finding.evidence)
+    need = startup_need(450, "1.37").total_bytes
+    assert "health.crds = 450 (the CRD watch's count" in evidence and f"~{need / MIB:,.0f} MiB" in evidence
+    assert f"at least {need * 1.3 / MIB:,.0f} MiB" in finding.remedy
+
+    unknown = engine()  # no count anywhere: no line, and no figure in the remedy
+    unknown.observe(loop_sample(0.0, [], down=False, rss=270 * MIB, crds=0))
+    unknown.observe(loop_sample(15.0, deaths, down=True, error="connection refused"))
+    assert not any("cost model" in e for e in unknown.open[CRASH_LOOP].evidence)
+    assert "raise the memory limit;" in unknown.open[CRASH_LOOP].remedy
 
 
 def test_without_the_platforms_word_memory_near_the_limit_makes_oom_likely_and_without_it_none():
