@@ -411,12 +411,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--held-out", action="store_true",
                         help="install every held-out set on fresh labs of --kubernetes with `crdscope estimate "
                              "--measure`, keep the answers in bench/results, then print --check")
+    parser.add_argument("--full", action="store_true",
+                        help="for each minor of --kubernetes (comma-separated): calibrate, fit, install the "
+                             "held-out sets; then print --check (the held-out table from one command)")
     parser.add_argument("--check", action="store_true",
                         help="print memory and install time, predicted by today's coefficients against "
                              "measured, for every held-out file in bench/results (no labs)")
     args = parser.parse_args(argv)
     if args.install_check:
         print(_install_table(install_check()))
+        return 0
+    if args.full:
+        if not args.kubernetes:
+            parser.error("--full needs --kubernetes MINOR[,MINOR...]")
+        isolate_environment()
+        from crdscope.costmodel.calibration import fit_minor, write_minor
+
+        for minor in [m.strip() for m in args.kubernetes.split(",") if m.strip()]:
+            raw_path = measure(SETS, minor)
+            fitted_minor, fitted = fit_minor(json.loads(raw_path.read_text()), source=raw_path.name,
+                                             command=f"python -m bench calibrate --full --kubernetes {minor}")
+            say(f"calibrate: {fitted_minor} fitted from {raw_path} into {write_minor(fitted_minor, fitted)}")
+            for path in measure_held_out(minor):
+                say(f"held out: {path}")
+        print(_held_out_table(held_out_check()))
         return 0
     if args.held_out:
         if not args.kubernetes:
