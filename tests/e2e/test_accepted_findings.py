@@ -13,6 +13,7 @@ critical finding, judged on the real server's figures, that costs the shared lab
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import time
@@ -107,3 +108,62 @@ def test_a_headless_watch_pages_when_the_acceptance_lapses_without_a_restart(lab
     assert text.index("acceptance expired") < text.index("threshold crossed")
     # Not before until (to the second of the line's clock), and promptly after it.
     assert until <= lapsed_seen <= until + 10, (until, lapsed_seen)
+
+
+def rule_evaluated_since(prometheus, alert: str, since: float) -> bool:
+    """True once Prometheus evaluated the rule of ``alert`` after ``since`` (Unix time)."""
+    import datetime
+
+    import httpx
+
+    try:
+        groups = httpx.get(f"{prometheus.url}/api/v1/rules", timeout=5).json()["data"]["groups"]
+    except (httpx.HTTPError, ValueError, KeyError):
+        return False
+    for rule in (r for group in groups for r in group["rules"] if r.get("name") == alert):
+        stamp = rule.get("lastEvaluation", "")[:26].rstrip("Z") + "+00:00"
+        with contextlib.suppress(ValueError):
+            if datetime.datetime.fromisoformat(stamp).timestamp() > since:
+                return True
+    return False
+
+
+def test_prometheus_does_not_alert_on_an_accepted_finding_until_the_acceptance_lapses(lab, tmp_path):
+    """The exporter's series with the rules of ``crdscope rules`` in Debian's Prometheus: while the
+    acceptance holds, ``crdscope_finding_open`` says accepted="true" and ``CrdscopeFinding`` has no
+    alert for the finding (pending or firing) though Prometheus evaluated it; once it lapses the
+    alert fires, with no restart of anything."""
+    import os
+
+    from tests.e2e.test_rules_prometheus import PROMETHEUS, Prometheus, free_port
+
+    if not os.path.exists(PROMETHEUS):
+        pytest.fail("Debian's prometheus is required: make system-deps")
+    limit = half_the_rss(lab)
+    until = time.time() + 60
+    port = free_port()
+    watch = spawn("watch", "--headless", "--duration", "5m", "--no-record", "--memory-limit", limit,
+                  "--serve-metrics", f"127.0.0.1:{port}", "--kubeconfig", lab.kubeconfig, "--context",
+                  lab.admin_context, env=config(tmp_path, rfc3339(until), lab.admin_context),
+                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    prometheus = Prometheus(lab, tmp_path, port)
+    alerts = f'ALERTS{{alertname="CrdscopeFinding",kind="{KIND}"}}'
+    try:
+        wait_for(lambda: prometheus.query(f'crdscope_finding_open{{kind="{KIND}",accepted="true"}}')
+                 and prometheus.query(f'crdscope_finding_accepted_until_seconds{{kind="{KIND}"}}'), timeout=55,
+                 message="Prometheus holding the accepted finding")
+        scraped = time.time()
+        wait_for(lambda: rule_evaluated_since(prometheus, "CrdscopeFinding", scraped + 1), timeout=30,
+                 message="CrdscopeFinding evaluated after the accepted series arrived")
+        assert time.time() < until, "the acceptance lapsed before Prometheus saw it (a very slow start)"
+        assert prometheus.query(alerts) == [], prometheus.query(alerts)
+        assert prometheus.query('crdscope_findings_accepted{severity="critical"} >= 1')
+        fired = wait_for(lambda: [a for a in prometheus.firing("CrdscopeFinding") if a["labels"].get("kind") == KIND],
+                         timeout=until - time.time() + 60, message="CrdscopeFinding firing once the acceptance lapsed")
+        fired_at = time.time()
+    finally:
+        prometheus.close()
+        stop_process(watch)
+    print(f"\nCrdscopeFinding fired {fired_at - until:.1f} s after until")
+    assert fired_at >= until and fired[0]["labels"]["accepted"] == "false", fired
+    assert fired[0]["annotations"]["runbook_url"].endswith(f"#{KIND}"), fired[0]["annotations"]
