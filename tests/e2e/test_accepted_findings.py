@@ -82,7 +82,7 @@ def test_doctor_shows_an_accepted_finding_and_does_not_count_it_until_it_lapses(
 
 def test_a_headless_watch_pages_when_the_acceptance_lapses_without_a_restart(lab, tmp_path):
     limit = half_the_rss(lab)
-    until = time.time() + 60
+    until = float(int(time.time()) + 60)  # whole seconds: the config states it to the second
     lines = tmp_path / "watch.txt"
     watch = spawn("watch", "--headless", "--duration", "5m", "--no-record", "--memory-limit", limit,
                   "--fail-if", "findings.critical>0", "--kubeconfig", lab.kubeconfig, "--context", lab.admin_context,
@@ -140,7 +140,7 @@ def test_prometheus_does_not_alert_on_an_accepted_finding_until_the_acceptance_l
     if not os.path.exists(PROMETHEUS):
         pytest.fail("Debian's prometheus is required: make system-deps")
     limit = half_the_rss(lab)
-    until = time.time() + 60
+    until = float(int(time.time()) + 60)  # whole seconds: the config states it to the second
     port = free_port()
     watch = spawn("watch", "--headless", "--duration", "5m", "--no-record", "--memory-limit", limit,
                   "--serve-metrics", f"127.0.0.1:{port}", "--kubeconfig", lab.kubeconfig, "--context",
