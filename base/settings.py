@@ -13,6 +13,7 @@ from typing import Any
 
 from .errors import ConfigError
 from .paths import config_file
+from .silences import Silence, parse_silences
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,6 +172,16 @@ class LoaderSettings:
 
 
 @dataclasses.dataclass(frozen=True)
+class RulesSettings:
+    """``crdscope rules``: what the generated alerting rules link to."""
+
+    #: Where the runbook is: each rule's ``runbook_url`` annotation is this plus ``#<finding kind>``.
+    #: The default is the page the project ships (``docs/runbook.md`` in its repository), relative:
+    #: set it to where your team publishes that page (``--runbook-url`` wins over it).
+    runbook_url: str = "docs/runbook.md"
+
+
+@dataclasses.dataclass(frozen=True)
 class UISettings:
     theme: str = "crdscope-dark"
     record: bool = True
@@ -185,7 +196,10 @@ class Settings:
     thresholds: Thresholds = Thresholds()
     loader: LoaderSettings = LoaderSettings()
     ui: UISettings = UISettings()
+    rules: RulesSettings = RulesSettings()
     prometheus_url: str | None = None
+    #: Accepted findings (``[[silence]]``): judged and shown, not paged on, until each lapses.
+    silences: tuple[Silence, ...] = ()
 
     def override(self, section: str, **values: Any) -> Settings:
         """A copy with some fields of one section replaced (flags win over the file)."""
@@ -248,7 +262,7 @@ def load_settings(path: Path | None = None) -> Settings:
         raise ConfigError(f"{path}: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
-    sections = [f.name for f in dataclasses.fields(Settings) if f.name != "prometheus_url"]
+    sections = [f.name for f in dataclasses.fields(Settings) if f.name not in ("prometheus_url", "silences")]
     kwargs: dict[str, Any] = {}
     for key, value in raw.items():
         if key == "prometheus_url":  # the one top-level key that is no section
@@ -256,8 +270,11 @@ def load_settings(path: Path | None = None) -> Settings:
                 raise ConfigError(f"{path}: prometheus_url must be a string (a URL), not {value!r}")
             kwargs[key] = value
             continue
+        if key == "silence":  # [[silence]]: entries, not a section of settings
+            kwargs["silences"] = parse_silences(value, path)
+            continue
         if key not in sections:
-            raise ConfigError(f"{path}: unknown section [{key}] (known: {', '.join(sections)})")
+            raise ConfigError(f"{path}: unknown section [{key}] (known: {', '.join([*sections, 'silence'])})")
         cls = type(getattr(Settings(), key))
         kwargs[key] = _coerce(key, cls, value, path)
     return Settings(**kwargs)

@@ -177,7 +177,7 @@ CRASH_LOOP_CHECK = CheckSpec(
     crash_loop, "API server crash-looping (restarts from start times, Leases, the lab, kube-state-metrics)",
     probes=(HealthSample,), also_reads=(VersionSample,),
     thresholds=("crashloop_restarts", "crashloop_window_seconds", "crashloop_quiet_seconds"),
-    constants=("NEAR_LIMIT_FRACTION",), rules=_crash_loop_rules)
+    constants=("NEAR_LIMIT_FRACTION",), rules=_crash_loop_rules, kinds=(CRASH_LOOP,))
 
 
 def _sources(health: HealthSample) -> str:

@@ -41,7 +41,8 @@ def no_aggregated_discovery(obs: Observations) -> list[Finding]:
 
 
 NO_AGGREGATED_DISCOVERY_CHECK = CheckSpec(
-    no_aggregated_discovery, "aggregated discovery offered", probes=(DiscoverySample,))
+    no_aggregated_discovery, "aggregated discovery offered", probes=(DiscoverySample,),
+    kinds=("no-aggregated-discovery",))
 
 
 # --------------------------------------------------------------------------- 7. memory
@@ -101,10 +102,11 @@ def _memory_rules(q: PromQL) -> tuple[AlertRule, ...]:
                   f"({q.crdscope('crdscope_health_mib_per_crd_own')} or {q.crdscope('crdscope_health_mib_per_crd')})"
                   f" > {t.memory_mib_per_crd_warn:g} and "
                   f"{q.crdscope('crdscope_health_r2')} >= {t.memory_fit_r2_min:g}",
-                  "API server memory {{ $value | humanize }} MiB per CRD", "Least-squares fit of RSS against CRDs."),
+                  "API server memory {{ $value | humanize }} MiB per CRD", "Least-squares fit of RSS against CRDs.",
+                  finding="memory-per-crd"),
         AlertRule("CrdscopeAPIServerRestarted", "warning",
                   f"increase({q.crdscope('crdscope_health_restarts_total')}[15m]) > 0",
-                  "API server restarted", "process_start_time_seconds moved forward."),
+                  "API server restarted", "process_start_time_seconds moved forward.", finding="apiserver-restarted"),
     )
 
 
@@ -113,7 +115,8 @@ MEMORY_CHECK = CheckSpec(
     thresholds=("memory_mib_per_crd_warn", "memory_fit_r2_min", "memory_growth_mib_per_minute_warn",
                 "memory_limit_fraction_warn", "memory_limit_fraction_critical", "crashloop_restarts",
                 "crashloop_window_seconds", "crashloop_quiet_seconds"),
-    constants=("GROWTH_MIN_SECONDS",), rules=_memory_rules)
+    constants=("GROWTH_MIN_SECONDS",), rules=_memory_rules,
+    kinds=("memory-per-crd", "memory-growth", "memory-headroom", "apiserver-restarted"))
 
 
 def _headroom(obs: Observations, health: HealthSample) -> list[Finding]:
@@ -226,7 +229,7 @@ def _unused_crds_rules(q: PromQL) -> tuple[AlertRule, ...]:
 
 UNUSED_CRDS_CHECK = CheckSpec(
     unused_crds, "CRDs without objects", probes=(HealthSample,), thresholds=("unused_crds_fraction_info",),
-    constants=("UNUSED_MIN_CRDS",), rules=_unused_crds_rules)
+    constants=("UNUSED_MIN_CRDS",), rules=_unused_crds_rules, kinds=("unused-crds",))
 
 
 # --------------------------------------------------------------------------- 9. etcd connections
@@ -252,4 +255,4 @@ def etcd_connections(obs: Observations) -> list[Finding]:
 
 ETCD_CONNECTIONS_CHECK = CheckSpec(
     etcd_connections, "etcd connections per CRD", probes=(HealthSample,),
-    constants=("ETCD_CONNECTIONS_PER_CRD", "ETCD_CONNECTIONS_MIN"))
+    constants=("ETCD_CONNECTIONS_PER_CRD", "ETCD_CONNECTIONS_MIN"), kinds=("etcd-connections-per-crd",))

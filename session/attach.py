@@ -28,6 +28,8 @@ from crdscope.base.errors import ClusterError, CrdscopeError
 from crdscope.base.samples import Sample, Sink, deliver
 from crdscope.base.version import USER_AGENT
 from crdscope.connection.transport import TRANSPORT_ERRORS
+from crdscope.base.silences import Silence
+from crdscope.findings.engine import finding_kinds
 from crdscope.findings.kubectl import KubectlClient
 from crdscope.probes.registry import sample_type
 
@@ -313,16 +315,25 @@ def attach_core(feed: StreamFeed) -> WatchCore:
     reset (and refilled from the history) on each reconnection."""
     core = WatchCore(feed, store=SessionStore(), thresholds=feed.settings.thresholds, cluster=feed.cluster.name,
                      memory_limit=feed.memory_limit)
+    core.accept(known_silences(feed.settings.silences))
 
     def judge_as_the_collector() -> None:
         core.thresholds = feed.settings.thresholds
         core.set_memory_limit(feed.memory_limit)
+        core.silences = known_silences(feed.settings.silences)
         core.reset()
         if feed.kubectl is not None:
             core.know_kubectl(feed.kubectl)
 
     feed.add_reset_listener(judge_as_the_collector)
     return core
+
+
+def known_silences(silences: tuple[Silence, ...]) -> tuple[Silence, ...]:
+    """A collector's acceptances of the finding kinds this crdscope knows (a newer collector's other
+    kinds have no finding here to accept)."""
+    kinds = finding_kinds()
+    return tuple(s for s in silences if s.kind in kinds)
 
 
 def open_collector(url: str, token_file: str | Path, ca_file: str | None = None

@@ -28,8 +28,9 @@ from typing import Any, Protocol
 
 from crdscope.base.samples import Sample
 from crdscope.base.settings import Thresholds
+from crdscope.base.silences import Silence
 from crdscope.base.store import SampleStore
-from crdscope.findings.engine import FindingsEngine
+from crdscope.findings.engine import FindingsEngine, check_silences
 from crdscope.findings.kubectl import KubectlClient, read_local_kubectl
 from crdscope.findings.kubectl_discovery import KUBECTL_DISCOVERY_CHECK
 from crdscope.findings.model import Finding, FindingChange
@@ -147,6 +148,8 @@ class WatchCore:
         self.reset_listeners: list[Callable[[], None]] = []
         #: Samples taken since the core began (or was reset).
         self.samples = 0
+        #: Accepted findings (``[[silence]]``): judged and shown, not paged on (:meth:`accept`).
+        self.silences: tuple[Silence, ...] = ()
         self.know_kubectl(kubectl)
         if source is not None:
             source.add_sink(self._sink)
@@ -194,6 +197,7 @@ class WatchCore:
         self.samples = 0
         self.detector = EventDetector(self.thresholds)
         self.findings = engine_on(self.store, self.thresholds, self.memory_limit)
+        self.findings.accept(self.silences, self.cluster)
         self.know_kubectl(self.kubectl)
         for listener in list(self.reset_listeners):
             listener()
@@ -211,6 +215,18 @@ class WatchCore:
         client = await asyncio.to_thread(read_local_kubectl, path)
         self.know_kubectl(client)
         return client
+
+    def accept(self, silences: tuple[Silence, ...]) -> None:
+        """Accepted findings (the settings' ``[[silence]]``, a collector's): those covering this
+        cluster are shown as accepted and do not page until they lapse; an entry naming no finding
+        kind is a :class:`ConfigError`."""
+        check_silences(silences)
+        self.silences = silences
+        self.findings.accept(silences, self.cluster)
+
+    def acceptances(self, now: float) -> list[Silence]:
+        """The acceptances in force for this cluster at ``now`` (the exporter's series)."""
+        return self.findings.acceptances(now)
 
     def set_memory_limit(self, limit: int | None) -> None:
         """The API server's memory limit (``--memory-limit``, a lab's cap; None: unknown): the

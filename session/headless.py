@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from crdscope.base.errors import ConfigError, CrdscopeError
 from crdscope.base.logs import log_to_file
-from crdscope.findings.engine import FindingsEngine
+from crdscope.findings.engine import FindingsEngine, check_silences
 from crdscope.findings.kubectl import KubectlClient
 from crdscope.findings.model import format_duration
 from crdscope.base.samples import Sample
@@ -154,6 +154,7 @@ def run_headless(kubeconfig: str | None = None, context: str | None = None, dura
     thresholds = parse_thresholds(fail_if)
     listen = parse_listen(serve_metrics) if serve_metrics else None
     settings = with_openapi_v2(load_settings(), openapi_v2)
+    check_silences(settings.silences)
     if prometheus_url:
         settings = dataclasses.replace(settings, prometheus_url=prometheus_url)
     names: list[str | None] = list(contexts) or [context]
@@ -255,7 +256,8 @@ async def _watch(clusters: list[Cluster], settings: Settings, seconds: float | N
             server = MetricsServer(collector, *listen)
             stack.callback(server.close)
         if view is not None:
-            hub = ViewHub(StreamSettings(settings.thresholds, settings.cadences, view.allow_control))
+            hub = ViewHub(StreamSettings(settings.thresholds, settings.cadences, view.allow_control,
+                                         settings.silences))
             view_server = ViewServer(hub, view.host, view.port, view.token, tls=view.tls)
             await view_server.start()
         for cluster in clusters:
@@ -283,6 +285,8 @@ async def _watch(clusters: list[Cluster], settings: Settings, seconds: float | N
                           f"{', '.join(each.probes)}" + (f"; for {format_duration(seconds)}" if seconds else ""))
             if each.live.recording is not None:
                 each.sink.say(f"recording to {each.live.recording.opened.path}")
+            for silence in each.core.acceptances(time.time()):
+                each.sink.say(f"accepting {silence.finding} until {silence.until_text}: {silence.why}")
         if server is not None:
             watched[0].sink.say(f"serving metrics on {server.url}"
                                 + (f" ({len(watched)} clusters, label cluster)" if fleet else ""), plain=True)

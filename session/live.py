@@ -136,6 +136,7 @@ def open_live_core(cluster: Cluster, settings: Settings, *, lab_home: Path | Non
     core = WatchCore(monitor, store=store, thresholds=settings.thresholds, cluster=cluster.context,
                      memory_limit=limit)
     monitor.set_memory_limit(limit)
+    core.accept(settings.silences)
     recording = None
     if recorder is not None:
         recording = TakenRecorder(recorder, on_record_failure or log_record_failure)

@@ -109,6 +109,8 @@ def worst_cell(finding: Finding | None) -> Cell:
     """The worst open finding, in its severity's role colour."""
     if finding is None:
         return ("none", "probe-ok")
+    if finding.accepted is not None:  # only accepted ones are open (they sort after those that page)
+        return (f"{finding.severity.value} (accepted): {finding.title}", "probe-idle")
     return (f"{finding.severity.value}: {finding.title}", ROLE[finding.severity])
 
 
