@@ -265,6 +265,7 @@ def _check_yaml(path: str) -> dict[str, Any] | None:
 
 
 def _load_from_files(paths: list[str], context: str | None) -> ClusterConfig:
+    """A context whose user has an exec plugin or an auth-provider, read by the kubernetes package."""
     from kubernetes import client as k8s_client
     from kubernetes.config import kube_config
 
@@ -272,20 +273,7 @@ def _load_from_files(paths: list[str], context: str | None) -> ClusterConfig:
     merged = merger.config
     if merged is None:
         raise ConfigError(f"kubeconfig {', '.join(paths)} is empty")
-    contexts = [c["name"] for c in (merged.value.get("contexts") or [])]
-    if context is None:
-        context = merged.value.get("current-context") or None
-        if not context:
-            raise ConfigError(
-                "kubeconfig has no current-context; pass --context "
-                f"(contexts: {', '.join(contexts) or 'none'})"
-            )
-    if context not in contexts:
-        raise ConfigError(
-            f"context '{context}' not found in kubeconfig "
-            f"(contexts: {', '.join(contexts) or 'none'})"
-        )
-
+    context = _chosen_context(merged.value, context)
     loader = _loader_class()(
         config_dict=merged,
         active_context=context,
@@ -298,15 +286,6 @@ def _load_from_files(paths: list[str], context: str | None) -> ClusterConfig:
     server = configuration.host
     if not server or server == "http://localhost":
         raise ConfigError(f"cluster of context '{context}' has no server address")
-
-    credentials: TokenSource | None = loader.exec_credential
-    header = configuration.api_key.get("BearerToken") or configuration.api_key.get("authorization")
-    token_file = loader.token_file
-    if credentials is None and token_file:
-        credentials = TokenFile(token_file)
-    elif credentials is None and header:
-        credentials = StaticToken(header)
-
     cert_file = getattr(configuration, "cert_file", None) or None
     key_file = getattr(configuration, "key_file", None) or None
     if cert_file:
@@ -322,9 +301,40 @@ def _load_from_files(paths: list[str], context: str | None) -> ClusterConfig:
         insecure_skip_tls_verify=not configuration.verify_ssl,
         tls_server_name=getattr(configuration, "tls_server_name", None) or None,
         proxy=configuration.proxy or None,
-        credentials=credentials,
+        credentials=_loaded_credentials(loader, configuration),
         exec_credential=loader.exec_credential,
     )
+
+
+def _chosen_context(merged: dict[str, Any], context: str | None) -> str:
+    """The context asked for (default: the merged current-context), known to the kubeconfig."""
+    contexts = [c["name"] for c in (merged.get("contexts") or [])]
+    if context is None:
+        context = merged.get("current-context") or None
+        if not context:
+            raise ConfigError(
+                "kubeconfig has no current-context; pass --context "
+                f"(contexts: {', '.join(contexts) or 'none'})"
+            )
+    if context not in contexts:
+        raise ConfigError(
+            f"context '{context}' not found in kubeconfig "
+            f"(contexts: {', '.join(contexts) or 'none'})"
+        )
+    return context
+
+
+def _loaded_credentials(loader: Any, configuration: Any) -> TokenSource | None:
+    """What the kubernetes loader authenticates with: its exec plugin, else a token file (re-read as it
+    changes), else the header it set."""
+    credentials: TokenSource | None = loader.exec_credential
+    header = configuration.api_key.get("BearerToken") or configuration.api_key.get("authorization")
+    token_file = loader.token_file
+    if credentials is None and token_file:
+        credentials = TokenFile(token_file)
+    elif credentials is None and header:
+        credentials = StaticToken(header)
+    return credentials
 
 
 @functools.cache
