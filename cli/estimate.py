@@ -58,7 +58,6 @@ def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str
     from crdscope.costmodel.model import crd_memory, estimate as predict
     from crdscope.costmodel.coefficients import for_minor
     from crdscope.costmodel.source import read_source
-    from crdscope.costmodel.target import read_target
     from crdscope.base.errors import ConfigError
 
     if kubernetes_minor and context:
@@ -85,6 +84,8 @@ def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str
     target = None
     minor = kubernetes_minor or calibrated_minors()[-1]
     if context or selection is not None:  # --activate: the MRDs' cluster is the target (default: current context)
+        from crdscope.costmodel.target import read_target  # the connection stack only for a real cluster
+
         minor, target = asyncio.run(read_target(context, kubeconfig))
     predicted = predict(read.crds, minor, target=target, memory_limit_bytes=limit)
     coefficients = for_minor(minor)
