@@ -9,7 +9,9 @@ wall and CPU seconds, Python start-up included):
 * ``crdscope``: this checkout's ``crdscope probe discovery --json``;
 * ``against`` (with ``--against``): the same command of another crdscope, e.g. a virtualenv of the
   main branch's code (``git archive main | tar -x -C DIR``, then ``python3 -m venv DIR/.venv &&
-  DIR/.venv/bin/pip install -e DIR``): before and after a change in one sitting, under the same load.
+  DIR/.venv/bin/pip install -e DIR``): before and after a change in one sitting, under the same load;
+* ``..._offline``: each crdscope's one-shots that talk to no cluster, ``crdscope rules`` and ``crdscope
+  estimate synthetic:50 --kubernetes 1.37 --json`` one after the other (what they cost is their imports).
 
 Each crdscope's bytecode is written first (as an install does: see :func:`bench.common.compile_sources`).
 Beside the timed runs, alternating too, each crdscope's imports as ``python -X importtime`` counts
@@ -93,6 +95,16 @@ class Contenders:
             return seconds
         return run
 
+    def offline(self, name: str, command: list[str]) -> Callable[[], float]:
+        """``rules`` then ``estimate --kubernetes``: one-shots that send no request."""
+        def run() -> float:
+            rules, _ = self._timed(name, [*command, "rules"])
+            estimate, _ = self._timed(f"{name}_estimate", [*command, "estimate", "synthetic:50", "--kubernetes", "1.37",
+                                                            "--json"])
+            self.cpu[name][-1] += self.cpu.pop(f"{name}_estimate")[-1]
+            return rules + estimate
+        return run
+
     def imports(self, name: str, command: list[str]) -> Callable[[], float]:
         """One run under ``-X importtime``: the sum of its top-level imports (milliseconds)."""
         python = interpreter_of(command)
@@ -132,6 +144,8 @@ def measure(kubeconfig: str, context: str, against: str | None, runs: int) -> Re
     contenders.cpu.clear()
     timed: dict[str, Callable[[], float]] = {"kubectl_cold": contenders.kubectl_cold}
     timed.update({name: contenders.crdscope(name, command) for name, command in commands.items()})
+    timed.update({f"{name}_offline": contenders.offline(f"{name}_offline", command)
+                  for name, command in commands.items()})
     times = alternate(timed, runs)
     alternate({f"{name}_imports": contenders.imports(name, command) for name, command in commands.items()}, runs)
     figures: dict = {}
@@ -144,8 +158,10 @@ def measure(kubeconfig: str, context: str, against: str | None, runs: int) -> Re
         figures[f"{name}_imports_ms"] = stats(contenders.imports_ms[name])
         figures[f"{name}_modules"] = max(contenders.modules[name])
     if against:
-        figures["crdscope_vs_against"] = stats(ratios(times["crdscope"], times["against"]))
-        figures["crdscope_cpu_vs_against"] = stats(ratios(contenders.cpu["crdscope"], contenders.cpu["against"]))
+        for what in ("", "_offline"):
+            figures[f"crdscope{what}_vs_against"] = stats(ratios(times[f"crdscope{what}"], times[f"against{what}"]))
+            figures[f"crdscope{what}_cpu_vs_against"] = stats(ratios(contenders.cpu[f"crdscope{what}"],
+                                                                     contenders.cpu[f"against{what}"]))
     found = {name: sorted(values) for name, values in contenders.resources.items()}
     result = Result("oneshot", server_version(kubeconfig, context), f"{context}: {found['kubectl_cold']} resources",
                     figures)
