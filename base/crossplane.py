@@ -28,6 +28,7 @@ How Crossplane v2.0.0 links the chain (``internal/controller/pkg``):
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable, Mapping
 from typing import Literal, Protocol
 
@@ -240,6 +241,11 @@ def runtime_state(desired_state: str, condition: tuple[str, str] | None,
     if status == "False" and ("not healthy yet" in message or "Waiting for" in message):
         return "waiting", message
     return ("unknown" if status != "False" else "unhealthy"), message
+
+
+def is_safe_start(capabilities: Iterable[object]) -> bool:
+    """Crossplane's fuzzy match of ``safe-start``: letters and digits only, any case."""
+    return any(re.sub(r"[^a-z0-9]+", "", str(c).lower()) == "safestart" for c in capabilities)
 
 
 def deployment_unavailable(revisions: Iterable[RevisionObject]) -> bool:

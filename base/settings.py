@@ -7,7 +7,6 @@ errors naming the file, section and key.
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -253,6 +252,8 @@ def _coerce(section: str, cls: type, data: Any, path: Path) -> Any:
 
 def load_settings(path: Path | None = None) -> Settings:
     """Read settings from ``path`` (default: the XDG config file); missing file = defaults."""
+    import tomllib  # only where a file is read: a probe built on the defaults (crdscope probe) reads none
+
     path = path or config_file()
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))

@@ -41,15 +41,14 @@ from .cluster import Cluster, explain, status_message
 from .credentials import parse_rfc3339
 from . import crd_proto
 from .crd_decode import decode_event, decode_page
+# Re-exported: the CRD watch is where readers of these marks have always found them.
+from .crd_marks import (CRD_PATH as CRD_PATH, MANAGED_BY_LABEL as MANAGED_BY_LABEL,
+                        MANAGED_BY_VALUE as MANAGED_BY_VALUE, RUN_ANNOTATION as RUN_ANNOTATION)
 from .traffic import CRD_WATCH, LOADER, REQUEST_ORIGIN
 from .transport import TRANSPORT_ERRORS
 
 log = logging.getLogger("crdscope.crdwatch")
 
-CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-MANAGED_BY_VALUE = "crdscope"
-RUN_ANNOTATION = "crdscope.dev/load-run"
 CROSSPLANE_LABELS = ("pkg.crossplane.io/revision", "pkg.crossplane.io/package", "pkg.crossplane.io/provider")
 #: Decode documents larger than this in a thread (a 1.7 MB CRD takes ~10 ms to parse).
 THREAD_DECODE_BYTES = 256 * 1024
