@@ -7,10 +7,10 @@ and the shared CRD watch, whose records say where each CRD's conversion webhook 
 * ``apiserver_crd_conversion_webhook_duration_seconds{crd_name, from_version, to_version, succeeded}``
   (``apiserver_crd_webhook_conversion_duration_seconds`` on 1.26: both are read), a histogram per
   CRD, grouped here by the webhook the CRD names: conversions, failures and their latency;
-* ``apiserver_conversion_webhook_request_total{result, failure_type}`` (1.27 and later): every
+* ``apiserver_conversion_webhook_request_total{result, failure_type}`` (1.33 and 1.37 have it, 1.26 not): every
   conversion call, failed ones by type;
 * ``apiserver_admission_webhook_admission_duration_seconds``, ``..._rejection_count``,
-  ``..._fail_open_count`` and ``..._request_total`` (1.27 and later), per webhook name.
+  ``..._fail_open_count`` and ``..._request_total``, per webhook name.
 
 Counters run from the server's start: what happened *now* is the difference between two scrapes
 of one process (kept per process, as the throttling probe does, so that behind a load balancer two
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     from .probe import ProbeParts
 
-#: The per-CRD conversion histogram, named twice: 1.26's name, then 1.27's and later (a fleet mixes minors).
+#: The per-CRD conversion histogram, named twice: 1.26's name, then 1.33's and 1.37's (a fleet mixes minors).
 CRD_CONVERSION_FAMILIES = ("apiserver_crd_webhook_conversion_duration_seconds",
                            "apiserver_crd_conversion_webhook_duration_seconds")
 CONVERSION_REQUESTS = "apiserver_conversion_webhook_request_total"
@@ -121,7 +121,7 @@ def crd_conversions(scrape: Scrape) -> dict[str, Counted]:
 
 def conversion_requests(scrape: Scrape) -> tuple[int | None, dict[str, int]]:
     """Every conversion webhook call counted, and the failed ones by failure type (None and empty
-    where the server has no such counter: before 1.27, or before its first call)."""
+    where the server has no such counter: 1.26, or any server before its first call)."""
     series = scrape.series(CONVERSION_REQUESTS)
     if not series:
         return None, {}
@@ -293,7 +293,7 @@ class WebhooksProbe:
         if older is None:
             unobservable["intervals"] = "one scrape so far: what fails now needs the next run"
         if requests is None:
-            unobservable["conversion_requests_total"] = (f"no {CONVERSION_REQUESTS} (Kubernetes 1.27 and later, "
+            unobservable["conversion_requests_total"] = (f"no {CONVERSION_REQUESTS} (not on 1.26; elsewhere "
                                                          "once a conversion webhook was called)")
         if endpoints is None:
             unobservable["conversion_webhooks"] = (

@@ -27,7 +27,7 @@ MAX_NAMED_CRDS = 50
 class ConversionWebhook:
     """One conversion webhook, its URL or Service as the CRDs name it, and what the server counted
     of the conversions of those CRDs (``apiserver_crd_conversion_webhook_duration_seconds``, named
-    ``apiserver_crd_webhook_conversion_duration_seconds`` before 1.27)."""
+    ``apiserver_crd_webhook_conversion_duration_seconds`` on 1.26)."""
 
     #: ``https://host:port/path`` or ``service <namespace>/<name>:<port><path>``.
     name: str
@@ -57,7 +57,7 @@ class AdmissionWebhook:
     name: str
     #: "validating", "admit" (mutating), or both.
     type: str = ""
-    #: Calls the server counted (``apiserver_admission_webhook_request_total``, 1.27 and later).
+    #: Calls the server counted (``apiserver_admission_webhook_request_total``; None where it has none).
     requests_total: int | None = figure(None, counter=True)
     #: Requests the webhook rejected or whose call failed (``..._rejection_count``) ...
     rejections_total: int = figure(0, counter=True)
@@ -95,7 +95,7 @@ class WebhooksSample(Sample):
     #: Admission webhooks failing.
     failing_admission_webhooks: int = 0
     #: Every conversion webhook call the server counted, failed ones by failure type
-    #: (``apiserver_conversion_webhook_request_total``, 1.27 and later; empty where absent).
+    #: (``apiserver_conversion_webhook_request_total``, not on 1.26; empty where absent).
     conversion_requests_total: int | None = figure(None, counter=True)
     conversion_failures_by_type: dict[str, int] = figure(default_factory=dict, counter=True, label="failure_type")
     #: Seconds between the two scrapes the intervals' figures span (None: one scrape so far).
