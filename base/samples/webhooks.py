@@ -45,7 +45,7 @@ class ConversionWebhook:
     failing: bool = False
     #: CRDs with failed conversions in that interval (at most :data:`MAX_NAMED_CRDS`) and their number.
     failing_crds: tuple[str, ...] = ()
-    failing_crd_count: int = 0
+    failing_crd_count: int = figure(0, metric="failing_crds")  # ``_count`` reads as a histogram's
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ class WebhooksSample(Sample):
     #: every read of another version than the one stored fails for those.
     failing_conversion_webhooks: int = 0
     affected_crds: tuple[str, ...] = ()
-    affected_crd_count: int = 0
+    affected_crd_count: int = figure(0, metric="affected_crds")
     #: Admission webhooks failing.
     failing_admission_webhooks: int = 0
     #: Every conversion webhook call the server counted, failed ones by failure type

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 import pytest
 
 from bench.common import scrape_metrics, stop_process
-from tests.e2e.test_rules_prometheus import PROMETHEUS, Prometheus, free_port, probes_up
+from tests.e2e.test_rules_prometheus import PROMETHEUS, PROMTOOL, Prometheus, free_port, probes_up
 from tests.faults.helpers import crdscope, spawn
 from tests.helpers import async_wait_for, wait_for
 
@@ -219,6 +219,9 @@ def test_the_finding_opens_in_the_headless_watch_the_exporter_and_prometheus(lab
             text = scrape_metrics(port)
             assert f'webhook="{url}"}} 1.0' in text.split("crdscope_webhooks_conversion_webhooks_failing{")[1], text
             assert f'finding="conversion-webhook-failing:{url}"' in text and 'severity="critical"' in text
+            checked = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True,
+                                     timeout=60)  # the per-webhook series' names and types too
+            assert checked.returncode == 0, checked.stdout + checked.stderr
             ours = wait_for(lambda: prometheus.firing("CrdscopeConversionWebhookFailing"), timeout=90,
                             message="CrdscopeConversionWebhookFailing firing")
             assert {a["labels"]["webhook"] for a in ours} == {url} and ours[0]["labels"]["severity"] == "critical"
