@@ -21,6 +21,9 @@ WEBHOOK_SLOW_SECONDS = 1.0
 SLOW_RECENT_SECONDS = 120.0
 #: CRD names a finding lists before "and N more".
 NAMED = 8
+#: The finding kinds (a finding's id is ``<kind>:<webhook>``).
+CONVERSION_FAILING, CONVERSION_SLOW = "conversion-webhook-failing", "conversion-webhook-slow"
+ADMISSION_FAILING, ADMISSION_SLOW = "admission-webhook-failing", "admission-webhook-slow"
 
 
 def _named(names: tuple[str, ...], count: int) -> str:
@@ -40,7 +43,7 @@ def _conversion_failing(webhook: ConversionWebhook, sample: WebhooksSample) -> F
     if types:
         evidence.append(f"failed conversion calls by type (every webhook): {types}")
     return Finding(
-        f"conversion-webhook-failing:{webhook.name}", Severity.CRITICAL,
+        f"{CONVERSION_FAILING}:{webhook.name}", Severity.CRITICAL,
         f"conversion webhook failing: {_named(webhook.failing_crds, webhook.failing_crd_count)} "
         f"unreadable in other versions ({webhook.name})", tuple(evidence),
         f"the API server calls {webhook.name} to convert these CRDs' objects between versions, and the calls "
@@ -52,19 +55,19 @@ def _conversion_failing(webhook: ConversionWebhook, sample: WebhooksSample) -> F
         "version still work meanwhile")
 
 
-def _slow(kind: str, name: str, p99_seconds: float, where: str, waits: str) -> Finding:
-    return Finding(
-        f"{kind}-webhook-slow:{name}", Severity.WARNING,
-        f"{kind} webhook slow: p99 {fmt_seconds(p99_seconds)} ({name})",
-        (f"webhooks.{kind}_webhooks[{name}].p99_seconds = {fmt_seconds(p99_seconds)} within the last "
-         f"{SLOW_RECENT_SECONDS:g} s (limit {WEBHOOK_SLOW_SECONDS:g} s; {where})",),
-        f"the API server waits for {name} on {waits}; it answers slowly (short of CPU or memory, throttled, "
-        "or far away)", f"give the webhook's pods more CPU, or more replicas; {waits} wait for it meanwhile")
+def _slow(kind: str, name: str, p99_seconds: float, where: str, waits: str) -> tuple[str, tuple[str, ...], str, str]:
+    """A slow webhook's title, evidence, cause and remedy."""
+    return (f"{kind} webhook slow: p99 {fmt_seconds(p99_seconds)} ({name})",
+            (f"webhooks.{kind}_webhooks[{name}].p99_seconds = {fmt_seconds(p99_seconds)} within the last "
+             f"{SLOW_RECENT_SECONDS:g} s (limit {WEBHOOK_SLOW_SECONDS:g} s; {where})",),
+            f"the API server waits for {name} on {waits}; it answers slowly (short of CPU or memory, "
+            "throttled, or far away)", f"give the webhook's pods more CPU, or more replicas; {waits} wait for it "
+            "meanwhile")
 
 
 def _admission_failing(webhook: AdmissionWebhook) -> Finding:
     return Finding(
-        f"admission-webhook-failing:{webhook.name}", Severity.WARNING,
+        f"{ADMISSION_FAILING}:{webhook.name}", Severity.WARNING,
         f"admission webhook failing: {webhook.name} ({webhook.type or 'admission'})",
         (f"webhooks.admission_webhooks[{webhook.name}].failed = {fmt_count(webhook.failed)} calls failed in the "
          f"last interval; since the server started: {webhook.errors_total:,} rejected by an error, "
@@ -99,11 +102,13 @@ def webhooks(obs: Observations) -> list[Finding]:
     found += [_admission_failing(webhook) for webhook in sample.admission_webhooks if webhook.failing]
     conversion, admission = slowest_recently(obs)
     failing = {webhook.name for webhook in sample.failing}
-    found += [_slow("conversion", name, p99, "apiserver_crd_conversion_webhook_duration_seconds",
-                    "every list and watch event of its CRDs in another version")
+    found += [Finding(f"{CONVERSION_SLOW}:{name}", Severity.WARNING, *_slow(
+                  "conversion", name, p99, "apiserver_crd_conversion_webhook_duration_seconds",
+                  "every list and watch event of its CRDs in another version"))
               for name, p99 in sorted(conversion.items()) if p99 > WEBHOOK_SLOW_SECONDS and name not in failing]
-    found += [_slow("admission", name, p99, "apiserver_admission_webhook_admission_duration_seconds",
-                    "every write it covers")
+    found += [Finding(f"{ADMISSION_SLOW}:{name}", Severity.WARNING, *_slow(
+                  "admission", name, p99, "apiserver_admission_webhook_admission_duration_seconds",
+                  "every write it covers"))
               for name, p99 in sorted(admission.items()) if p99 > WEBHOOK_SLOW_SECONDS]
     return found
 
@@ -120,25 +125,27 @@ def _webhooks_rules(q: PromQL) -> tuple[AlertRule, ...]:
                   f"{q.crdscope('crdscope_webhooks_conversion_webhooks_failing')} == 1",
                   "Conversion webhook {{ $labels.webhook }} failing",
                   "The API server's calls to {{ $labels.webhook }} fail: reads of its CRDs in other versions "
-                  "than the stored one fail."),
+                  "than the stored one fail.", finding=CONVERSION_FAILING),
         AlertRule("CrdscopeConversionWebhookSlow", "warning",
                   f"max_over_time({q.crdscope('crdscope_webhooks_conversion_webhooks_p99_seconds')}[{slow}]) "
                   f"> {WEBHOOK_SLOW_SECONDS:g}",
                   "Conversion webhook {{ $labels.webhook }} slow",
-                  "p99 {{ $value | humanizeDuration }} per conversion call."),
+                  "p99 {{ $value | humanizeDuration }} per conversion call.", finding=CONVERSION_SLOW),
         AlertRule("CrdscopeAdmissionWebhookFailing", "warning",
                   f"{q.crdscope('crdscope_webhooks_admission_webhooks_failing')} == 1",
                   "Admission webhook {{ $labels.webhook }} failing",
                   "The API server's calls to {{ $labels.webhook }} fail: the writes it covers are rejected "
-                  "or pass unchecked."),
+                  "or pass unchecked.", finding=ADMISSION_FAILING),
         AlertRule("APIServerConversionWebhookFailing", "critical",
                   "sum by (cluster, instance, crd_name) "
                   f"(rate({failed}[2m])) > 0",
                   "Conversions of {{ $labels.crd_name }} failing",
-                  "From the API server's own conversion histogram: {{ $value | humanize }} failed conversions/s."),
+                  "From the API server's own conversion histogram: {{ $value | humanize }} failed conversions/s.",
+                  finding=CONVERSION_FAILING),
     )
 
 
 WEBHOOKS_CHECK = CheckSpec(
     webhooks, "conversion and admission webhooks answering", probes=(WebhooksSample,),
-    constants=("WEBHOOK_SLOW_SECONDS", "SLOW_RECENT_SECONDS"), rules=_webhooks_rules)
+    constants=("WEBHOOK_SLOW_SECONDS", "SLOW_RECENT_SECONDS"), rules=_webhooks_rules,
+    kinds=(CONVERSION_FAILING, CONVERSION_SLOW, ADMISSION_FAILING, ADMISSION_SLOW))
