@@ -72,6 +72,10 @@ class Cadences:
     #: catches a round of canaries), every minute when idle.
     latency: float = 15.0
     latency_idle: float = 60.0
+    #: The webhooks probe declares its own pacing (``probes.webhooks.WebhooksProbe.PACING``: the shared
+    #: scrape's, 10 s while CRDs change, 20 s at rest); a value here overrides it (None: its own).
+    webhooks: float | None = None
+    webhooks_idle: float | None = None
     #: Reads the shared client's in-flight requests and the HTTP/2 PING's wait (no request).
     responsiveness: float = 0.5
     #: One HTTP/2 PING on a connection of its own every this many seconds: no request, no APF seat,
@@ -238,6 +242,8 @@ def _coerce(section: str, cls: type, data: Any, path: Path) -> Any:
             raise ConfigError(f"{path}: unknown setting {section}.{key} (known: {', '.join(fields)})")
         default = fields[key].default
         expected = type(default) if default is not None and default is not dataclasses.MISSING else None
+        if default is None and fields[key].type == "float | None":  # an override of a declaration
+            expected = float
         if expected is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if expected is not None and not isinstance(value, expected):

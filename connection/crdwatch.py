@@ -98,6 +98,9 @@ class CRDRecord:
     #: True when ``seen_established`` comes from a watch event (the transition was seen
     #: as it happened), False when a list found the CRD already Established.
     established_live: bool = False
+    #: Where the server calls to convert between the CRD's versions (``spec.conversion``, strategy
+    #: Webhook): the URL, or ``service <namespace>/<name>:<port><path>``; None: it converts by itself.
+    conversion_webhook: str | None = None
 
     @property
     def state(self) -> CRDState:
@@ -143,6 +146,20 @@ def _condition_time(conditions: list[dict[str, Any]], kind: str) -> float | None
             except Exception:  # noqa: BLE001 - a malformed time must not drop the CRD
                 return 0.0
     return None
+
+
+def conversion_webhook(spec: dict[str, Any]) -> str | None:
+    """Where a CRD's conversion webhook is: its URL or its Service (port 443 unless given), as the
+    API server calls it; None for a CRD converted by the server itself (strategy None, the default)."""
+    conversion = spec.get("conversion") or {}
+    if conversion.get("strategy") != "Webhook":
+        return None
+    config = (conversion.get("webhook") or {}).get("clientConfig") or {}
+    if config.get("url"):
+        return str(config["url"])
+    service = config.get("service") or {}
+    return (f"service {service.get('namespace', '?')}/{service.get('name', '?')}:{service.get('port') or 443}"
+            f"{service.get('path') or ''}")
 
 
 def record_from(obj: dict[str, Any], previous: CRDRecord | None = None, now: float | None = None,
@@ -194,6 +211,7 @@ def record_from(obj: dict[str, Any], previous: CRDRecord | None = None, now: flo
         seen=seen,
         seen_established=seen_established,
         established_live=established_live,
+        conversion_webhook=conversion_webhook(spec),
     )
 
 
@@ -207,6 +225,8 @@ def slim(obj: dict[str, Any]) -> dict[str, Any]:
                      if k in metadata}
     if RUN_ANNOTATION in annotations:
         kept_metadata["annotations"] = {RUN_ANNOTATION: annotations[RUN_ANNOTATION]}
+    conversion = spec.get("conversion") or {}
+    config = (conversion.get("webhook") or {}).get("clientConfig") or {}
     return {
         "metadata": kept_metadata,
         "spec": {
@@ -214,6 +234,9 @@ def slim(obj: dict[str, Any]) -> dict[str, Any]:
             "scope": spec.get("scope"),
             "names": spec.get("names") or {},
             "versions": [{k: v.get(k) for k in ("name", "served", "storage")} for v in spec.get("versions") or []],
+            # Where the conversion webhook is (its caBundle dropped).
+            "conversion": {"strategy": conversion.get("strategy"),
+                           "webhook": {"clientConfig": {k: config[k] for k in ("url", "service") if config.get(k)}}},
         },
         "status": {"conditions": (obj.get("status") or {}).get("conditions") or []},
     }

@@ -21,7 +21,7 @@ from crdscope.base.settings import Thresholds
 from crdscope.base.silences import Silence, covering
 from crdscope.base.store import SampleStore
 
-from . import checks, crashloop, crossplane, kubectl_discovery, resources
+from . import checks, crashloop, crossplane, kubectl_discovery, resources, webhooks
 from .model import ACCEPTED, CHANGED, CLOSED, EXPIRED, OPENED, Finding, FindingChange, Severity, most_severe_first
 from .observations import Observations
 from .spec import Check, CheckSpec
@@ -35,6 +35,7 @@ CHECKS: tuple[CheckSpec, ...] = (
     checks.NOT_ANSWERING_CHECK,
     crashloop.CRASH_LOOP_CHECK,
     checks.LATENCY_SLO_CHECK,
+    webhooks.WEBHOOKS_CHECK,
     resources.NO_AGGREGATED_DISCOVERY_CHECK,
     checks.APF_CHECK,
     checks.OPENAPI_BEHIND_CHECK,

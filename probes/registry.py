@@ -48,6 +48,7 @@ PROBES: tuple[ProbeKind, ...] = (
     ProbeKind("health", "crdscope.probes.health", SAMPLES + "health:HealthSample"),
     ProbeKind("latency", "crdscope.probes.latency", SAMPLES + "latency:LatencySample"),
     ProbeKind("responsiveness", "crdscope.probes.responsiveness", SAMPLES + "responsiveness:ResponsivenessSample"),
+    ProbeKind("webhooks", "crdscope.probes.webhooks", SAMPLES + "webhooks:WebhooksSample"),
     ProbeKind("footprint", "crdscope.probes.footprint", SAMPLES + "footprint:FootprintSample", oneshot=None),
     # Not a probe: the loader's progress, recorded and replayed like a probe's samples.
     ProbeKind("loader", SAMPLES + "loader", "LoaderSample", factory=None, oneshot=None),
