@@ -126,8 +126,7 @@ def crash_loop(obs: Observations) -> list[Finding]:
     down_share = _down_share(health, start, obs.now)
     evidence.append(f"down {down_share:.0%} of the time since the loop began (health.outages)")
 
-    limit = obs.memory_limit_bytes or health.memory_limit_bytes or (
-        last_good.memory_limit_bytes if last_good else None)
+    limit = obs.facts.memory_limit_bytes
     oom, oom_evidence = _oom(health, loop, limit, obs)
     evidence += oom_evidence
     need_line, need_bytes = _need(health, last_good, obs)

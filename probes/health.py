@@ -47,6 +47,9 @@ from .leases import LeaseReading, read_leases
 from crdscope.connection.metrics import PROCESS_FAMILIES, SHARED_SCRAPE_AGE, MetricsSource, Scrape
 from crdscope.connection.prometheus import PrometheusReading, PrometheusSource
 from .health_tracker import FITS, HealthTracker
+from .probe import Pacing, ProbeBase
+from .shared import SharedState
+from crdscope.base.facts import ClusterFacts, LabHooks
 from .replicas import REPLICA_GAUGES, from_instances
 from crdscope.base.restarts import IDENTITY_LEASE, KUBE_STATE_METRICS, PlatformRestarts, RestartEvent
 
@@ -79,31 +82,31 @@ HEALTH_FAMILIES = (*PROCESS_FAMILIES.values(), *OBJECT_FAMILIES, *SIZE_FAMILIES)
 CrdCounter = Callable[[], Awaitable[tuple[int | None, str | None]]]
 
 
-class HealthProbe:
+class HealthProbe(ProbeBase):
     """Runs the health checks, reads the scrape, and keeps :class:`HealthTracker` state."""
 
     name = "health"
+    #: /readyz every run (/livez only when not ready), the identity Leases every 30 s (budget
+    #: 10/min); the process figures from the shared /metrics scrape.
+    pacing = Pacing(busy=10.0, idle=20.0, budget=10.0)
 
     def __init__(self, cluster: Cluster, metrics: MetricsSource, *, crd_count: CrdCounter,
-                 cadence: float = 5.0, prometheus: PrometheusSource | None = None,
-                 etcd_counter: Callable[[], Callable[[], int | None] | None] = lambda: None,
+                 cadence: float | None = None, prometheus: PrometheusSource | None = None,
+                 facts: ClusterFacts | None = None,
                  crd_names: Callable[[], Collection[str] | None] = lambda: None,
-                 platform_restarts: Callable[[], Callable[[], PlatformRestarts | None] | None] = lambda: None,
-                 known_limit: Callable[[], int | None] = lambda: None, since_start: bool = True,
-                 publish_in_use: Callable[[frozenset[str] | None], None] = lambda _names: None) -> None:
+                 since_start: bool = True, shared: SharedState | None = None) -> None:
         self.cluster = cluster
-        self._platform_restarts = platform_restarts
-        self._known_limit = known_limit
-        self._publish_in_use = publish_in_use
+        self.facts = facts if facts is not None else ClusterFacts()
+        self.shared = shared if shared is not None else SharedState()
         self._crd_names = crd_names
         self.metrics = metrics
-        self.cadence = cadence
+        if cadence is not None:  # a one-shot run: its own age for the shared scrape
+            self.cadence = cadence
         self.prometheus = prometheus
         self.tracker = HealthTracker(since_start=since_start)
         self._seek_marker: tuple[int, int] | None = None
         self._seek_runs = SEEK_RUNS
         self._crd_count = crd_count
-        self._etcd_counter = etcd_counter
         metrics.want(*HEALTH_FAMILIES)
         # Every scrape names the replica that answered, whichever probe asked for it: a probe on
         # half this cadence would otherwise hand this one every other replica only.
@@ -157,10 +160,6 @@ class HealthProbe:
         if crds is None:
             unobservable["crds"] = crds_reason or "CRD count unknown"
 
-        if "memory_limit_bytes" not in values and (known := self._known_limit()):
-            values["memory_limit_bytes"] = float(known)
-            sources["memory_limit_bytes"] = "--memory-limit or the lab's cap"
-            unobservable.pop("memory_limit_bytes", None)
         restarts, replica = self._restarts(values, reading, unobservable, scrape.timestamp, crds)
         if leases.error:
             unobservable["apiservers"] = unobservable["lease_replacements"] = leases.error
@@ -193,7 +192,8 @@ class HealthProbe:
         own_share = self._own_share(values, crds, objects, unobservable)
         top = dict(sorted(objects.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_RESOURCES])
         unused = _unused_crds(objects, crd_names, unobservable)
-        self._publish_in_use(frozenset(n for n, count in objects.items() if count > 0) if unused is not None else None)
+        in_use = frozenset(n for n, count in objects.items() if count > 0) if unused is not None else None
+        self.shared.crds_in_use = in_use  # the inventory tells MRDs in use from those nobody uses
         rss_fit = self._fits(replica)["rss"].current()
         return HealthSample(
             timestamp=now,
@@ -261,7 +261,7 @@ class HealthProbe:
 
     async def _platform(self) -> PlatformRestarts | None:
         """The platform's account of restarts (the lab's supervisor), read in a thread."""
-        reader = self._platform_restarts()
+        reader = self.facts.lab.restarts
         if reader is None:
             return None
         try:
@@ -329,7 +329,7 @@ class HealthProbe:
         return None
 
     async def _etcd_connections(self, unobservable: dict[str, str]) -> int | None:
-        counter = self._etcd_counter()
+        counter = self.facts.lab.etcd_connections
         if counter is None:
             unobservable["etcd_connections"] = ("counted from /proc on a lab only "
                                                 "(this session did not wire the lab's counter)")
@@ -498,22 +498,18 @@ def _storage(scrape: Scrape, unobservable: dict[str, str]) -> tuple[dict[str, in
 # --------------------------------------------------------------------------- wiring
 
 
-def make_probe(monitor: ProbeParts) -> HealthProbe:
-    """The health probe on the monitor's shared scrape, CRD watch and settings."""
-    prometheus = PrometheusSource(monitor.settings.prometheus_url) if monitor.settings.prometheus_url else None
+def make_probe(parts: ProbeParts) -> HealthProbe:
+    """The health probe on the monitor's shared scrape, CRD watch, settings and the session's facts."""
+    prometheus = PrometheusSource(parts.settings.prometheus_url) if parts.settings.prometheus_url else None
 
     async def crd_count() -> tuple[int | None, str | None]:
-        if monitor.crds.status.synced:
-            return len(monitor.crds.crds), None
-        return await count_crds(monitor.cluster)  # until the watch has listed once
+        if parts.crds.status.synced:
+            return len(parts.crds.crds), None
+        return await count_crds(parts.cluster)  # until the watch has listed once
 
-    return HealthProbe(monitor.cluster, monitor.metrics, crd_count=crd_count,
-                       cadence=monitor.settings.cadences.health, prometheus=prometheus,
-                       etcd_counter=lambda: monitor.shared.lab_etcd_connections,
-                       crd_names=lambda: monitor.crds.crds.keys() if monitor.crds.status.synced else None,
-                       platform_restarts=lambda: monitor.shared.lab_restarts,
-                       known_limit=lambda: monitor.shared.guard.known_limit_bytes,
-                       publish_in_use=lambda names: setattr(monitor.shared, "crds_in_use", names))
+    return HealthProbe(parts.cluster, parts.metrics, crd_count=crd_count, prometheus=prometheus,
+                       facts=parts.facts, shared=parts.shared,
+                       crd_names=lambda: parts.crds.crds.keys() if parts.crds.status.synced else None)
 
 
 #: ``probe health`` scrapes again, up to this many times per replica, until it has read each one.
@@ -533,9 +529,9 @@ async def once(cluster: Cluster, prometheus_url: str | None = None,
     server the Leases count has answered once, so the sample lists each replica's figures.
     """
     prometheus = PrometheusSource(prometheus_url) if prometheus_url else None
+    facts = ClusterFacts(lab=LabHooks(etcd_connections=etcd_counter, restarts=platform_restarts))
     probe = HealthProbe(cluster, MetricsSource(cluster), crd_count=lambda: count_crds(cluster),
-                        prometheus=prometheus, cadence=0.0, etcd_counter=lambda: etcd_counter,
-                        platform_restarts=lambda: platform_restarts, since_start=False)
+                        prometheus=prometheus, cadence=0.0, facts=facts, since_start=False)
     try:
         sample = await probe.run()
         for _ in range(SCRAPES_PER_REPLICA * (sample.apiservers or 1)):

@@ -272,7 +272,7 @@ async def _watch(clusters: list[Cluster], settings: Settings, seconds: float | N
                 collector.watch(each.core, each.info)
             if hub is not None and view_server is not None and view is not None:
                 hub.watch(each.core, each.info)
-                each.live.monitor.shared.viewer_load = hub.load
+                each.live.facts.viewer_load = hub.load
                 if view.allow_control:
                     from .control import ClusterControl
 
