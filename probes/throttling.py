@@ -29,6 +29,7 @@ from __future__ import annotations
 from crdscope.base.samples.throttling import ClientLimiter, OwnFlow, Response429, Responses429, ThrottlingSample
 
 import asyncio
+import dataclasses
 from typing import TYPE_CHECKING
 
 from .apf import APF_FAMILIES, CURRENT_LIMIT, NOMINAL_LIMIT, FlowcontrolNames, level_names, priority_levels
@@ -151,32 +152,8 @@ class ThrottlingProbe(ProbeBase):
         await self.names.refresh(header_uids(self.cluster.requests), level_names(scrape))
         if self.names.error:
             unobservable["names"] = self.names.error
-
-        levels: tuple[PriorityLevel, ...] = ()
-        schemas: tuple[FlowSchemaActivity, ...] = ()
-        interval = None
-        error = None
-        if scrape.ok:
-            process = process_of(scrape)
-            older = self._previous.get(process)
-            if not scrape.has(NOMINAL_LIMIT) and not scrape.has(CURRENT_LIMIT):
-                unobservable["priority_levels"] = ("the server exports no API Priority and Fairness "
-                                                   "metrics (APF disabled?)")
-            else:
-                levels, schemas = priority_levels(scrape, older, self.names.limit_responses)
-                if older is not None and scrape.timestamp > older.timestamp:
-                    interval = scrape.timestamp - older.timestamp
-                else:
-                    unobservable["rates"] = "one scrape so far: rates need the next run"
-            self._previous[process] = scrape
-            while len(self._previous) > KEEP_SLOTS:
-                self._previous.pop(min(self._previous, key=lambda key: self._previous[key].timestamp))
-        elif scrape.status in (401, 403):
-            reason = scrape.error or "/metrics forbidden"
-            unobservable["priority_levels"] = unobservable["flow_schemas"] = reason
-        else:
-            error = scrape.error
-
+        server = self._server_side(scrape, unobservable)
+        levels = server.levels
         log = self.cluster.requests
         answered = responses_429(log, self.names, self._previous_429)
         self._previous_429 = log.throttled_total
@@ -191,10 +168,10 @@ class ThrottlingProbe(ProbeBase):
         rejected = [level.rejected_per_s for level in levels if level.rejected_per_s is not None]
         return ThrottlingSample(
             server=self.cluster.server,
-            error=error,
-            interval_seconds=interval,
+            error=server.error,
+            interval_seconds=server.interval,
             priority_levels=levels,
-            flow_schemas=schemas,
+            flow_schemas=server.schemas,
             rejected_per_s=sum(rejected) if rejected else None,
             responses_429=answered,
             own_flows=own_flows(log, self.names),
@@ -206,6 +183,37 @@ class ThrottlingProbe(ProbeBase):
             process_start_time_seconds=start_time_of(scrape),
             unobservable=unobservable,
         )
+
+    def _server_side(self, scrape: Scrape, unobservable: dict[str, str]) -> _ServerSide:
+        """APF per priority level and flow schema, rates against this process's previous scrape."""
+        if not scrape.ok:
+            if scrape.status not in (401, 403):
+                return _ServerSide(error=scrape.error)
+            unobservable["priority_levels"] = unobservable["flow_schemas"] = scrape.error or "/metrics forbidden"
+            return _ServerSide()
+        process = process_of(scrape)
+        older = self._previous.get(process)
+        self._previous[process] = scrape
+        while len(self._previous) > KEEP_SLOTS:
+            self._previous.pop(min(self._previous, key=lambda key: self._previous[key].timestamp))
+        if not scrape.has(NOMINAL_LIMIT) and not scrape.has(CURRENT_LIMIT):
+            unobservable["priority_levels"] = "the server exports no API Priority and Fairness metrics (APF disabled?)"
+            return _ServerSide()
+        levels, schemas = priority_levels(scrape, older, self.names.limit_responses)
+        if older is not None and scrape.timestamp > older.timestamp:
+            return _ServerSide(levels, schemas, interval=scrape.timestamp - older.timestamp)
+        unobservable["rates"] = "one scrape so far: rates need the next run"
+        return _ServerSide(levels, schemas)
+
+
+@dataclasses.dataclass(frozen=True)
+class _ServerSide:
+    """What the server's APF families say (empty: not observable, or the scrape failed: ``error``)."""
+
+    levels: tuple[PriorityLevel, ...] = ()
+    schemas: tuple[FlowSchemaActivity, ...] = ()
+    interval: float | None = None
+    error: str | None = None
 
 
 async def once(cluster: Cluster) -> ThrottlingSample:
