@@ -353,4 +353,5 @@ def record_core(core: WatchCore, cluster: CollectorCluster, record: str | None, 
     recorder = Recorder(Path(recording_path(record, cluster.info.context or cluster.name, fleet)), cluster.info)
     recording = TakenRecorder(recorder, log_record_failure)
     core.add_listener(recording)
+    recording.follow_limits(core.facts)  # the collector's given limit, for a replay to judge by
     return recording
