@@ -16,6 +16,7 @@ from collections.abc import Iterable
 
 from crdscope.base.errors import ConfigError
 from crdscope.base.paths import config_file
+from crdscope.base.facts import ClusterFacts
 from crdscope.base.samples import Sample
 from crdscope.base.settings import Thresholds
 from crdscope.base.silences import Silence, covering
@@ -81,10 +82,10 @@ class FindingsEngine:
     """
 
     def __init__(self, thresholds: Thresholds | None = None, checks_: Iterable[Check] = CHECKS, *,
-                 memory_limit_bytes: int | None = None, store: SampleStore | None = None) -> None:
+                 facts: ClusterFacts | None = None, store: SampleStore | None = None) -> None:
         self.observations = Observations(thresholds=thresholds or Thresholds(),
                                          store=store if store is not None else SampleStore(),
-                                         memory_limit_bytes=memory_limit_bytes)
+                                         facts=facts if facts is not None else ClusterFacts())
         #: The checks run at each evaluation: :class:`CheckSpec` declarations, or plain functions.
         self.checks: list[Check] = list(checks_)
         self.open: dict[str, Finding] = {}

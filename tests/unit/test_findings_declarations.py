@@ -18,6 +18,7 @@ from crdscope.base.store import SampleStore
 from crdscope.findings.engine import CHECKS, DECLARED, FindingsEngine
 from crdscope.findings.kubectl import KubectlClient
 from crdscope.findings.model import Finding
+from crdscope.base.facts import ClusterFacts
 from crdscope.findings.observations import Observations
 from crdscope.findings.spec import CheckSpec, PromQL
 from crdscope.base.samples.throttling import FlowSchemaActivity, PriorityLevel, ThrottlingSample
@@ -143,7 +144,7 @@ def filled_stores() -> list[SampleStore]:
 
 
 def observations(store: SampleStore, thresholds: Thresholds | None = None) -> Observations:
-    return Observations(thresholds=thresholds or Thresholds(), store=store, memory_limit_bytes=LIMIT, now=NOW,
+    return Observations(thresholds=thresholds or Thresholds(), store=store, facts=ClusterFacts(flag_limit=LIMIT), now=NOW,
                         kubectl=KubectlClient("/usr/bin/kubectl", "v1.32.0", 1, 32))
 
 
