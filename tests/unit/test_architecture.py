@@ -51,13 +51,6 @@ THIRD_PARTY_READS = {
 }
 #: No product function is longer than this (issue 45), from ``def`` to its last line.
 LONGEST_FUNCTION = 60
-#: The functions over that length the cli branch is shortening (issue 45, beside this change); the
-#: lead removes this allow-list at merge.  Nothing in probes/ or findings/ may be on it.
-LONG_FUNCTIONS_BEING_FIXED = {
-    ("cli/load.py", "load"), ("session/headless.py", "_watch"), ("session/headless.py", "replay_headless"),
-    ("base/activation.py", "analyse"), ("cli/estimate.py", "estimate"), ("session/svgplot.py", "chart"),
-    ("loader/synthetic.py", "_crd"), ("connection/kubeconfig.py", "_load_from_files"),
-}
 #: Half the explicit ``Any`` annotations in tui/ and session/ when issue 38 was filed (131).
 ANY_ANNOTATIONS = 65
 
@@ -196,16 +189,11 @@ def test_members_are_read_by_name_only_where_a_third_party_object_varies():
 
 def test_no_product_function_is_over_60_lines():
     long: list[str] = []
-    being_fixed: set[tuple[str, str]] = set()
     for _room, path in product_files():
         relative = str(path.relative_to(ROOT))
-        for name, lines in long_functions(ast.parse(path.read_text(), relative)):
-            if (relative, name) in LONG_FUNCTIONS_BEING_FIXED:
-                being_fixed.add((relative, name))
-            else:
-                long.append(f"{relative} {name}: {lines} lines")
+        long += [f"{relative} {name}: {lines} lines"
+                 for name, lines in long_functions(ast.parse(path.read_text(), relative))]
     assert not long, long
-    assert not any(place.startswith(("probes/", "findings/")) for place, _ in LONG_FUNCTIONS_BEING_FIXED)
 
 
 def test_the_measures_see_what_they_measure():
