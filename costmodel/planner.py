@@ -248,7 +248,8 @@ class PlanCost:
     mrd_bytes: float
 
 
-def _typical(name: str, minor: str) -> CRDFeatures:
+def typical_crd(name: str, minor: str) -> CRDFeatures:
+    """An MRD whose schema was not read, as a typical CRD of the calibration's provider set."""
     terms = typical_terms(minor)
     plural, _, group = name.partition(".")
     served = max(1, round(terms["served_versions"]))
@@ -264,7 +265,7 @@ def price(report: ActivationReport, platform: Platform, minor: str | None = None
     coefficients = for_minor(chosen)
 
     def features(names: Iterable[str]) -> list[CRDFeatures]:
-        return [platform.features.get(n) or _typical(n, coefficients.minor) for n in sorted(names)]
+        return [platform.features.get(n) or typical_crd(n, coefficients.minor) for n in sorted(names)]
 
     every = {m.name for m in platform.mrds}
     active = {m.name for m in platform.mrds if m.active}
