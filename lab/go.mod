@@ -67,6 +67,7 @@ replace k8s.io/streaming => k8s.io/streaming v0.37.2
 tool (
 	go.etcd.io/etcd/server/v3
 	k8s.io/kubernetes/cmd/kube-apiserver
+	k8s.io/kubernetes/cmd/kube-controller-manager
 )
 
 require (
