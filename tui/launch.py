@@ -326,7 +326,8 @@ def crossplane_install_stages(lab: Lab, state: LabState, provider: Source, binar
         return plan_reference_install(provider)
     registry = lab_registry(lab.name)
     packages = prepare_packages(provider, name=package_name_of(provider.spec), registry=registry,
-                                crank=binaries.crank, crossplane_version=binaries.version, say=say)
+                                crank=binaries.crank, crossplane_version=binaries.cli_version or binaries.version,
+                                say=say)
     return plan_install([p.plan for p in packages], registry)
 
 
