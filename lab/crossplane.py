@@ -73,14 +73,20 @@ def activations_of(patterns: tuple[str, ...] | list[str]) -> list[str]:
 
 
 def start(lab: Lab, state: LabState, binaries: CrossplaneBinaries, *, activations: list[str],
-          say: Callable[[str], None]) -> None:
-    """Registry, namespace and ServiceAccount, ``core init``, then ``core start``; waits until healthy."""
+          say: Callable[[str], None], controllers: bool = True) -> None:
+    """Registry, namespace and ServiceAccount, kube-controller-manager (``controllers``; built on first use),
+    ``core init``, then ``core start``; waits until healthy.
+
+    Without ``controllers`` provider Deployments get no status, so Crossplane reports no runtime healthy
+    and never writes ``RuntimeActive``: the fleet demo, about the API server's memory, does without (no
+    extra client on a capped server, no build of the 1.26 controller manager)."""
     if "crossplane" in state.components and pid_alive(state.components["crossplane"].pid):
         raise LabError("Crossplane already runs in this lab (see `crdscope lab status`)")
     directory = Path(state.run_dir) / "crossplane"
     (directory / "xpkg-cache").mkdir(parents=True, exist_ok=True)
     _start_registry(lab, state, binaries, directory, say)
-    _start_controller_manager(lab, state, say)
+    if controllers:
+        _start_controller_manager(lab, state, say)
     env = _environment(state)
     _namespace_and_service_account(state)
     _core_init(binaries, env, activations, Path(state.run_dir) / "logs" / "crossplane-init.log")
