@@ -61,8 +61,18 @@ def minor_lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
             pytest.fail(f"Kubernetes {minor} is not built, and `make lab-binaries` builds it")
         pytest.skip(f"Kubernetes {minor} is not built (crdscope lab build --kubernetes {minor})")
     name = "m" + minor.replace(".", "")
-    lab = Lab(tmp_path_factory.mktemp(f"lab-{name}"), name=name)
-    state = lab.up(binaries, options=LabOptions(name=name))
+    if is_prerelease(binaries.kubernetes_version):
+        # A pre-release through the command a user types: `lab up --kubernetes 1.38`.
+        lab = Lab(name=name)
+        done = crdscope("lab", "up", "--kubernetes", minor, "--name", name)
+        if done.returncode != 0:
+            lab.down()
+            pytest.fail(done.stderr)
+        assert f"Kubernetes {binaries.kubernetes_version}" in done.stdout
+        state = lab.require()
+    else:
+        lab = Lab(tmp_path_factory.mktemp(f"lab-{name}"), name=name)
+        state = lab.up(binaries, options=LabOptions(name=name))
     yield minor, lab, state
     lab.down()
 
