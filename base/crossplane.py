@@ -50,6 +50,12 @@ MRDS_CRD = "managedresourcedefinitions.apiextensions.crossplane.io"
 MRAPS_CRD = "managedresourceactivationpolicies.apiextensions.crossplane.io"
 COMPOSITIONS_CRD = "compositions.apiextensions.crossplane.io"
 PACKAGE_LABEL = "pkg.crossplane.io/package"
+#: Kinds of a provider package's CRDs that Crossplane v2.4 installs as plain CRDs, not MRDs: a provider's
+#: configuration, there whatever is activated (``internal/converter/custom_to_managed.go``,
+#: ``isManagedResource``; v2.0.0 made an MRD of every CRD of a package).
+PLAIN_CRD_KINDS = frozenset({"ProviderConfig", "ClusterProviderConfig", "ProviderConfigUsage",
+                             "ClusterProviderConfigUsage"})
+_PLAIN_CRD_PLURALS = frozenset(f"{kind.lower()}s" for kind in PLAIN_CRD_KINDS)
 #: Names kept per list in a sample, the counts beside them complete: each sample is recorded (every
 #: 2 s), and a provider's 1,000 MRD names would be most of a recording (10 providers with 10 names a
 #: list are ~20 KB a sample).
@@ -275,6 +281,12 @@ def _runtime_health(condition: tuple[str, str] | None, has_nodes: bool | None) -
     if status == "False" and ("not healthy yet" in message or "Waiting for" in message):
         return "waiting", message
     return ("unknown" if status != "False" else "unhealthy"), message
+
+
+def becomes_mrd(crd_name: str) -> bool:
+    """Whether Crossplane v2.4 makes an MRD of a provider package's CRD ``<plural>.<group>`` (by its plural:
+    the kinds of :data:`PLAIN_CRD_KINDS` stay CRDs, Established at install)."""
+    return crd_name.split(".", 1)[0] not in _PLAIN_CRD_PLURALS
 
 
 def runtimes_summary(chain: CrossplaneChain) -> str:

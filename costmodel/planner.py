@@ -31,7 +31,7 @@ from crdscope.base.activation import (
 from crdscope.base.globs import go_match
 from crdscope.base.errors import ClusterError, ConfigError
 from crdscope.connection.cluster import Cluster, explain, raise_for_status
-from crdscope.base.crossplane import AWAITING_ACTIVATION
+from crdscope.base.crossplane import AWAITING_ACTIVATION, PLAIN_CRD_KINDS
 from crdscope.connection.crossplane_read import TABLE_ACCEPT, TABLE_PAGE, list_all, parse_mrd_table, parse_revision
 from crdscope.connection.kubeconfig import load_config
 from crdscope.connection.metrics import parse_text
@@ -160,6 +160,8 @@ def platform_from_files(spec: str) -> Platform:
                 mrd_states[name] = str(body_spec.get("state") or "Inactive")
             elif not (provider or (not obj.package and managed)):
                 continue  # a Configuration's or another package's CRD, not a managed resource
+            elif provider and (body_spec.get("names") or {}).get("kind") in PLAIN_CRD_KINDS:
+                continue  # a ProviderConfig kind: Crossplane v2.4 installs it as a CRD, never an MRD
             crds[name] = (body_spec, obj.package)
     patterns = [p for policy in policies for p in policy.patterns]
     mrds, features = [], {}

@@ -400,9 +400,12 @@ def staging_replaces(release_go_mod: str, version: str) -> list[tuple[str, str]]
 def write_release_module(directory: Path, version: str, env: dict[str, str]) -> Path:
     """A Go module that builds ``k8s.io/kubernetes@version``, its replaces taken from that release."""
     directory.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["go", "mod", "download", "-json", f"{KUBERNETES_MODULE}@{version}"],
-                          cwd=directory, env={**env, "GOFLAGS": "-mod=mod"}, capture_output=True, text=True,
-                          check=False)
+    # Asked outside ``directory``: a module written there before may need a newer Go than ``env`` runs
+    # (the release's go.mod, read here, is what says which).
+    with tempfile.TemporaryDirectory() as scratch:
+        done = subprocess.run(["go", "mod", "download", "-json", f"{KUBERNETES_MODULE}@{version}"],
+                              cwd=scratch, env={**env, "GOFLAGS": "-mod=mod"}, capture_output=True, text=True,
+                              check=False)
     try:
         release_go_mod = Path(json.loads(done.stdout)["GoMod"]).read_text()
     except (ValueError, KeyError, OSError):

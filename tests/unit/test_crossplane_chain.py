@@ -536,3 +536,13 @@ def test_a_v2_4_revision_says_whether_its_runtime_awaits_activation():
     conditions[1]["lastTransitionTime"] = "yesterday"
     older = parse_revision({"metadata": {"name": "r"}, "spec": {}, "status": {"conditions": conditions[:2]}})
     assert (older.info.runtime_active, older.info.runtime_active_reason, older.info.runtime_since) == ("", "", None)
+
+
+def test_provider_config_kinds_stay_crds_on_crossplane_2_4():
+    """internal/converter/custom_to_managed.go (v2.4.2): ProviderConfig, ClusterProviderConfig and their
+    usages are not converted; every other CRD of a provider package becomes an MRD."""
+    from crdscope.base.crossplane import PLAIN_CRD_KINDS, becomes_mrd
+
+    assert not any(becomes_mrd(f"{kind.lower()}s.aws.upbound.io") for kind in PLAIN_CRD_KINDS)
+    assert not becomes_mrd("clusterproviderconfigs.aws.m.upbound.io")
+    assert becomes_mrd("queues.sqs.aws.upbound.io") and becomes_mrd("storeconfigs.aws.upbound.io")
