@@ -27,12 +27,16 @@ How Crossplane v2.0.0 links the chain (``internal/controller/pkg``):
   runtime to zero until one of the MRDs it controls is Active, and says so with
   the condition ``RuntimeActive``: False, reason ``AwaitingActivation``, while
   scaled to zero (``RuntimeHealthy`` is True then: nothing needs to run); True,
-  reason ``ActiveRuntime``, once the scaled-up Deployment is Available
-  (``internal/controller/pkg/runtime/reconciler.go``).  The condition is only
-  rewritten after the Deployment is Available, so a revision just activated
-  still says ``AwaitingActivation`` while its Deployment scales up: an Active MRD
-  the revision lists says it was woken.  A revision awaiting activation is the
-  runtime state ``awaiting-activation``: expected, not a fault.
+  reason ``ActiveRuntime``, written by a reconcile whose Deployment was
+  Available (``internal/controller/pkg/runtime/reconciler.go``).  The
+  reconcile that scales the Deployment up reads the Available condition the
+  Deployment still carries from its zero-replica days (no observedGeneration
+  check), so the condition flips to ``ActiveRuntime`` at once, whether a Pod
+  ever runs or not (seen in the lab); until that reconcile, or where the
+  Deployment has no condition at all, it still says ``AwaitingActivation``
+  while an MRD the revision lists is Active: woken.  Either way a woken
+  runtime's health is its ``RuntimeHealthy``.  A revision awaiting activation
+  is the runtime state ``awaiting-activation``: expected, not a fault.
 """
 
 from __future__ import annotations

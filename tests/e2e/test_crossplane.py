@@ -298,10 +298,11 @@ def _planner_wakes_the_member(handle: LabHandle, provider: str) -> None:
 
 
 def _woken(handle: LabHandle, asleep: dict, chain_row: dict) -> None:
-    """After the MRAP: Crossplane scales the member's runtime up (one replica), whose Pod never runs here,
-    so its Deployment is not Available and its runtime not healthy; RuntimeActive keeps AwaitingActivation
-    until the Deployment is Available, which in a cluster without Nodes it never is.  The chain says the
-    runtime was activated and cannot run; the doctor says so once for the cluster, no per-provider finding."""
+    """After the MRAP: Crossplane scales the member's runtime up (one replica) and flips RuntimeActive to
+    True at once (ActiveRuntime: the Deployment it applies still carries the Available condition of its
+    zero-replica days); once the Deployment controller sees the replica that no Node runs, the Deployment
+    is not Available and RuntimeHealthy turns False.  The chain says the runtime cannot run; the doctor
+    says so once for the cluster, with no per-provider finding."""
     name = asleep["metadata"]["name"]
     wait_for(lambda: handle.kubectl_json("get", "deployment", name, "-n", "crossplane-system")["spec"]["replicas"] == 1,
              timeout=120, message="the member's Deployment scaled up")
@@ -309,11 +310,14 @@ def _woken(handle: LabHandle, asleep: dict, chain_row: dict) -> None:
                               lambda r: _condition(r, "RuntimeHealthy").get("status") == "False",
                               "RuntimeHealthy False once the Deployment wants a Pod")
     assert "deployment is unavailable" in _condition(revision, "RuntimeHealthy")["message"]
-    assert _condition(revision, "RuntimeActive")["reason"] == "AwaitingActivation"  # not rewritten: never Available
+    active = _condition(revision, "RuntimeActive")
+    assert (active["status"], active["reason"]) == ("True", "ActiveRuntime"), active  # flipped, and latched
     chain = json.loads(crdscope("probe", "inventory", "--json", "--kubeconfig", handle.kubeconfig,
                                 "--context", handle.admin_context).stdout)["crossplane"]
     row = next(p for p in chain["providers"] if p["name"] == chain_row["name"])
-    assert row["runtime"] == "no-kubelet" and row["runtime_note"].startswith("activated: ")
+    assert row["runtime"] == "no-kubelet" and "no Node" in row["runtime_note"]
+    [current] = [r for r in row["revisions"] if r["desired_state"] == "Active"]
+    assert (current["runtime_active"], current["runtime_active_reason"]) == ("True", "ActiveRuntime")
     assert chain["has_nodes"] is False
     findings = _doctor(handle)
     assert "crossplane-no-nodes" in findings and chain_row["name"] in findings["crossplane-no-nodes"]["title"]
