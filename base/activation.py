@@ -433,46 +433,60 @@ def _dead_entry(policy: str, pattern: str, catalogue: Catalogue) -> DeadEntry:
                      f"no MRD of group {group}" if not members else "no MRD has that name")
 
 
-def analyse(compositions: Iterable[CompositionKinds], mrds: Iterable[MRD], policies: Iterable[Policy], *,
-            objects_known: bool = True, plan_name: str = PLAN_NAME,
-            composite_groups: Iterable[str] = ()) -> ActivationReport:
-    """Needed kinds, verdicts and the plan (``composite_groups``: XRD groups, whose kinds are XRs, not MRs)."""
-    catalogue = Catalogue(mrds)
-    compositions = list(compositions)
-    policies = list(policies)
-    xr_groups = set(composite_groups) | {c.composite.split(".", 1)[1] for c in compositions if "." in c.composite}
-    reasons: dict[str, list[str]] = {}
-    composites: dict[str, set[str]] = {}
-    verdicts: list[Verdict] = []
-    other: set[str] = set()
-    missing: dict[tuple[str, str], list[Composed]] = {}
+@dataclasses.dataclass
+class _Uses:
+    """What the Compositions compose, resolved against the MRDs (:func:`_composed_uses`)."""
+
+    #: MRD name -> why it is needed ("Composition X, step Y (XR Z)", "N objects").
+    reasons: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    #: MRD name -> the XR types composing it.
+    composites: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+    #: (apiVersion, kind) of an MRD group with no MRD of that kind -> where it is composed.
+    missing: dict[tuple[str, str], list[Composed]] = dataclasses.field(default_factory=dict)
+    #: Composed kinds that are not managed resources here, "Kind.group".
+    other: set[str] = dataclasses.field(default_factory=set)
+
+
+def _composed_uses(compositions: list[CompositionKinds], catalogue: Catalogue, xr_groups: set[str]) -> _Uses:
+    """Each composed kind resolved to its MRD (with why it is needed), or set aside as missing or other."""
+    uses = _Uses()
     for composition in compositions:
         for composed in composition.composed:
             mrd = catalogue.resolve(composed.api_version, composed.kind)
             if mrd is None:
                 if composed.certain and composed.group in catalogue.by_group:
-                    missing.setdefault((composed.api_version, composed.kind), []).append(composed)
+                    uses.missing.setdefault((composed.api_version, composed.kind), []).append(composed)
                 elif composed.certain and composed.group not in xr_groups:
-                    other.add(f"{composed.kind}.{composed.group or 'core'}")
+                    uses.other.add(f"{composed.kind}.{composed.group or 'core'}")
                 continue
             why = f"{composed.where} (XR {composed.composite})"
-            if why not in reasons.setdefault(mrd.name, []):
-                reasons[mrd.name].append(why)
-            composites.setdefault(mrd.name, set()).add(composed.composite)
+            if why not in uses.reasons.setdefault(mrd.name, []):
+                uses.reasons[mrd.name].append(why)
+            uses.composites.setdefault(mrd.name, set()).add(composed.composite)
     for mrd in catalogue.by_name.values():
         if mrd.objects:
-            reasons.setdefault(mrd.name, []).append(f"{mrd.objects:,} objects")
-    needed = []
-    for name in sorted(reasons):
+            uses.reasons.setdefault(mrd.name, []).append(f"{mrd.objects:,} objects")
+    return uses
+
+
+def _needed(uses: _Uses, catalogue: Catalogue) -> tuple[list[Needed], list[Verdict]]:
+    """The needed kinds, and a critical verdict for each composed kind whose MRD is not Active."""
+    needed, verdicts = [], []
+    for name in sorted(uses.reasons):
         mrd = catalogue.by_name[name]
-        needed.append(Needed(name, mrd.kind, mrd.state, mrd.established, tuple(reasons[name]),
-                             tuple(sorted(composites.get(name, ())))))
-        if not mrd.active and composites.get(name):
-            first = next(r for r in reasons[name] if r.startswith("Composition"))
-            xrs = ", ".join(sorted(composites[name]))
+        reasons, composites = uses.reasons[name], uses.composites.get(name, set())
+        needed.append(Needed(name, mrd.kind, mrd.state, mrd.established, tuple(reasons), tuple(sorted(composites))))
+        if not mrd.active and composites:
+            first = next(r for r in reasons if r.startswith("Composition"))
             verdicts.append(Verdict("critical", "composed-inactive", name,
                                     f"{first.split(' (XR')[0]} composes {name}: its MRD is {mrd.state or 'Inactive'}, "
-                                    f"XRs of kind {xrs} will fail (\"no matches for kind\")"))
+                                    f"XRs of kind {', '.join(sorted(composites))} will fail (\"no matches for kind\")"))
+    return needed, verdicts
+
+
+def _no_mrd_verdicts(missing: dict[tuple[str, str], list[Composed]], catalogue: Catalogue) -> list[Verdict]:
+    """A critical verdict per composed kind that no MRD of its group has."""
+    verdicts = []
     for (api_version, kind), uses in sorted(missing.items()):
         group = group_of(api_version)
         near = difflib.get_close_matches(kind.lower(), list(catalogue.by_group[group]), n=1, cutoff=0.5)
@@ -480,39 +494,64 @@ def analyse(compositions: Iterable[CompositionKinds], mrds: Iterable[MRD], polic
         verdicts.append(Verdict("critical", "composed-no-mrd", f"{kind}.{group}",
                                 f"{uses[0].where} composes {kind} ({api_version}): no MRD of group {group} has that "
                                 f"kind{hint}; XRs of kind {uses[0].composite} will fail"))
-    all_patterns = [(p.name, pattern) for p in policies for pattern in p.patterns]
+    return verdicts
+
+
+def _dead_entries(policies: list[Policy], catalogue: Catalogue) -> list[DeadEntry]:
+    """The MRAP entries that match no MRD name."""
     names = list(catalogue.by_name)
-    dead = [_dead_entry(policy, pattern, catalogue) for policy, pattern in all_patterns
+    return [_dead_entry(policy.name, pattern, catalogue) for policy in policies for pattern in policy.patterns
             if not any(go_match(pattern, name) for name in names)]
-    for entry in dead:
-        nearest = f"; did you mean {entry.nearest}?" if entry.nearest else ""
-        verdicts.append(Verdict("warning", "dead-entry", f"{entry.policy}: {entry.pattern}",
-                                f"MRAP {entry.policy}: entry {entry.pattern!r} matches no MRD: {entry.explanation}"
-                                f"{nearest}"))
+
+
+def _dead_entry_verdict(entry: DeadEntry) -> Verdict:
+    nearest = f"; did you mean {entry.nearest}?" if entry.nearest else ""
+    return Verdict("warning", "dead-entry", f"{entry.policy}: {entry.pattern}",
+                   f"MRAP {entry.policy}: entry {entry.pattern!r} matches no MRD: {entry.explanation}{nearest}")
+
+
+def _active_unused_verdict(unused: list[str], catalogue: Catalogue, objects_known: bool) -> Verdict:
+    groups = sorted({catalogue.by_name[n].group for n in unused})
+    return Verdict("info", "active-unused", f"{len(unused)} kinds",
+                   f"{len(unused)} active kinds are neither composed nor "
+                   f"{'used' if objects_known else 'known to be used'} ({', '.join(groups[:4])}"
+                   f"{', ...' if len(groups) > 4 else ''}); narrowing an MRAP will not remove them "
+                   "(an Active MRD never goes back to Inactive)")
+
+
+def _not_established_verdict(pending: list[str]) -> Verdict:
+    return Verdict("warning", "not-established", f"{len(pending)} CRDs",
+                   f"{len(pending)} activated kinds have no Established CRD yet ({', '.join(pending[:3])}"
+                   f"{', ...' if len(pending) > 3 else ''}): clients get \"no matches for kind\" until they are")
+
+
+def analyse(compositions: Iterable[CompositionKinds], mrds: Iterable[MRD], policies: Iterable[Policy], *,
+            objects_known: bool = True, plan_name: str = PLAN_NAME,
+            composite_groups: Iterable[str] = ()) -> ActivationReport:
+    """Needed kinds, verdicts and the plan (``composite_groups``: XRD groups, whose kinds are XRs, not MRs)."""
+    catalogue = Catalogue(mrds)
+    compositions = list(compositions)
+    xr_groups = set(composite_groups) | {c.composite.split(".", 1)[1] for c in compositions if "." in c.composite}
+    uses = _composed_uses(compositions, catalogue, xr_groups)
+    needed, verdicts = _needed(uses, catalogue)
+    verdicts += _no_mrd_verdicts(uses.missing, catalogue)
+    dead = _dead_entries(list(policies), catalogue)
+    verdicts += [_dead_entry_verdict(entry) for entry in dead]
     active = [m for m in catalogue.by_name.values() if m.active]
-    unused = sorted(m.name for m in active if m.name not in reasons and (not objects_known or m.objects == 0))
+    unused = sorted(m.name for m in active if m.name not in uses.reasons and (not objects_known or m.objects == 0))
     if unused:
-        groups = sorted({catalogue.by_name[n].group for n in unused})
-        verdicts.append(Verdict("info", "active-unused", f"{len(unused)} kinds",
-                                f"{len(unused)} active kinds are neither composed nor "
-                                f"{'used' if objects_known else 'known to be used'} ({', '.join(groups[:4])}"
-                                f"{', ...' if len(groups) > 4 else ''}); narrowing an MRAP will not remove them "
-                                "(an Active MRD never goes back to Inactive)"))
+        verdicts.append(_active_unused_verdict(unused, catalogue, objects_known))
     pending = sorted(m.name for m in active if m.established is False)
     if pending:
-        verdicts.append(Verdict("warning", "not-established", f"{len(pending)} CRDs",
-                                f"{len(pending)} activated kinds have no Established CRD yet ({', '.join(pending[:3])}"
-                                f"{', ...' if len(pending) > 3 else ''}): clients get \"no matches for kind\" until "
-                                "they are"))
+        verdicts.append(_not_established_verdict(pending))
     unreadable = tuple(u for c in compositions for u in c.unreadable)
-    for gap in unreadable:
-        verdicts.append(Verdict("info", "unreadable", f"{gap.composition}/{gap.step}",
-                                f"Composition {gap.composition}, step {gap.step}: {gap.reason}"))
+    verdicts += [Verdict("info", "unreadable", f"{gap.composition}/{gap.step}",
+                         f"Composition {gap.composition}, step {gap.step}: {gap.reason}") for gap in unreadable]
     return ActivationReport(
         compositions=len(compositions), mrds=len(catalogue.by_name), active=len(active), needed=tuple(needed),
         verdicts=tuple(verdicts), dead_entries=tuple(dead), active_unused=tuple(unused),
         not_established=tuple(pending), unreadable=unreadable, plan=plan_for(needed, catalogue, plan_name),
-        objects_known=objects_known, other_kinds=tuple(sorted(other)))
+        objects_known=objects_known, other_kinds=tuple(sorted(uses.other)))
 
 
 def plan_for(needed: Iterable[Needed], catalogue: Catalogue, name: str = PLAN_NAME) -> Plan:

@@ -42,6 +42,7 @@ How Crossplane v2.0.0 links the chain (``internal/controller/pkg``):
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable, Mapping
 from typing import Literal, Protocol
 
@@ -306,6 +307,11 @@ def runtimes_summary(chain: CrossplaneChain) -> str:
         parts.append("no Node: no kubelet runs provider pods here"
                      + (f" ({stopped} that should run cannot)" if stopped else ""))
     return "; ".join(parts)
+
+
+def is_safe_start(capabilities: Iterable[object]) -> bool:
+    """Crossplane's fuzzy match of ``safe-start``: letters and digits only, any case."""
+    return any(re.sub(r"[^a-z0-9]+", "", str(c).lower()) == "safestart" for c in capabilities)
 
 
 def deployment_unavailable(revisions: Iterable[RevisionObject]) -> bool:

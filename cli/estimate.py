@@ -17,8 +17,10 @@ from crdscope.cli.main import cluster_options, memory_limit_bytes, memory_limit_
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from crdscope.costmodel.crossplane import Activation
     from crdscope.costmodel.model import Estimate
     from crdscope.costmodel.mrds import MRDSelection
+    from crdscope.costmodel.source import SourceCRDs
     from crdscope.lab.controlplane import LabState
 
 
@@ -55,9 +57,7 @@ def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str
     from crdscope.costmodel.crossplane import activation, is_crossplane_provider
     from crdscope.costmodel.model import crd_memory, estimate as predict
     from crdscope.costmodel.coefficients import for_minor
-    from crdscope.costmodel.report import to_json, to_markdown, to_table
     from crdscope.costmodel.source import read_source
-    from crdscope.costmodel.target import read_target
     from crdscope.base.errors import ConfigError
 
     if kubernetes_minor and context:
@@ -74,15 +74,7 @@ def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str
         if source or from_context or kubernetes_minor:
             raise ConfigError("--activate reads the cluster's MRDs: give no SOURCE, --from-context or --kubernetes "
                               "with it")
-        from crdscope.costmodel.mrds import read_selection
-        from crdscope.costmodel.source import SourceCRDs
-
-        selection = asyncio.run(read_selection(activate, context, kubeconfig))
-        if not selection.crds:
-            already = f" ({len(selection.already_active)} matching MRDs are Active already)" \
-                if selection.already_active else ""
-            raise ConfigError(f"no inactive MRD matches {' '.join(activate)} among {selection.mrds_total}{already}")
-        read = SourceCRDs(f"activate {' '.join(activate)} ({len(selection.crds)} inactive MRDs)", selection.crds, ())
+        selection, read = _inactive_mrds(activate, context, kubeconfig)
     else:
         read = asyncio.run(read_source(source, schema_props=schema_props, seed=seed, from_context=from_context,
                                        kubeconfig=kubeconfig))
@@ -92,6 +84,8 @@ def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str
     target = None
     minor = kubernetes_minor or calibrated_minors()[-1]
     if context or selection is not None:  # --activate: the MRDs' cluster is the target (default: current context)
+        from crdscope.costmodel.target import read_target  # the connection stack only for a real cluster
+
         minor, target = asyncio.run(read_target(context, kubeconfig))
     predicted = predict(read.crds, minor, target=target, memory_limit_bytes=limit)
     coefficients = for_minor(minor)
@@ -99,13 +93,38 @@ def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str
              if is_crossplane_provider(read.crds) else None)
     if measure and selection is not None:
         _measure_activation(selection, predicted, minor, as_json)
-        return
-    if measure:
+    elif measure:
         synthetic = read.spec.startswith("synthetic")
         arguments = ("--schema-props", str(schema_props), "--seed", str(seed)) if synthetic else ()
         _measure(source or "", arguments, predicted, minor, as_json,
                  replay=(context, kubeconfig) if context else None)
-        return
+    else:
+        _print_estimate(predicted, read, found, selection, as_json=as_json, output_format=output_format)
+
+
+def _inactive_mrds(patterns: tuple[str, ...], context: str | None,
+                   kubeconfig: str | None) -> tuple[MRDSelection, SourceCRDs]:
+    """``--activate``: the cluster's inactive MRDs the patterns match, and their CRDs as a source read."""
+    import asyncio
+
+    from crdscope.base.errors import ConfigError
+    from crdscope.costmodel.mrds import read_selection
+    from crdscope.costmodel.source import SourceCRDs
+
+    selection = asyncio.run(read_selection(patterns, context, kubeconfig))
+    if not selection.crds:
+        already = f" ({len(selection.already_active)} matching MRDs are Active already)" \
+            if selection.already_active else ""
+        raise ConfigError(f"no inactive MRD matches {' '.join(patterns)} among {selection.mrds_total}{already}")
+    return selection, SourceCRDs(f"activate {' '.join(patterns)} ({len(selection.crds)} inactive MRDs)",
+                                 selection.crds, ())
+
+
+def _print_estimate(predicted: Estimate, read: SourceCRDs, found: Activation | None,
+                    selection: MRDSelection | None, *, as_json: bool, output_format: str) -> None:
+    """The prediction as JSON, Markdown or a table; what of the source could not be read, on stderr."""
+    from crdscope.costmodel.report import to_json, to_markdown, to_table
+
     if as_json:
         data = to_json(predicted, source=read.spec, activation=found, problems=len(read.problems))
         if selection is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
@@ -20,7 +21,10 @@ from .main import cluster_options, run_async
 from .progress import LoadProgress, on_terminal
 
 if TYPE_CHECKING:
-    from crdscope.loader.engine import LoadEngine
+    from crdscope.connection.cluster import Cluster
+    from crdscope.connection.kubeconfig import ClusterConfig
+    from crdscope.loader.documents import Source
+    from crdscope.loader.engine import LoadEngine, ProgressCallback
     from crdscope.base.samples.loader import LoaderSample
     from crdscope.loader.safety import CleanPlan
 
@@ -60,9 +64,7 @@ def load(source: str | None, rate: float | None, concurrency: int | None, limit:
     (the server of `crdscope lab up`, or a context named crdscope-lab* on a loopback address)
     needs --context NAME spelled out.  Loading the same source again finishes a stopped run.
     Several --context load the same source into each cluster at the same pace, side by side."""
-    from crdscope.loader.safety import check_target
     from crdscope.loader.sources import open_source
-    from crdscope.connection.kubeconfig import load_config
     from crdscope.base.settings import load_settings
 
     settings = load_settings().loader
@@ -77,55 +79,82 @@ def load(source: str | None, rate: float | None, concurrency: int | None, limit:
                for _ in contexts]
     if rate is not None and profile == "burst":
         _say("crdscope: --rate does not apply to the burst profile (only --concurrency does)")
+    configs = _writable_targets(kubeconfig, contexts, sources[0].spec)
+
+    def engine(cluster: Cluster, chosen: Source, on_progress: ProgressCallback | None) -> LoadEngine:
+        from crdscope.loader.engine import LoadEngine
+
+        return LoadEngine(cluster, chosen, rate=rate if rate is not None else settings.rate,
+                          concurrency=concurrency if concurrency is not None else settings.concurrency,
+                          limit=limit, profile=profile or settings.profile, resume=not new_run,
+                          on_progress=on_progress)
+
+    # One bar for one cluster; for several, a line per cluster as each ends.
+    results = run_async(_load_all(configs, sources, engine, bar=on_terminal() and len(configs) == 1))
+    _report(configs, results, as_json)
+
+
+def _writable_targets(kubeconfig: str | None, contexts: list[str | None], spec: str) -> list[ClusterConfig]:
+    """Each context's cluster, checked as one crdscope may write to (loader.safety), said before any write."""
+    from crdscope.connection.kubeconfig import load_config
+    from crdscope.loader.safety import check_target
+
     configs = [load_config(kubeconfig, name) for name in contexts]
     for config, name in zip(configs, contexts, strict=True):
         check_target(config, name, "load")
-        _say(f"loading {sources[0].spec} into context {config.context} at {config.server}")
-    fleet = len(configs) > 1
+        _say(f"loading {spec} into context {config.context} at {config.server}")
+    return configs
 
-    async def main() -> list[tuple[LoadEngine, LoaderSample]]:
-        import asyncio
-        import signal
 
-        from crdscope.loader.engine import LoadEngine
-        from crdscope.connection.cluster import Cluster
+async def _load_all(configs: list[ClusterConfig], sources: list[Source],
+                    engine: Callable[[Cluster, Source, ProgressCallback | None], LoadEngine],
+                    *, bar: bool) -> list[tuple[LoadEngine, LoaderSample]]:
+    """Every cluster's load side by side, to its end; Ctrl-C stops them (twice: abandons the applies)."""
+    import asyncio
+    import signal
 
-        clusters = [Cluster(config) for config in configs]
-        # One bar for one cluster; for several, a line per cluster as each ends.
-        bar = LoadProgress() if on_terminal() and not fleet else None
-        engines = [LoadEngine(cluster, chosen, rate=rate if rate is not None else settings.rate,
-                              concurrency=concurrency if concurrency is not None else settings.concurrency,
-                              limit=limit, profile=profile or settings.profile, resume=not new_run,
-                              on_progress=bar.show if bar else None)
-                   for cluster, chosen in zip(clusters, sources, strict=True)]
-        loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
+    from crdscope.connection.cluster import Cluster
 
-        def interrupted() -> None:
-            if any(engine.stopping for engine in engines) and task is not None:
-                task.cancel()  # a second Ctrl-C: abandon the applies in flight
-                return
-            for engine in engines:
-                engine.stop()
-            _say("\nstopping: letting the applies in flight finish (Ctrl-C again to abandon them)")
+    clusters = [Cluster(config) for config in configs]
+    progress = LoadProgress() if bar else None
+    engines = [engine(cluster, chosen, progress.show if progress else None)
+               for cluster, chosen in zip(clusters, sources, strict=True)]
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
 
+    def interrupted() -> None:
+        if any(each.stopping for each in engines) and task is not None:
+            task.cancel()  # a second Ctrl-C: abandon the applies in flight
+            return
+        for each in engines:
+            each.stop()
+        _say("\nstopping: letting the applies in flight finish (Ctrl-C again to abandon them)")
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, interrupted)
+    try:
+        samples = list(await asyncio.gather(*(each.run() for each in engines)))
+    except asyncio.CancelledError:  # abandoned by a second Ctrl-C: the records are closed anyway
+        samples = [each.progress() for each in engines]
+    finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, interrupted)
-        try:
-            samples = list(await asyncio.gather(*(engine.run() for engine in engines)))
-        except asyncio.CancelledError:  # abandoned by a second Ctrl-C: the records are closed anyway
-            samples = [engine.progress() for engine in engines]
-        finally:
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(signum)
-            if bar:
-                bar.close()
-            for cluster in clusters:
-                await cluster.aclose()
-        return list(zip(engines, samples, strict=True))
+            loop.remove_signal_handler(signum)
+        if progress:
+            progress.close()
+        for cluster in clusters:
+            await cluster.aclose()
+    return list(zip(engines, samples, strict=True))
 
-    results = run_async(main())
-    for config, (_engine, sample) in zip(configs, results, strict=True):
+
+def _report(configs: list[ClusterConfig], results: list[tuple[LoadEngine, LoaderSample]], as_json: bool) -> None:
+    """Each run's summary, then the error that ended a run early, or the exit code of the worst outcome.
+
+    A load refused before its run began (the cluster unreachable or refusing crdscope) has no summary
+    to give, only its one-line error."""
+    fleet = len(configs) > 1
+    for config, (engine, sample) in zip(configs, results, strict=True):
+        if engine.fatal is not None and not engine.run_id:
+            continue
         if as_json:
             click.echo(json.dumps({"context": config.context, **sample.summary()} if fleet else sample.summary()))
         else:

@@ -26,6 +26,9 @@ from .main import cluster_options, memory_limit_bytes, memory_limit_option
               help="with --serve-view: offer viewers the loader and (on a lab) its faults (default: read-only)")
 @click.option("--tls-cert", default=None, type=click.Path(dir_okay=False), help="serve the view over TLS: certificate")
 @click.option("--tls-key", default=None, type=click.Path(dir_okay=False), help="serve the view over TLS: its key")
+@click.option("--wait-for-cluster", "wait_for_cluster", default=None, metavar="DURATION",
+              help="with --headless: how long to wait for a cluster that does not answer at start before exiting 3 "
+                   "[default: 10s]")
 @click.option("--prometheus", "prometheus_url", default=None, metavar="URL",
               help="read memory and restarts from this Prometheus (managed control planes)")
 @memory_limit_option
@@ -37,19 +40,26 @@ from .main import cluster_options, memory_limit_bytes, memory_limit_option
 def watch(kubeconfig: str | None, context: tuple[str, ...], headless: bool, duration: str | None, record: str | None,
           no_record: bool, fail_if: tuple[str, ...], serve_metrics: str | None, serve_view: str | None,
           token_file: str | None, allow_control: bool, tls_cert: str | None, tls_key: str | None,
-          prometheus_url: str | None,
+          wait_for_cluster: str | None, prometheus_url: str | None,
           memory_limit: str | None, openapi_v2: bool, theme: str | None, source: str | None) -> None:
     """Open the monitor on a cluster (the current context by default).
 
     Several ``--context`` watch a fleet from one process: on screen, the fleet screen (one row per
     cluster, Enter opens its monitor); with ``--headless``, one line stream (each line prefixed with
     its context) and one ``--serve-metrics`` endpoint whose series carry a ``cluster`` label.
+
+    A headless watch whose cluster does not answer at start exits 3 after 10 s (``--wait-for-cluster``);
+    a fleet's, only when no cluster answered.  A cluster lost after it answered is a finding: the
+    watch goes on.
     """
     limit = memory_limit_bytes(memory_limit)
     contexts = tuple(context)
     if not headless and (serve_view or token_file or tls_cert or tls_key or allow_control):
         raise click.UsageError("--serve-view (and its --token-file, --allow-control, --tls-cert, --tls-key) needs "
                                "--headless: the collector runs without a screen; `crdscope attach` is the screen")
+    if wait_for_cluster is not None and not headless:
+        raise click.UsageError("--wait-for-cluster goes with --headless: the monitor opens at once and shows the "
+                               "cluster coming back")
     if serve_view is None and (token_file or tls_cert or tls_key or allow_control):
         raise click.UsageError("--token-file, --allow-control, --tls-cert and --tls-key go with --serve-view")
     if headless:
@@ -62,7 +72,7 @@ def watch(kubeconfig: str | None, context: tuple[str, ...], headless: bool, dura
         view = view_options(serve_view, token_file, tls_cert, tls_key, allow_control) if serve_view else None
         run_headless(kubeconfig=kubeconfig, contexts=contexts, duration=duration, record=record,
                      fail_if=fail_if, serve_metrics=serve_metrics, prometheus_url=prometheus_url,
-                     memory_limit=limit, openapi_v2=openapi_v2, view=view)
+                     memory_limit=limit, openapi_v2=openapi_v2, view=view, wait_for_cluster=wait_for_cluster)
         return
     if len(contexts) > 1:
         from crdscope.tui.launch import open_fleet_monitor

@@ -11,7 +11,7 @@ import json
 import ssl
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, Generator
+from collections.abc import AsyncGenerator, Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -487,12 +487,46 @@ async def first_contact(cluster: Cluster, timeout: float = 10.0) -> None:
     A server that is down or slow is not an error here: watching it come back is the
     monitor's job, so those cases return and the probes report the outage.
     """
+    await _version_answer(cluster, timeout)
+
+
+async def first_answer(cluster: Cluster, within: float, *, every: float = 1.0,
+                       waiting: Callable[[str], None] | None = None) -> str | None:
+    """Ask for ``/version`` until the server answers (None), or ``within`` seconds pass: then the last
+    reason it did not (one line, as :func:`explain` gives it).
+
+    A refused connection is asked again every ``every`` seconds; a request the server does not
+    answer stays the one in flight until the time is up (a stalled server is not polled harder).
+    What no retry fixes fails at once, as in :func:`first_contact`.  ``waiting`` is told the first
+    reason, once, when the first request gets no answer.
+    """
+    import asyncio
+
+    deadline = time.monotonic() + within
+    while True:
+        asked = time.monotonic()
+        why = await _version_answer(cluster, max(0.1, deadline - asked))
+        if why is None:
+            return None
+        if waiting is not None:
+            waiting(why)
+            waiting = None
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return why
+        await asyncio.sleep(min(left, max(0.0, every - (time.monotonic() - asked))))
+
+
+async def _version_answer(cluster: Cluster, timeout: float) -> str | None:
+    """One ``/version`` request: None when the server answered, else why not; a CA that does not
+    verify the server is a :class:`ConfigError`, refused credentials a :class:`ClusterError`."""
     try:
         response = await cluster.client.get("/version", timeout=timeout)
     except TRANSPORT_ERRORS as exc:
         message = explain(exc, cluster.server)
         if message.startswith(TLS_VERIFICATION_FAILED):
             raise ConfigError(message) from None
-        return
+        return message
     if response.status_code == 401:
         raise_for_status(response)  # ClusterError with the 401 line
+    return None

@@ -35,11 +35,26 @@ class _Version(msgspec.Struct, omit_defaults=True):
     storage: bool | None = None
 
 
+class _ClientConfig(msgspec.Struct, omit_defaults=True):
+    url: str | None = None
+    service: dict[str, Any] | None = None  # caBundle skipped
+
+
+class _Webhook(msgspec.Struct, rename="camel", omit_defaults=True):
+    client_config: _ClientConfig | None = None
+
+
+class _Conversion(msgspec.Struct, omit_defaults=True):
+    strategy: str | None = None
+    webhook: _Webhook | None = None
+
+
 class _Spec(msgspec.Struct, omit_defaults=True):
     group: str | None = None
     scope: str | None = None
     names: dict[str, Any] | None = None
     versions: list[_Version] | None = None
+    conversion: _Conversion | None = None
 
 
 class _Status(msgspec.Struct, omit_defaults=True):

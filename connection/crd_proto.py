@@ -192,6 +192,38 @@ def _version(buf: bytes, span: tuple[int, int]) -> dict[str, Any]:
     return version
 
 
+def _client_config(buf: bytes, span: tuple[int, int]) -> dict[str, Any]:
+    """A ``WebhookClientConfig``: ``url`` 3, ``service`` 1 (``namespace`` 1, ``name`` 2, ``path`` 3,
+    ``port`` 4); the ``caBundle`` (2) is skipped."""
+    config: dict[str, Any] = {}
+    for number, wire, value in _fields(buf, *span):
+        if number == 3 and wire == _BYTES:
+            config["url"] = _text(buf, value)
+        elif number == 1 and wire == _BYTES:
+            service: dict[str, Any] = {}
+            for field_number, field_wire, field_value in _fields(buf, *value):
+                if field_wire == _BYTES and field_number in (1, 2, 3):
+                    service[{1: "namespace", 2: "name", 3: "path"}[field_number]] = _text(buf, field_value)
+                elif field_wire == _VARINT and field_number == 4:
+                    service["port"] = field_value
+            config["service"] = service
+    return config
+
+
+def _conversion(buf: bytes, span: tuple[int, int]) -> dict[str, Any]:
+    """A ``CustomResourceConversion``: ``strategy`` 1, ``webhook`` 2 (its ``clientConfig`` 2)."""
+    conversion: dict[str, Any] = {}
+    for number, wire, value in _fields(buf, *span):
+        if wire != _BYTES:
+            continue
+        if number == 1:
+            conversion["strategy"] = _text(buf, value)
+        elif number == 2:
+            config = next((v for n, w, v in _fields(buf, *value) if n == 2 and w == _BYTES), None)
+            conversion["webhook"] = {"clientConfig": _client_config(buf, config) if config else {}}
+    return conversion
+
+
 def _spec(buf: bytes, span: tuple[int, int]) -> dict[str, Any]:
     spec: dict[str, Any] = {"group": None, "scope": None, "names": {}, "versions": []}
     for number, wire, value in _fields(buf, *span):
@@ -205,6 +237,8 @@ def _spec(buf: bytes, span: tuple[int, int]) -> dict[str, Any]:
             spec["scope"] = _text(buf, value)
         elif number == 7:
             spec["versions"].append(_version(buf, value))
+        elif number == 9:
+            spec["conversion"] = _conversion(buf, value)
     return spec
 
 

@@ -41,15 +41,14 @@ from .cluster import Cluster, explain, status_message
 from .credentials import parse_rfc3339
 from . import crd_proto
 from .crd_decode import decode_event, decode_page
+# Re-exported: the CRD watch is where readers of these marks have always found them.
+from .crd_marks import (CRD_PATH as CRD_PATH, MANAGED_BY_LABEL as MANAGED_BY_LABEL,
+                        MANAGED_BY_VALUE as MANAGED_BY_VALUE, RUN_ANNOTATION as RUN_ANNOTATION)
 from .traffic import CRD_WATCH, LOADER, REQUEST_ORIGIN
 from .transport import TRANSPORT_ERRORS
 
 log = logging.getLogger("crdscope.crdwatch")
 
-CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-MANAGED_BY_VALUE = "crdscope"
-RUN_ANNOTATION = "crdscope.dev/load-run"
 CROSSPLANE_LABELS = ("pkg.crossplane.io/revision", "pkg.crossplane.io/package", "pkg.crossplane.io/provider")
 #: Decode documents larger than this in a thread (a 1.7 MB CRD takes ~10 ms to parse).
 THREAD_DECODE_BYTES = 256 * 1024
@@ -99,6 +98,9 @@ class CRDRecord:
     #: True when ``seen_established`` comes from a watch event (the transition was seen
     #: as it happened), False when a list found the CRD already Established.
     established_live: bool = False
+    #: Where the server calls to convert between the CRD's versions (``spec.conversion``, strategy
+    #: Webhook): the URL, or ``service <namespace>/<name>:<port><path>``; None: it converts by itself.
+    conversion_webhook: str | None = None
 
     @property
     def state(self) -> CRDState:
@@ -144,6 +146,20 @@ def _condition_time(conditions: list[dict[str, Any]], kind: str) -> float | None
             except Exception:  # noqa: BLE001 - a malformed time must not drop the CRD
                 return 0.0
     return None
+
+
+def conversion_webhook(spec: dict[str, Any]) -> str | None:
+    """Where a CRD's conversion webhook is: its URL or its Service (port 443 unless given), as the
+    API server calls it; None for a CRD converted by the server itself (strategy None, the default)."""
+    conversion = spec.get("conversion") or {}
+    if conversion.get("strategy") != "Webhook":
+        return None
+    config = (conversion.get("webhook") or {}).get("clientConfig") or {}
+    if config.get("url"):
+        return str(config["url"])
+    service = config.get("service") or {}
+    return (f"service {service.get('namespace', '?')}/{service.get('name', '?')}:{service.get('port') or 443}"
+            f"{service.get('path') or ''}")
 
 
 def record_from(obj: dict[str, Any], previous: CRDRecord | None = None, now: float | None = None,
@@ -195,6 +211,7 @@ def record_from(obj: dict[str, Any], previous: CRDRecord | None = None, now: flo
         seen=seen,
         seen_established=seen_established,
         established_live=established_live,
+        conversion_webhook=conversion_webhook(spec),
     )
 
 
@@ -208,6 +225,8 @@ def slim(obj: dict[str, Any]) -> dict[str, Any]:
                      if k in metadata}
     if RUN_ANNOTATION in annotations:
         kept_metadata["annotations"] = {RUN_ANNOTATION: annotations[RUN_ANNOTATION]}
+    conversion = spec.get("conversion") or {}
+    config = (conversion.get("webhook") or {}).get("clientConfig") or {}
     return {
         "metadata": kept_metadata,
         "spec": {
@@ -215,6 +234,9 @@ def slim(obj: dict[str, Any]) -> dict[str, Any]:
             "scope": spec.get("scope"),
             "names": spec.get("names") or {},
             "versions": [{k: v.get(k) for k in ("name", "served", "storage")} for v in spec.get("versions") or []],
+            # Where the conversion webhook is (its caBundle dropped).
+            "conversion": {"strategy": conversion.get("strategy"),
+                           "webhook": {"clientConfig": {k: config[k] for k in ("url", "service") if config.get(k)}}},
         },
         "status": {"conditions": (obj.get("status") or {}).get("conditions") or []},
     }

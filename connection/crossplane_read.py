@@ -26,9 +26,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from .cluster import Cluster, explain, status_message
@@ -39,7 +38,7 @@ from crdscope.base.activation import read_composition
 from crdscope.base.crossplane import (
     COMPOSITIONS_CRD, MRAPS_CRD, MRDS_CRD, PACKAGE_LABEL, PROVIDERS_CRD, REVISIONS_CRD, CrossplaneObjects, MRAPObject,
     MRDRow,
-    ProviderObject, RevisionInfo, RevisionObject, deployment_unavailable,
+    ProviderObject, RevisionInfo, RevisionObject, deployment_unavailable, is_safe_start,
 )
 from .transport import TRANSPORT_ERRORS
 
@@ -104,11 +103,6 @@ def parse_provider(obj: Mapping[str, Any]) -> ProviderObject:
         resolved_package=str(status.get("resolvedPackage") or ""),
         current_revision=str(status.get("currentRevision") or ""),
         installed=_status_and_message(obj, "Installed")[0], healthy=healthy, healthy_message=message)
-
-
-def is_safe_start(capabilities: Iterable[object]) -> bool:
-    """Crossplane's fuzzy match of ``safe-start``: letters and digits only, any case."""
-    return any(re.sub(r"[^a-z0-9]+", "", str(c).lower()) == "safestart" for c in capabilities)
 
 
 def revision_provider(metadata: Mapping[str, Any]) -> str:

@@ -23,14 +23,15 @@ while waiting) cost the server nothing and is only tallied as ``unsent``.
 
 from __future__ import annotations
 
-from crdscope.base.samples.footprint import Tally
-
 import contextlib
 import contextvars
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
+
+if TYPE_CHECKING:  # the footprint's samples: read when a footprint is asked for, not by every client
+    from crdscope.base.samples.footprint import Tally
 
 #: Who is sending the current request ("other" when nobody said).
 REQUEST_ORIGIN: contextvars.ContextVar[str] = contextvars.ContextVar("crdscope_request_origin", default="other")
@@ -159,11 +160,15 @@ class Traffic:
 
     def by_origin_and_path(self) -> dict[tuple[str, str], Tally]:
         """Every (origin, path class) with its counts so far (none for paths never sent)."""
+        from crdscope.base.samples.footprint import Tally
+
         return {key: Tally(requests=cell[0], bytes=cell[1]) for key, cell in self._counts.items()
                 if cell[0] or cell[1]}
 
     def total(self, *, exclude: frozenset[str] = frozenset({LOADER})) -> Tally:
         """All requests and bytes so far, except those of the ``exclude`` origins."""
+        from crdscope.base.samples.footprint import Tally
+
         requests = sum(c[0] for (origin, _), c in self._counts.items() if origin not in exclude)
         received = sum(c[1] for (origin, _), c in self._counts.items() if origin not in exclude)
         return Tally(requests=requests, bytes=received)

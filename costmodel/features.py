@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from crdscope.loader.sources import CRDDocument
+from crdscope.loader.documents import CRDDocument
 
 
 @dataclass(frozen=True)

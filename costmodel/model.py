@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from crdscope.loader.sources import CRDDocument
+from crdscope.loader.documents import CRDDocument
 from crdscope.connection.ratelimit import NAMED_LIMITS, replay_legacy_walk
 
 from .coefficients import Coefficients, for_minor, parse_minor

@@ -28,14 +28,9 @@ from typing import Any
 from crdscope.base.activation import (
     MRD, MRD_BYTES, ActivationReport, CompositionKinds, Policy, analyse, policy_of, read_composition,
 )
+from crdscope.base.crossplane import AWAITING_ACTIVATION, PLAIN_CRD_KINDS, is_safe_start
 from crdscope.base.globs import go_match
 from crdscope.base.errors import ClusterError, ConfigError
-from crdscope.connection.cluster import Cluster, explain, raise_for_status
-from crdscope.base.crossplane import AWAITING_ACTIVATION, PLAIN_CRD_KINDS
-from crdscope.connection.crossplane_read import TABLE_ACCEPT, TABLE_PAGE, list_all, parse_mrd_table, parse_revision
-from crdscope.connection.kubeconfig import load_config
-from crdscope.connection.metrics import parse_text
-from crdscope.connection.transport import TRANSPORT_ERRORS
 
 from .attribution import typical_terms
 from .coefficients import calibrated_minors, for_minor
@@ -125,7 +120,6 @@ def _capabilities(meta: Mapping[str, Any]) -> tuple[str, ...]:
 
 def platform_from_files(spec: str) -> Platform:
     """The platform SOURCE holds (a directory, a YAML file, a ``.xpkg``, a package reference)."""
-    from crdscope.connection.crossplane_read import is_safe_start
     from crdscope.loader.objects import read_objects
 
     started = time.monotonic()
@@ -203,6 +197,8 @@ def _package_runtimes(crds: Mapping[str, tuple[dict[str, Any], str]], mrds: Iter
 
 
 def _objects(content: bytes) -> dict[str, int] | None:
+    from crdscope.connection.metrics import parse_text
+
     scrape = parse_text(content, OBJECT_FAMILIES)
     for family in OBJECT_FAMILIES:
         grouped = scrape.by(family, "group", "resource")
@@ -214,6 +210,12 @@ def _objects(content: bytes) -> dict[str, int] | None:
 
 async def read_platform(context: str | None, kubeconfig: str | None = None) -> Platform:
     """The platform on a cluster: a fixed number of read-only requests, none per kind."""
+    # The connection stack only here: a platform read from files (`mrap --from`) needs none of it.
+    from crdscope.connection.cluster import Cluster, explain, raise_for_status
+    from crdscope.connection.crossplane_read import TABLE_ACCEPT, TABLE_PAGE, list_all, parse_mrd_table
+    from crdscope.connection.kubeconfig import load_config
+    from crdscope.connection.transport import TRANSPORT_ERRORS
+
     config = load_config(kubeconfig, context)
     started = time.monotonic()
     problems: list[str] = []
@@ -269,6 +271,8 @@ async def read_platform(context: str | None, kubeconfig: str | None = None) -> P
 
 def _revision_runtimes(items: Iterable[Any]) -> tuple[ProviderRuntime, ...]:
     """The active safe-start revisions, each with whether its ``RuntimeActive`` says it awaits activation."""
+    from crdscope.connection.crossplane_read import parse_revision
+
     found = []
     for item in items:
         if not isinstance(item, dict):

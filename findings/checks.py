@@ -130,7 +130,8 @@ def _not_answering_rules(q: PromQL) -> tuple[AlertRule, ...]:
 NOT_ANSWERING_CHECK = CheckSpec(
     not_answering, "API server answering (HTTP/2 PINGs, requests in flight, health checks)",
     probes=(ResponsivenessSample,), also_reads=(HealthSample,),
-    thresholds=("unanswered_seconds_critical", "ping_unanswered_seconds_critical"), rules=_not_answering_rules)
+    thresholds=("unanswered_seconds_critical", "ping_unanswered_seconds_critical"), rules=_not_answering_rules,
+    kinds=(NOT_ANSWERING,))
 
 
 # --------------------------------------------------------------------------- 2. latency against SLOs
@@ -194,7 +195,7 @@ def _latency_rules(q: PromQL) -> tuple[AlertRule, ...]:
 
 LATENCY_SLO_CHECK = CheckSpec(
     latency_slo, "request latency against the SLOs (canaries, server-side p99)",
-    probes=(LatencySample,), constants=("DEFAULT_CANARY_SLO_SECONDS",), rules=_latency_rules)
+    probes=(LatencySample,), constants=("DEFAULT_CANARY_SLO_SECONDS",), rules=_latency_rules, kinds=("latency-slo",))
 
 
 # --------------------------------------------------------------------------- 5. APF
@@ -260,23 +261,26 @@ def _apf_rules(q: PromQL) -> tuple[AlertRule, ...]:
     return (
         AlertRule("CrdscopeAPFRejecting", "warning", f"increase({counted}[{APF_RECENT}]) > 0",
                   "APF rejecting requests at priority level {{ $labels.priority_level }}",
-                  "Requests rejected (429) at {{ $labels.priority_level }} within the last " + APF_RECENT + "."),
+                  "Requests rejected (429) at {{ $labels.priority_level }} within the last " + APF_RECENT + ".",
+                  finding="apf-rejecting"),
         AlertRule("CrdscopeAPFRejectingHard", "critical",
                   f"{rejected} >= {q.thresholds.apf_rejected_per_second_critical:g}",
                   "APF rejecting many requests at priority level {{ $labels.priority_level }}",
-                  "{{ $value | humanize }} requests/s rejected (429) at {{ $labels.priority_level }}."),
+                  "{{ $value | humanize }} requests/s rejected (429) at {{ $labels.priority_level }}.",
+                  finding="apf-rejecting"),
         AlertRule("APIServerAPFRejecting", "warning",
                   f"sum by (cluster, instance, priority_level, flow_schema) "
                   f"(rate({q.apiserver('apiserver_flowcontrol_rejected_requests_total')}[2m])) > 0",
                   "APF rejecting requests at {{ $labels.priority_level }} (flow schema {{ $labels.flow_schema }})",
                   "From the API server's own apiserver_flowcontrol_rejected_requests_total: "
-                  "{{ $value | humanize }}/s."),
+                  "{{ $value | humanize }}/s.", finding="apf-rejecting"),
     )
 
 
 APF_CHECK = CheckSpec(
     apf, "APF rejecting or queueing", probes=(ThrottlingSample,),
-    thresholds=("apf_rejected_per_second_critical",), constants=("APF_WAIT_WARN_SECONDS",), rules=_apf_rules)
+    thresholds=("apf_rejected_per_second_critical",), constants=("APF_WAIT_WARN_SECONDS",), rules=_apf_rules,
+    kinds=("apf-rejecting", "apf-queueing"))
 
 
 # --------------------------------------------------------------------------- 6. OpenAPI
@@ -320,4 +324,4 @@ def _openapi_rules(q: PromQL) -> tuple[AlertRule, ...]:
 
 OPENAPI_BEHIND_CHECK = CheckSpec(
     openapi_behind, "OpenAPI publication backlog", probes=(OpenAPISample,),
-    thresholds=("openapi_backlog_warn", "openapi_oldest_seconds_warn"), rules=_openapi_rules)
+    thresholds=("openapi_backlog_warn", "openapi_oldest_seconds_warn"), rules=_openapi_rules, kinds=("openapi-behind",))

@@ -200,13 +200,14 @@ def mrap_not_ready(obs: Observations) -> list[Finding]:
 
 UNUSED_ACTIVE_MRDS_CHECK = CheckSpec(
     unused_active_mrds, "Crossplane: unused active MRDs", probes=(InventorySample,),
-    also_reads=(HealthSample, VersionSample), thresholds=("crossplane_unused_mrds_info",))
+    also_reads=(HealthSample, VersionSample), thresholds=("crossplane_unused_mrds_info",), kinds=(UNUSED_ACTIVE,))
 WITHOUT_SAFE_START_CHECK = CheckSpec(
-    without_safe_start, "Crossplane: providers without safe-start", probes=(InventorySample,))
+    without_safe_start, "Crossplane: providers without safe-start", probes=(InventorySample,), kinds=(NO_SAFE_START,))
 ACTIVE_OUTSIDE_MRAPS_CHECK = CheckSpec(
-    active_outside_mraps, "Crossplane: MRDs active outside MRAPs", probes=(InventorySample,))
+    active_outside_mraps, "Crossplane: MRDs active outside MRAPs", probes=(InventorySample,),
+    kinds=(ACTIVE_OUTSIDE,))
 MRAP_NOT_READY_CHECK = CheckSpec(
-    mrap_not_ready, "Crossplane: MRAPs not ready", probes=(InventorySample,))
+    mrap_not_ready, "Crossplane: MRAPs not ready", probes=(InventorySample,), kinds=(MRAP_NOT_READY,))
 
 
 def composed_kind_inactive(obs: Observations) -> list[Finding]:
@@ -266,10 +267,10 @@ def _dead_entry_rules(q: PromQL) -> tuple[AlertRule, ...]:
 
 COMPOSED_INACTIVE_CHECK = CheckSpec(
     composed_kind_inactive, "Crossplane: composed kinds active", probes=(InventorySample,),
-    rules=_activation_rules)
+    rules=_activation_rules, kinds=(COMPOSED_INACTIVE,))
 DEAD_ENTRY_CHECK = CheckSpec(
     mrap_entries_matching_nothing, "Crossplane: MRAP entries match MRDs", probes=(InventorySample,),
-    rules=_dead_entry_rules)
+    rules=_dead_entry_rules, kinds=(DEAD_ENTRY,))
 
 
 def runtime_not_running(obs: Observations) -> list[Finding]:
@@ -323,6 +324,7 @@ def runtimes_without_nodes(obs: Observations) -> list[Finding]:
 
 RUNTIME_NOT_RUNNING_CHECK = CheckSpec(
     runtime_not_running, "Crossplane: provider runtimes running", probes=(InventorySample,),
-    constants=("RUNTIME_GRACE_SECONDS",))
+    constants=("RUNTIME_GRACE_SECONDS",), kinds=(RUNTIME_NOT_RUNNING,))
 NO_NODES_CHECK = CheckSpec(
-    runtimes_without_nodes, "Crossplane: Nodes for provider runtimes", probes=(InventorySample,))
+    runtimes_without_nodes, "Crossplane: Nodes for provider runtimes", probes=(InventorySample,),
+    kinds=(NO_NODES,))

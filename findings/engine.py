@@ -14,12 +14,16 @@ import dataclasses
 import logging
 from collections.abc import Iterable
 
+from crdscope.base.errors import ConfigError
+from crdscope.base.paths import config_file
+from crdscope.base.facts import ClusterFacts
 from crdscope.base.samples import Sample
 from crdscope.base.settings import Thresholds
+from crdscope.base.silences import Silence, covering
 from crdscope.base.store import SampleStore
 
-from . import checks, crashloop, crossplane, kubectl_discovery, resources
-from .model import CHANGED, CLOSED, OPENED, Finding, FindingChange, Severity, most_severe_first
+from . import checks, crashloop, crossplane, kubectl_discovery, resources, webhooks
+from .model import ACCEPTED, CHANGED, CLOSED, EXPIRED, OPENED, Finding, FindingChange, Severity, most_severe_first
 from .observations import Observations
 from .spec import Check, CheckSpec
 
@@ -32,6 +36,7 @@ CHECKS: tuple[CheckSpec, ...] = (
     checks.NOT_ANSWERING_CHECK,
     crashloop.CRASH_LOOP_CHECK,
     checks.LATENCY_SLO_CHECK,
+    webhooks.WEBHOOKS_CHECK,
     resources.NO_AGGREGATED_DISCOVERY_CHECK,
     checks.APF_CHECK,
     checks.OPENAPI_BEHIND_CHECK,
@@ -53,6 +58,21 @@ OPTIONAL_CHECKS: tuple[CheckSpec, ...] = (kubectl_discovery.KUBECTL_DISCOVERY_CH
 DECLARED: tuple[CheckSpec, ...] = CHECKS + OPTIONAL_CHECKS
 
 
+def finding_kinds() -> tuple[str, ...]:
+    """Every finding kind a declared check can open, in the checks' order."""
+    return tuple(dict.fromkeys(kind for check in DECLARED for kind in check.kinds))
+
+
+def check_silences(silences: tuple[Silence, ...]) -> None:
+    """Each ``[[silence]]`` entry names a finding kind crdscope has: a typo would never match and
+    the team would be paged for what it accepted.  A one-line :class:`ConfigError` (exit 2) otherwise."""
+    known = finding_kinds()
+    for number, silence in enumerate(silences, start=1):
+        if silence.kind not in known:
+            raise ConfigError(f"{config_file()}: [[silence]] entry {number} ({silence.finding} on {silence.cluster}): "
+                              f"no finding kind {silence.kind!r} (kinds: {', '.join(known)})")
+
+
 class FindingsEngine:
     """Turns samples into :class:`FindingChange` transitions and keeps the open findings.
 
@@ -64,13 +84,24 @@ class FindingsEngine:
     """
 
     def __init__(self, thresholds: Thresholds | None = None, checks_: Iterable[Check] = CHECKS, *,
-                 memory_limit_bytes: int | None = None, store: SampleStore | None = None) -> None:
+                 facts: ClusterFacts | None = None, store: SampleStore | None = None) -> None:
         self.observations = Observations(thresholds=thresholds or Thresholds(),
                                          store=store if store is not None else SampleStore(),
-                                         memory_limit_bytes=memory_limit_bytes)
+                                         facts=facts if facts is not None else ClusterFacts())
         #: The checks run at each evaluation: :class:`CheckSpec` declarations, or plain functions.
         self.checks: list[Check] = list(checks_)
         self.open: dict[str, Finding] = {}
+        #: Accepted findings (``[[silence]]``) and the cluster name their globs are matched against.
+        self.silences: tuple[Silence, ...] = ()
+        self.cluster = ""
+
+    def accept(self, silences: tuple[Silence, ...], cluster: str) -> None:
+        """Judge by these acceptances from the next evaluation on (``cluster``: the context name)."""
+        self.silences, self.cluster = silences, cluster
+
+    def acceptances(self, now: float) -> list[Silence]:
+        """The acceptances in force for this cluster at ``now`` (lapsed ones and other clusters' left out)."""
+        return [s for s in self.silences if s.applies_to(self.cluster, now)]
 
     @property
     def store(self) -> SampleStore:
@@ -87,7 +118,8 @@ class FindingsEngine:
     __call__ = observe  # a monitor sink
 
     def evaluate(self, now: float) -> list[FindingChange]:
-        """Run every check and compare with the open findings."""
+        """Run every check and compare with the open findings (acceptances judged at ``now``: one
+        that lapsed since the last evaluation is reported, and the finding pages again)."""
         self.observations.now = now
         holding: dict[str, Finding] = {}
         for check in self.checks:
@@ -104,6 +136,7 @@ class FindingsEngine:
                 del self.open[finding_id]
                 changes.append(FindingChange(now, CLOSED, previous))
         for finding_id, finding in holding.items():
+            finding = dataclasses.replace(finding, accepted=covering(self.silences, finding_id, self.cluster, now))
             known = self.open.get(finding_id)
             if known is None:
                 since = finding.since if 0 < finding.since <= now else now
@@ -113,6 +146,8 @@ class FindingsEngine:
             else:
                 current = dataclasses.replace(finding, since=known.since)
                 self.open[finding_id] = current
+                if current.pages != known.pages:
+                    changes.append(FindingChange(now, EXPIRED if current.pages else ACCEPTED, current))
                 if current.severity != known.severity:
                     changes.append(FindingChange(now, CHANGED, current))
         return changes
@@ -122,10 +157,12 @@ class FindingsEngine:
         return most_severe_first(list(self.open.values()))
 
     def counts(self) -> dict[Severity, int]:
-        """Open findings per severity (every severity present, 0 when none)."""
+        """Open findings that page, per severity (every severity present, 0 when none): accepted
+        ones are not counted (``--fail-if 'findings.critical>0'`` reads these)."""
         counts = dict.fromkeys(Severity, 0)
         for finding in self.open.values():
-            counts[finding.severity] += 1
+            if finding.pages:
+                counts[finding.severity] += 1
         return counts
 
 
@@ -135,4 +172,4 @@ def check_name(check: Check) -> str:
 
 
 __all__ = ["CHECKS", "DECLARED", "OPTIONAL_CHECKS", "CheckSpec", "FindingsEngine", "OPENED",
-           "CLOSED", "CHANGED"]
+           "CLOSED", "CHANGED", "ACCEPTED", "EXPIRED"]

@@ -91,4 +91,4 @@ def _measured(measurement: KubectlMeasurement | None,
 #: Not among the engine's default checks: a front end adds it once it knows the local kubectl.
 KUBECTL_DISCOVERY_CHECK = CheckSpec(
     kubectl_check, "your kubectl's next cold discovery", probes=(DiscoverySample,),
-    thresholds=("discovery_seconds_warn",), constants=("SMALL_CLUSTER_GROUP_VERSIONS",))
+    thresholds=("discovery_seconds_warn",), constants=("SMALL_CLUSTER_GROUP_VERSIONS",), kinds=("kubectl-discovery",))

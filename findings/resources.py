@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from crdscope.base.samples.discovery import DiscoverySample
 from crdscope.base.samples.health import HealthSample
 
@@ -41,7 +43,8 @@ def no_aggregated_discovery(obs: Observations) -> list[Finding]:
 
 
 NO_AGGREGATED_DISCOVERY_CHECK = CheckSpec(
-    no_aggregated_discovery, "aggregated discovery offered", probes=(DiscoverySample,))
+    no_aggregated_discovery, "aggregated discovery offered", probes=(DiscoverySample,),
+    kinds=("no-aggregated-discovery",))
 
 
 # --------------------------------------------------------------------------- 7. memory
@@ -101,10 +104,11 @@ def _memory_rules(q: PromQL) -> tuple[AlertRule, ...]:
                   f"({q.crdscope('crdscope_health_mib_per_crd_own')} or {q.crdscope('crdscope_health_mib_per_crd')})"
                   f" > {t.memory_mib_per_crd_warn:g} and "
                   f"{q.crdscope('crdscope_health_r2')} >= {t.memory_fit_r2_min:g}",
-                  "API server memory {{ $value | humanize }} MiB per CRD", "Least-squares fit of RSS against CRDs."),
+                  "API server memory {{ $value | humanize }} MiB per CRD", "Least-squares fit of RSS against CRDs.",
+                  finding="memory-per-crd"),
         AlertRule("CrdscopeAPIServerRestarted", "warning",
                   f"increase({q.crdscope('crdscope_health_restarts_total')}[15m]) > 0",
-                  "API server restarted", "process_start_time_seconds moved forward."),
+                  "API server restarted", "process_start_time_seconds moved forward.", finding="apiserver-restarted"),
     )
 
 
@@ -113,7 +117,20 @@ MEMORY_CHECK = CheckSpec(
     thresholds=("memory_mib_per_crd_warn", "memory_fit_r2_min", "memory_growth_mib_per_minute_warn",
                 "memory_limit_fraction_warn", "memory_limit_fraction_critical", "crashloop_restarts",
                 "crashloop_window_seconds", "crashloop_quiet_seconds"),
-    constants=("GROWTH_MIN_SECONDS",), rules=_memory_rules)
+    constants=("GROWTH_MIN_SECONDS",), rules=_memory_rules,
+    kinds=("memory-per-crd", "memory-growth", "memory-headroom", "apiserver-restarted"))
+
+
+#: The finding that says memory is near the limit: while it is open the monitor's heavy optional reads
+#: wait (the session writes :func:`memory_pressure` into its facts; ``probes.guard`` reads it).
+HEADROOM = "memory-headroom"
+
+
+def memory_pressure(open_findings: Mapping[str, Finding]) -> str | None:
+    """Why heavy optional reads wait now (None: they may run): the memory finding's verdict, judged
+    once, by the memory finding's declaration (``memory_limit_fraction_warn`` of the known limit)."""
+    headroom = open_findings.get(HEADROOM)
+    return f"{headroom.title}: heavy optional reads wait" if headroom is not None else None
 
 
 def _headroom(obs: Observations, health: HealthSample) -> list[Finding]:
@@ -127,10 +144,12 @@ def _headroom(obs: Observations, health: HealthSample) -> list[Finding]:
     # Judged on the newest sample with a figure: a fresh process between two OOM kills answered
     # /readyz before /metrics, and the finding closed and reopened around it (CI, the crash-loop test).
     health = obs.newest_health_with("rss_bytes") or health
-    # A limit given (--memory-limit, the lab's cap) wins over the one Prometheus shows.
-    limit = obs.memory_limit_bytes or health.memory_limit_bytes
-    if not limit or not health.rss_bytes:
+    # The one limit the session knows (a limit given, --memory-limit or the lab's cap, wins over
+    # the one Prometheus shows: base.facts).
+    known = obs.facts.memory_limit
+    if known is None or not health.rss_bytes:
         return []
+    limit = known.bytes
     window = obs.thresholds.crashloop_window_seconds
     events = (obs.latest(HealthSample) or health).restart_events
     rss, held = health.rss_bytes, ""
@@ -148,9 +167,9 @@ def _headroom(obs: Observations, health: HealthSample) -> list[Finding]:
     if fraction < obs.thresholds.memory_limit_fraction_warn:
         return []
     severity = Severity.CRITICAL if fraction >= obs.thresholds.memory_limit_fraction_critical else Severity.WARNING
-    where = "" if obs.memory_limit_bytes else f" ({health.sources.get('memory_limit_bytes', 'prometheus')})"
+    where = "" if known.given else f" ({known.describe()})"
     return [Finding(
-        "memory-headroom", severity,
+        HEADROOM, severity,
         f"API server memory at {fraction:.0%} of its {limit / MIB:,.0f} MiB limit",
         (f"health.rss_bytes = {rss / MIB:,.0f} MiB{held}; limit {limit / MIB:,.0f} MiB{where}",),
         "CRDs and objects use memory the limit does not leave room for; an OOM kill restarts the server",
@@ -226,7 +245,7 @@ def _unused_crds_rules(q: PromQL) -> tuple[AlertRule, ...]:
 
 UNUSED_CRDS_CHECK = CheckSpec(
     unused_crds, "CRDs without objects", probes=(HealthSample,), thresholds=("unused_crds_fraction_info",),
-    constants=("UNUSED_MIN_CRDS",), rules=_unused_crds_rules)
+    constants=("UNUSED_MIN_CRDS",), rules=_unused_crds_rules, kinds=("unused-crds",))
 
 
 # --------------------------------------------------------------------------- 9. etcd connections
@@ -252,4 +271,4 @@ def etcd_connections(obs: Observations) -> list[Finding]:
 
 ETCD_CONNECTIONS_CHECK = CheckSpec(
     etcd_connections, "etcd connections per CRD", probes=(HealthSample,),
-    constants=("ETCD_CONNECTIONS_PER_CRD", "ETCD_CONNECTIONS_MIN"))
+    constants=("ETCD_CONNECTIONS_PER_CRD", "ETCD_CONNECTIONS_MIN"), kinds=("etcd-connections-per-crd",))

@@ -34,6 +34,9 @@ class AlertRule:
     description: str
     #: Prometheus 2.42+: hold the alert through a quiet spell, as the finding does (None: not held).
     keep_firing_for: str | None = None
+    #: The finding kind it stands for (its runbook section; an acceptance of that kind silences it):
+    #: "" for the check's only kind.
+    finding: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +100,9 @@ class CheckSpec:
     also_reads: tuple[type[Sample], ...] = ()
     #: The alerting rules it becomes in Prometheus, written with the given thresholds and jobs.
     rules: Callable[[PromQL], tuple[AlertRule, ...]] = no_rules
+    #: The finding kinds it can open (a finding's id before any ``:``): what ``[[silence]]`` entries
+    #: may name and what the runbook (``docs/runbook.md``) has a section for.
+    kinds: tuple[str, ...] = ()
 
     def __call__(self, obs: Observations) -> list[Finding]:
         """Run the check."""
@@ -106,6 +112,14 @@ class CheckSpec:
     def name(self) -> str:
         """The check function's name (``not_answering``)."""
         return self.function.__name__
+
+    def kind_of(self, rule: AlertRule) -> str:
+        """The finding kind ``rule`` stands for: its own, else the check's only one."""
+        if rule.finding:
+            return rule.finding
+        if len(self.kinds) != 1:
+            raise ValueError(f"{self.name}: rule {rule.alert} must name its finding (the check opens {self.kinds})")
+        return self.kinds[0]
 
     def missing(self, probes_seen: Collection[str]) -> list[str]:
         """The declared probes that delivered no good sample (empty: the check could judge)."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from collections.abc import AsyncIterator, Iterator
 
-from crdscope.connection.crdwatch import MANAGED_BY_LABEL, RUN_ANNOTATION
+from crdscope.connection.crd_marks import MANAGED_BY_LABEL, RUN_ANNOTATION
 
 CRD_GROUP = "apiextensions.k8s.io"
 CRD_API_VERSION = f"{CRD_GROUP}/v1"

@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from crdscope.connection.crdwatch import MANAGED_BY_LABEL
+from crdscope.connection.crd_marks import MANAGED_BY_LABEL
 from crdscope.base.errors import ConfigError, CrdscopeError
 
 from .documents import CRD_API_VERSION, CRD_KIND, CRDDocument, Item, Source, SourceProblem, UniqueNames

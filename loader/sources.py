@@ -26,11 +26,7 @@ from typing import Any, BinaryIO
 from collections.abc import AsyncIterator, Iterator
 
 
-from crdscope.connection.cluster import Cluster, explain, raise_for_status
-from crdscope.connection.crdwatch import CRD_PATH
 from crdscope.base.errors import ClusterError, ConfigError
-from crdscope.connection.kubeconfig import load_config
-from crdscope.connection.transport import TRANSPORT_ERRORS
 
 from .yamldocs import package_items, package_yaml_in, yaml_items
 from .documents import (
@@ -288,10 +284,17 @@ class ContextSource(Source):
         self.spec = f"context:{context}"
 
     def prepare(self) -> None:
+        # The connection stack (httpx, TLS) only for this source: files and synthetic sets need none of it.
+        from crdscope.connection.kubeconfig import load_config
+
         self._config = load_config(self.kubeconfig, self.context)
         self.key = f"context:{self.context}@{self._config.server}"
 
     async def aitems(self) -> AsyncIterator[Item]:
+        from crdscope.connection.cluster import Cluster, explain, raise_for_status
+        from crdscope.connection.crdwatch import CRD_PATH
+        from crdscope.connection.transport import TRANSPORT_ERRORS
+
         async with Cluster(self._config) as cluster:
             token: str | None = None
             while True:

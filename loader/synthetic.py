@@ -152,11 +152,9 @@ def _conditions() -> dict[str, Any]:
             "x-kubernetes-list-map-keys": ["type"], "x-kubernetes-list-type": "map"}
 
 
-def _crd(rng: random.Random, service: str, group: str, kind: str, versions: list[str],
-         namespaced: bool, schema_props: int) -> dict[str, Any]:
-    schema = _Schema(rng)
-    for_provider = schema.properties(schema_props)
-    at_provider = {**for_provider, "id": {"type": "string"}}
+def _spec_schema(rng: random.Random, for_provider: dict[str, Any], namespaced: bool) -> dict[str, Any]:
+    """``spec`` as upjet writes it: forProvider, initProvider, the policies and references; on some
+    CRDs, CEL rules requiring a parameter or two (as upjet's required parameters are)."""
     spec_props: dict[str, Any] = {
         "deletionPolicy": {"type": "string", "default": "Delete", "enum": ["Orphan", "Delete"],
                            "description": "What happens to the external resource on deletion."},
@@ -183,20 +181,33 @@ def _crd(rng: random.Random, service: str, group: str, kind: str, versions: list
                       f"(has(self.initProvider) && has(self.initProvider.{name}))")}
             for name in required
         ]
-    open_api = {"type": "object", "description": f"{kind} is a synthetic managed resource of {service}.",
-                "required": ["spec"], "properties": {
-                    "apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
-                    "spec": spec_schema,
-                    "status": {"type": "object", "properties": {
-                        "atProvider": {"type": "object", "properties": at_provider},
-                        "conditions": _conditions(),
-                        "observedGeneration": {"type": "integer", "format": "int64"}}}}}
-    columns = [
+    return spec_schema
+
+
+def _printer_columns() -> list[dict[str, Any]]:
+    """The columns ``kubectl get`` shows for a Crossplane managed resource."""
+    return [
         {"name": "SYNCED", "type": "string", "jsonPath": ".status.conditions[?(@.type=='Synced')].status"},
         {"name": "READY", "type": "string", "jsonPath": ".status.conditions[?(@.type=='Ready')].status"},
         {"name": "EXTERNAL-NAME", "type": "string", "jsonPath": ".metadata.annotations.crossplane\\.io/external-name"},
         {"name": "AGE", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
+
+
+def _crd(rng: random.Random, service: str, group: str, kind: str, versions: list[str],
+         namespaced: bool, schema_props: int) -> dict[str, Any]:
+    schema = _Schema(rng)
+    for_provider = schema.properties(schema_props)
+    at_provider = {**for_provider, "id": {"type": "string"}}
+    open_api = {"type": "object", "description": f"{kind} is a synthetic managed resource of {service}.",
+                "required": ["spec"], "properties": {
+                    "apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
+                    "spec": _spec_schema(rng, for_provider, namespaced),
+                    "status": {"type": "object", "properties": {
+                        "atProvider": {"type": "object", "properties": at_provider},
+                        "conditions": _conditions(),
+                        "observedGeneration": {"type": "integer", "format": "int64"}}}}}
+    columns = _printer_columns()
     plural = kind.lower() + ("es" if kind.endswith(("s", "x", "ch", "sh")) else "s")
     return {
         "apiVersion": CRD_API_VERSION,

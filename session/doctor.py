@@ -16,9 +16,9 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
-from crdscope.findings.engine import CHECKS
+from crdscope.findings.engine import CHECKS, check_silences
 from crdscope.findings.kubectl import KubectlMeasurement
-from crdscope.findings.model import Finding, Severity, format_duration, most_severe_first
+from crdscope.findings.model import Finding, Severity, format_duration, most_severe_first, worst_rank
 from crdscope.base.errors import ConfigError
 
 from .core import Runs, WatchCore, run_for
@@ -87,10 +87,11 @@ class Diagnosis:
 
     @property
     def exit_code(self) -> int:
-        """0 none or info only, 1 a warning, 2 a critical finding; 3 the server answered nothing."""
+        """0 none or info only, 1 a warning, 2 a critical finding; 3 the server answered nothing.
+        An accepted finding (``[[silence]]``) does not count."""
         if self.unanswered is not None:
             return UNANSWERED_EXIT
-        return max((f.severity.rank for f in self.findings), default=0)
+        return worst_rank(self.findings)
 
     def to_json(self) -> dict[str, Any]:
         return {"cluster": self.cluster.to_json(), "duration_seconds": round(self.seconds, 1),
@@ -112,6 +113,7 @@ def run_doctor(kubeconfig: str | None, context: str | None, seconds: float,
     from crdscope.base.settings import load_settings, with_openapi_v2
 
     settings = with_openapi_v2(load_settings(), openapi_v2)
+    check_silences(settings.silences)
     cluster = Cluster.connect(kubeconfig, context)
     return asyncio.run(_diagnose(cluster, settings, seconds, memory_limit))
 
@@ -219,12 +221,24 @@ def render(diagnosis: Diagnosis, fmt: str) -> str:
     now = time.time()
     for finding in findings:
         since = time.strftime("%H:%M:%S", time.localtime(finding.since))
-        label = finding.severity.value.upper()
+        label = finding.severity.value.upper() + (" (ACCEPTED)" if finding.accepted is not None else "")
         title = f"{label}: {finding.title} (since {since}, {format_duration(max(0.0, now - finding.since))})"
         lines.append(f"**{title}**" if md else title)
         bullet = "- " if md else "  "
+        if finding.accepted is not None:
+            lines.append(f"{bullet}{finding.accepted_note} (not counted in the exit code)")
         lines += [f"{bullet}evidence: {e}" for e in finding.evidence]
         lines += [f"{bullet}likely cause: {finding.cause}", f"{bullet}what to do: {finding.remedy}", ""]
-    counts = {s: sum(1 for f in findings if f.severity is s) for s in Severity}  # exit: the worst, or 3
-    lines.append(", ".join(f"{n} {s.value}" for s, n in counts.items() if n) + f"; exit {diagnosis.exit_code}")
+    lines.append(summary_line(findings) + f"; exit {diagnosis.exit_code}")  # exit: the worst that pages, or 3
     return "\n".join(lines + not_checked)
+
+
+def summary_line(findings: list[Finding]) -> str:
+    """``1 critical (accepted), 2 warning``: open findings per severity, those accepted said so."""
+    parts = []
+    for severity in Severity:
+        of = [f for f in findings if f.severity is severity]
+        accepted = sum(1 for f in of if f.accepted is not None)
+        note = "" if not accepted else " (accepted)" if accepted == len(of) else f" ({accepted} accepted)"
+        parts += [f"{len(of)} {severity.value}{note}"] if of else []
+    return ", ".join(parts)

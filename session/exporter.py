@@ -26,6 +26,13 @@ Every series carries ``cluster`` (the watched context's name): one exporter may 
 (``watch --headless --context A --context B``), and a Prometheus scraping several exporters
 needs no relabelling to tell the clusters apart.
 
+Findings: ``crdscope_findings{severity}`` counts the open findings that page,
+``crdscope_findings_accepted{severity}`` the accepted ones (``[[silence]]``), and
+``crdscope_finding_open{finding,kind,severity,accepted}`` is 1 for each open finding
+(``accepted="true"`` while an acceptance holds it).  Each acceptance in force for a cluster is
+``crdscope_finding_accepted_until_seconds{finding,kind}`` (the time it lapses), which the rules of
+``crdscope rules`` read so as not to fire on an accepted kind; it leaves the endpoint as it lapses.
+
 Also ``crdscope_probe_up{probe}`` (1 when the latest sample succeeded),
 ``crdscope_probe_last_sample_timestamp_seconds{probe}`` and ``crdscope_info`` (server, context,
 Kubernetes version, crdscope version).  While a probe is down its figures are not
@@ -37,6 +44,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Iterator
 
@@ -44,10 +52,13 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from crdscope.base.silences import Silence
 from crdscope.findings.model import Finding, Severity
 from crdscope.base.version import __version__
 from crdscope.base.errors import ConfigError
+from crdscope.base.facts import ClusterFacts
 from crdscope.base.samples import PLAIN, Figure, Sample, figure_of, known_while_down
+from crdscope.base.samples.health import HealthSample
 from crdscope.base.store import SampleStore
 
 from .recorder import ClusterInfo
@@ -156,6 +167,10 @@ class Exported:
     store: SampleStore
     findings: Callable[[], list[Finding]]
     info: ClusterInfo | None = None
+    #: The acceptances in force for it at a given time (``[[silence]]``).
+    acceptances: Callable[[float], list[Silence]] = lambda _now: []
+    #: The core's facts: ``crdscope_health_memory_limit_bytes`` is their limit.
+    facts: ClusterFacts | None = None
 
 
 class SampleCollector(Collector):
@@ -178,7 +193,8 @@ class SampleCollector(Collector):
         with its cluster name; ``info`` adds its ``crdscope_info``."""
         with self._lock:
             name = core.cluster or (info.context if info is not None else "")
-            self._watched.append(Exported(name, core.store, core.open_findings, info))
+            self._watched.append(Exported(name, core.store, core.open_findings, info, core.acceptances,
+                                          core.facts))
 
     def clusters(self) -> list[Exported]:
         """What is served: the watched cores."""
@@ -190,7 +206,7 @@ class SampleCollector(Collector):
         store = exported.store
         with self._lock:
             found = {name: store.latest(name) for name in list(store.health())}
-        return {name: sample for name, sample in found.items() if sample is not None}
+        return {name: with_known_limit(sample, exported.facts) for name, sample in found.items() if sample is not None}
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
@@ -233,23 +249,54 @@ class SampleCollector(Collector):
                     found.add_metric([*head.values(), data["server"], data["context"], data["kubernetes_version"],
                                       __version__], 1.0)
             findings_series(exported.findings(), head, family_of)
+            acceptances_series(exported.acceptances(time.time()), head, family_of)
         yield from families.values()
 
 
 
+def with_known_limit(sample: Sample, facts: ClusterFacts | None) -> Sample:
+    """A health sample as exported: its memory limit is the one the session knows (``base.facts``:
+    ``--memory-limit``, else the lab's cap, else the one Prometheus shows), not only what Prometheus
+    showed the probe."""
+    if facts is None or not isinstance(sample, HealthSample):
+        return sample
+    return dataclasses.replace(sample, memory_limit_bytes=facts.memory_limit_bytes)
+
+
 def findings_series(findings: list[Finding], head: dict[str, str],
                     family_of: Callable[..., GaugeMetricFamily | CounterMetricFamily | None]) -> None:
-    """One cluster's open findings per severity, and one series per open finding."""
-    by_severity = family_of(metric_name("findings"), "Open crdscope findings by severity", (*head, "severity"))
-    for severity in Severity:
-        if by_severity is not None:
-            by_severity.add_metric([*head.values(), severity.value],
-                                   float(sum(1 for f in findings if f.severity is severity)))
+    """One cluster's open findings per severity (those that page, and those accepted), and one series
+    per open finding."""
+    for name, help_text, counted in (
+            ("findings", "Open crdscope findings that page, by severity", [f for f in findings if f.pages]),
+            ("findings_accepted", "Open crdscope findings accepted ([[silence]]), by severity",
+             [f for f in findings if not f.pages])):
+        by_severity = family_of(metric_name(name), help_text, (*head, "severity"))
+        for severity in Severity:
+            if by_severity is not None:
+                by_severity.add_metric([*head.values(), severity.value],
+                                       float(sum(1 for f in counted if f.severity is severity)))
     each = family_of(metric_name("finding_open"), "1 for each open crdscope finding",
-                     (*head, "finding", "kind", "severity"))
+                     (*head, "finding", "kind", "severity", "accepted"))
     for finding in findings:
         if each is not None:
-            each.add_metric([*head.values(), finding.id, finding.kind, finding.severity.value], 1.0)
+            each.add_metric([*head.values(), finding.id, finding.kind, finding.severity.value,
+                             "false" if finding.pages else "true"], 1.0)
+
+
+def acceptances_series(acceptances: list[Silence], head: dict[str, str],
+                       family_of: Callable[..., GaugeMetricFamily | CounterMetricFamily | None]) -> None:
+    """One series per acceptance in force: when it lapses (the latest, when several accept the same)."""
+    until: dict[str, Silence] = {}
+    for silence in acceptances:
+        if silence.finding not in until or until[silence.finding].until < silence.until:
+            until[silence.finding] = silence
+    family = family_of(metric_name("finding_accepted_until_seconds"),
+                       "Unix time an acceptance of a finding ([[silence]]) lapses, while it holds",
+                       (*head, "finding", "kind"))
+    for finding, silence in sorted(until.items()):
+        if family is not None:
+            family.add_metric([*head.values(), finding, silence.kind], silence.until)
 
 
 def parse_listen(text: str, *, flag: str = "--serve-metrics", default_host: str = "0.0.0.0",

@@ -6,8 +6,9 @@ typo in a CI pipeline fails at once instead of silently never firing.  Field
 names are the ``--json`` keys of ``crdscope probe <name>``; a nested figure is
 reached with more dots (``latency.p99_by_verb.GET``), and a collection compares
 by its size (``health.failing_checks>0``).  ``findings.critical`` (``warning``, ``info``,
-``any``) counts open findings.  ``... for 2m`` requires the condition to hold that long
-(every sample of the probe in between crossing it), so one noisy sample does not fail a job.
+``any``) counts open findings that page (an accepted one, ``[[silence]]``, is not counted
+until it lapses).  ``... for 2m`` requires the condition to hold that long (every sample
+of the probe in between crossing it), so one noisy sample does not fail a job.
 
 While the server does not answer, a probe's samples fail and their figures are unknown, so a
 threshold on them cannot cross; the fields a sample declares valid on error

@@ -17,6 +17,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from crdscope.base.facts import LimitRecord
 from crdscope.base.samples.discovery import DiscoverySample
 from crdscope.base.samples.health import HealthSample
 from crdscope.base.samples.latency import LatencySample
@@ -156,6 +157,9 @@ def summarise(path: str | Path, *, kubectl: KubectlClient | None | bool = True) 
     for item in reader:
         if isinstance(item, Event):
             summary.recorded_events.append(item)
+            continue
+        if isinstance(item, LimitRecord):  # the memory limit given from then on
+            core.facts.give_limit(item.limit)
             continue
         probe = type(item).probe
         summary.samples[probe] = summary.samples.get(probe, 0) + 1

@@ -89,6 +89,24 @@ def _y_scale(ys: Sequence[float], from_zero: bool) -> tuple[list[float], float, 
     return y_ticks, y_low, y_high
 
 
+@dataclasses.dataclass(frozen=True)
+class _Frame:
+    """The plot area and the data ranges it shows: where a value lands on the chart."""
+
+    x_min: float
+    x_max: float
+    y_low: float
+    y_high: float
+    plot_w: float = WIDTH - MARGIN_LEFT - MARGIN_RIGHT
+    plot_h: float = HEIGHT - MARGIN_TOP - MARGIN_BOTTOM
+
+    def sx(self, x: float) -> float:
+        return MARGIN_LEFT + (x - self.x_min) / (self.x_max - self.x_min) * self.plot_w
+
+    def sy(self, y: float) -> float:
+        return MARGIN_TOP + self.plot_h - (y - self.y_low) / (self.y_high - self.y_low) * self.plot_h
+
+
 def chart(title: str, series: Sequence[Series], *, x_label: str = "", y_label: str = "",
           time_axis: bool = False, bands: Sequence[tuple[float, float]] = (),
           markers: Sequence[tuple[float, str]] = (), lines: Sequence[tuple[str, float, float]] = (),
@@ -104,65 +122,82 @@ def chart(title: str, series: Sequence[Series], *, x_label: str = "", y_label: s
     for _, slope, intercept in lines:
         ys += [slope * x_min + intercept, slope * x_max + intercept]
     y_ticks, y_low, y_high = _y_scale(ys, y_from_zero)
-    plot_w = WIDTH - MARGIN_LEFT - MARGIN_RIGHT
-    plot_h = HEIGHT - MARGIN_TOP - MARGIN_BOTTOM
-
-    def sx(x: float) -> float:
-        return MARGIN_LEFT + (x - x_min) / (x_max - x_min) * plot_w
-
-    def sy(y: float) -> float:
-        return MARGIN_TOP + plot_h - (y - y_low) / (y_high - y_low) * plot_h
-
+    frame = _Frame(x_min, x_max, y_low, y_high)
     x_text: Callable[[float], str] = clock_label if time_axis else _format_number
     parts = [f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" xmlns="http://www.w3.org/2000/svg">',
              f"<title>{escape(title)}</title>",
              f'<text x="{MARGIN_LEFT}" y="18" class="title">{escape(title)}</text>']
+    parts += _bands(frame, bands, x_text)
+    parts += _axes(frame, y_ticks, time_axis, x_text)
+    parts += _axis_labels(x_label, y_label, frame.plot_w, frame.plot_h)
+    drawn, legend = _drawn_series(frame, series, lines)
+    parts += drawn
+    parts += _legend(legend)
+    if all(p[1] == 0 for p in points) and not lines:
+        # A line along the axis is easy to miss: say it in words.
+        parts.append(f'<text class="flat" x="{MARGIN_LEFT + frame.plot_w / 2:.1f}" '
+                     f'y="{MARGIN_TOP + frame.plot_h / 2:.1f}" text-anchor="middle">0 throughout ({len(points)} '
+                     "samples)</text>")
+    for x, label in markers:
+        parts.append(f'<line class="marker" x1="{frame.sx(x):.1f}" x2="{frame.sx(x):.1f}" y1="{MARGIN_TOP}" '
+                     f'y2="{MARGIN_TOP + frame.plot_h}"><title>{escape(label)} {x_text(x)}</title></line>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def _bands(frame: _Frame, bands: Sequence[tuple[float, float]], x_text: Callable[[float], str]) -> list[str]:
+    """Shaded outage windows, clipped to the x range."""
+    parts = []
     for start, end in bands:
-        x0, x1 = sx(max(start, x_min)), sx(min(end, x_max))
+        x0, x1 = frame.sx(max(start, frame.x_min)), frame.sx(min(end, frame.x_max))
         parts.append(f'<rect class="band" x="{x0:.1f}" y="{MARGIN_TOP}" width="{max(1.0, x1 - x0):.1f}" '
-                     f'height="{plot_h}"><title>outage {x_text(start)} - {x_text(end)}</title></rect>')
+                     f'height="{frame.plot_h}"><title>outage {x_text(start)} - {x_text(end)}</title></rect>')
+    return parts
+
+
+def _axes(frame: _Frame, y_ticks: Sequence[float], time_axis: bool, x_text: Callable[[float], str]) -> list[str]:
+    """Grid lines with their y tick labels, the x tick labels, and the two axes."""
+    parts = []
     for tick in y_ticks:
-        y = sy(tick)
+        y = frame.sy(tick)
         parts.append(f'<line class="grid" x1="{MARGIN_LEFT}" x2="{WIDTH - MARGIN_RIGHT}" y1="{y:.1f}" y2="{y:.1f}"/>')
         parts.append(f'<text class="tick" x="{MARGIN_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">'
                      f"{_format_number(tick)}</text>")
-    for tick in nice_ticks(x_min, x_max, 6 if not time_axis else 4) if not time_axis else _time_ticks(x_min, x_max):
-        if x_min <= tick <= x_max:
-            x = sx(tick)
+    x_ticks = _time_ticks(frame.x_min, frame.x_max) if time_axis else nice_ticks(frame.x_min, frame.x_max, 6)
+    for tick in x_ticks:
+        if frame.x_min <= tick <= frame.x_max:
+            x = frame.sx(tick)
             # A label centred on the plot's right edge would run off the chart: align it inside.
             anchor = "end" if x > WIDTH - MARGIN_RIGHT - EDGE_LABEL_PX else "middle"
             parts.append(f'<text class="tick" x="{x:.1f}" y="{HEIGHT - MARGIN_BOTTOM + 16}" '
                          f'text-anchor="{anchor}">{x_text(tick)}</text>')
-    parts.append(f'<line class="axis" x1="{MARGIN_LEFT}" x2="{WIDTH - MARGIN_RIGHT}" '
-                 f'y1="{MARGIN_TOP + plot_h}" y2="{MARGIN_TOP + plot_h}"/>')
-    parts.append(f'<line class="axis" x1="{MARGIN_LEFT}" x2="{MARGIN_LEFT}" y1="{MARGIN_TOP}" '
-                 f'y2="{MARGIN_TOP + plot_h}"/>')
-    parts += _axis_labels(x_label, y_label, plot_w, plot_h)
+    bottom = MARGIN_TOP + frame.plot_h
+    parts.append(f'<line class="axis" x1="{MARGIN_LEFT}" x2="{WIDTH - MARGIN_RIGHT}" y1="{bottom}" y2="{bottom}"/>')
+    parts.append(f'<line class="axis" x1="{MARGIN_LEFT}" x2="{MARGIN_LEFT}" y1="{MARGIN_TOP}" y2="{bottom}"/>')
+    return parts
+
+
+def _drawn_series(frame: _Frame, series: Sequence[Series],
+                  lines: Sequence[tuple[str, float, float]]) -> tuple[list[str], list[tuple[str, str]]]:
+    """Each series as dots or a polyline, then the fitted lines; and their legend entries."""
+    parts: list[str] = []
     legend: list[tuple[str, str]] = []
     for index, item in enumerate(series):
         css = f"series-{index % 6}"
-        drawn = [(sx(x), sy(y)) for x, y in item.points if math.isfinite(x) and math.isfinite(y)]
+        drawn = [(frame.sx(x), frame.sy(y)) for x, y in item.points if math.isfinite(x) and math.isfinite(y)]
         if item.style == "scatter":
             parts += [f'<circle class="{css} dot" cx="{x:.1f}" cy="{y:.1f}" r="2.5"/>' for x, y in drawn]
         elif drawn:
             path = " ".join(f"{x:.1f},{y:.1f}" for x, y in drawn)
             parts.append(f'<polyline class="{css} line" points="{path}"/>')
         legend.append((f"{css}-text", item.label))
+    x_min, x_max = frame.x_min, frame.x_max
     for label, slope, intercept in lines:
-        parts.append(f'<line class="fit" x1="{sx(x_min):.1f}" y1="{sy(slope * x_min + intercept):.1f}" '
-                     f'x2="{sx(x_max):.1f}" y2="{sy(slope * x_max + intercept):.1f}"><title>{escape(label)}'
-                     f"</title></line>")
+        parts.append(f'<line class="fit" x1="{frame.sx(x_min):.1f}" y1="{frame.sy(slope * x_min + intercept):.1f}" '
+                     f'x2="{frame.sx(x_max):.1f}" y2="{frame.sy(slope * x_max + intercept):.1f}"><title>'
+                     f"{escape(label)}</title></line>")
         legend.append(("fit-text", label))
-    parts += _legend(legend)
-    if all(p[1] == 0 for p in points) and not lines:
-        # A line along the axis is easy to miss: say it in words.
-        parts.append(f'<text class="flat" x="{MARGIN_LEFT + plot_w / 2:.1f}" y="{MARGIN_TOP + plot_h / 2:.1f}" '
-                     f'text-anchor="middle">0 throughout ({len(points)} samples)</text>')
-    for x, label in markers:
-        parts.append(f'<line class="marker" x1="{sx(x):.1f}" x2="{sx(x):.1f}" y1="{MARGIN_TOP}" '
-                     f'y2="{MARGIN_TOP + plot_h}"><title>{escape(label)} {x_text(x)}</title></line>')
-    parts.append("</svg>")
-    return "\n".join(parts)
+    return parts, legend
 
 
 def _axis_labels(x_label: str, y_label: str, plot_w: float, plot_h: float) -> list[str]:

@@ -38,6 +38,7 @@ from crdscope.base.errors import ConfigError
 from crdscope.base.samples import Sample
 from crdscope.base.samples.footprint import ViewerLoad
 from crdscope.base.settings import Cadences, Thresholds
+from crdscope.base.silences import Silence
 from crdscope.base.version import __version__
 
 from .core import Taken, WatchCore
@@ -85,10 +86,12 @@ class StreamSettings:
     thresholds: Thresholds = dataclasses.field(default_factory=Thresholds)
     cadences: Cadences = dataclasses.field(default_factory=Cadences)
     allow_control: bool = False
+    #: The collector's accepted findings (``[[silence]]``): a viewer shows them accepted as it does.
+    silences: tuple[Silence, ...] = ()
 
     def to_json(self) -> JSONObject:
         return {"thresholds": dataclasses.asdict(self.thresholds), "cadences": dataclasses.asdict(self.cadences),
-                "allow_control": self.allow_control}
+                "allow_control": self.allow_control, "silences": [s.to_json() for s in self.silences]}
 
     @classmethod
     def from_json(cls, data: JSONObject) -> StreamSettings:
@@ -96,7 +99,13 @@ class StreamSettings:
         or mistyped one keeps its default."""
         return cls(thresholds=_known_fields(Thresholds, data.get("thresholds")),
                    cadences=_known_fields(Cadences, data.get("cadences")),
-                   allow_control=data.get("allow_control") is True)
+                   allow_control=data.get("allow_control") is True, silences=_silences(data.get("silences")))
+
+
+def _silences(data: object) -> tuple[Silence, ...]:
+    """The collector's acceptances; one that does not read is left out (it pages, the safe side)."""
+    found = [Silence.from_json(item) for item in data] if isinstance(data, list) else []
+    return tuple(s for s in found if s is not None)
 
 
 def _known_fields(kind: type[SettingsT], data: object) -> SettingsT:
@@ -105,7 +114,8 @@ def _known_fields(kind: type[SettingsT], data: object) -> SettingsT:
     values: JSONObject = {}
     for field in dataclasses.fields(kind):
         value = data.get(field.name)
-        default = field.default
+        # A key unset by default (a probe's cadence: the probe declares it) takes a number.
+        default = 0.0 if field.default is None else field.default
         if value is None or default is dataclasses.MISSING or isinstance(value, bool) != isinstance(default, bool):
             continue
         if isinstance(default, float) and isinstance(value, (int, float)):
@@ -170,8 +180,10 @@ class ViewChannel:
     def header(self, history: int) -> bytes:
         record = header_record(self.info, self.hub.session_id, 1, self.hub.started)
         kubectl = self.core.kubectl
+        given = self.core.facts.given_limit  # viewers observe Prometheus' limit in the health samples
         record["stream"] = {"protocol": PROTOCOL, "version": PROTOCOL_VERSION, "collector": __version__,
-                            "cluster": self.name, "memory_limit": self.core.memory_limit, "history": history,
+                            "cluster": self.name, "memory_limit": given.bytes if given else None,
+                            "memory_limit_origin": given.origin.name if given else None, "history": history,
                             # the collector's kubectl judges discovery (its cache TTL): so do its viewers
                             "kubectl": dataclasses.asdict(kubectl) if kubectl is not None else None,
                             **self.settings.to_json()}

@@ -122,3 +122,15 @@ def kubectl_bin() -> str:
     if not path:
         pytest.fail("kubectl is required as the reference client")
     return path
+
+
+@pytest.fixture
+def webhook_server():
+    """A real TLS webhook on loopback (``tests/webhook_server.py``): a CRD's conversion webhook and an
+    admission webhook the lab reaches by URL, healthy at first; ``slow()`` and ``stop()`` fault it,
+    ``start()`` brings it back on the same port.  Closed after the test."""
+    from tests.webhook_server import WebhookServer
+
+    server = WebhookServer().start()
+    yield server
+    server.close()

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from .format import escape
 from textual.widgets import Static
 
-from crdscope.findings.model import Finding, Severity, format_duration
+from crdscope.findings.model import Finding, Severity, format_duration, paging
 from crdscope.connection.crdwatch import MANAGED_BY_VALUE
 from crdscope.base.samples import SAMPLE_TYPES
 from crdscope.base.samples.discovery import DiscoverySample
@@ -81,7 +81,7 @@ class ClusterHeader(Static):
         self.redraw()
 
     def redraw(self) -> None:
-        findings = self.cluster.current_findings()
+        findings = paging(self.cluster.current_findings())  # an accepted finding does not page
         self.set_class(bool(findings) and findings[0].severity is Severity.CRITICAL, "critical")
         self.update(self.markup())
 
@@ -130,7 +130,9 @@ def own_load(sample: FootprintSample | None) -> str:
 
 
 def findings_status(findings: list[Finding], now: float) -> str:
-    """``CRITICAL 12.0 s: API server not answering · `` before the chips, or nothing when all is well."""
+    """``CRITICAL 12.0 s: API server not answering · `` before the chips, or nothing when all is well
+    (accepted findings, ``[[silence]]``, do not page: the strip lists them)."""
+    findings = paging(findings)
     if not findings:
         return ""
     worst = findings[0]

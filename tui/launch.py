@@ -95,8 +95,10 @@ def build_app(kubeconfig: str | None = None, context: str | None = None, *, reco
 
 def _settings(settings: Settings | None, openapi_v2: bool, prometheus_url: str | None) -> Settings:
     from crdscope.base.settings import load_settings, with_openapi_v2
+    from crdscope.findings.engine import check_silences
 
     chosen: Settings = with_openapi_v2(settings or load_settings(), openapi_v2)
+    check_silences(chosen.silences)  # a bad [[silence]] entry: one line, exit 2, before any screen
     if prometheus_url:
         chosen = dataclasses.replace(chosen, prometheus_url=prometheus_url)
     return chosen

@@ -44,6 +44,23 @@ def test_doctor_rejects_a_bad_duration_in_one_line():
     assert "not a duration" in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize(("critical_fraction", "severity", "code"), [(0.999, "warning", 1), (0.002, "critical", 2)])
+def test_doctor_exits_1_on_a_warning_and_2_on_a_critical_finding(lab, tmp_path, critical_fraction, severity, code):
+    """The README's exit codes by the worst finding, on the idle lab: its memory judged against an 8 GiB limit
+    with the headroom thresholds of a config.toml, so that the same RSS is a warning or a critical finding."""
+    settings = tmp_path / "config" / "crdscope" / "config.toml"
+    settings.parent.mkdir(parents=True)
+    settings.write_text("[thresholds]\nmemory_limit_fraction_warn = 0.001\n"
+                        f"memory_limit_fraction_critical = {critical_fraction}\n")
+    done = crdscope("doctor", "--duration", "10s", "--json", "--memory-limit", "8Gi", "--kubeconfig", lab.kubeconfig,
+                    "--context", lab.admin_context, env={"XDG_CONFIG_HOME": str(tmp_path / "config")}, timeout=180)
+    found = headroom(done)
+    # An idle API server holds between 8 MiB and 8 GiB: a fraction above 0.001, and below 0.999.
+    assert found["severity"] == severity, found
+    worst = max(RANK[f["severity"]] for f in json.loads(done.stdout)["findings"])
+    assert done.returncode == json.loads(done.stdout)["exit_code"] == worst == code, (done.returncode, done.stderr)
+
+
 #: Whole API groups of the AWS provider: about 190 CRDs, and with the built-in ones more group-versions
 #: than a small cluster has (findings.kubectl_discovery.SMALL_CLUSTER_GROUP_VERSIONS).
 AWS_GROUPS = 36

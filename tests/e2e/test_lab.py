@@ -63,7 +63,7 @@ async def test_unreachable_server_is_one_line(lab, tmp_path: Path):
     path = tmp_path / "kubeconfig"
     path.write_text(config_text)
     done = crdscope("probe", "version", "--kubeconfig", str(path))
-    assert done.returncode != 0
+    assert done.returncode == 3  # README: the cluster could not be reached
     assert "connection refused" in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
 
@@ -81,7 +81,7 @@ def test_wrong_ca_is_a_tls_error(lab, tmp_path: Path):
     path = tmp_path / "kubeconfig"
     path.write_text(yaml.safe_dump(document))
     done = crdscope("probe", "version", "--kubeconfig", str(path))
-    assert done.returncode != 0
+    assert done.returncode == 2  # README: bad configuration (the kubeconfig's CA does not verify the server)
     assert "TLS verification failed" in done.stderr and "Traceback" not in done.stderr
 
 
@@ -134,7 +134,7 @@ def test_missing_binaries_and_go_is_a_clear_error(tmp_path: Path):
            "CRDSCOPE_LAB_HOME": str(tmp_path / "home")}
     done = subprocess.run([sys.executable, "-m", "crdscope.cli.main", "lab", "up"], capture_output=True, text=True,
                           env={**os.environ, **env}, timeout=60)
-    assert done.returncode != 0
+    assert done.returncode == 1  # README: a lab that could not be built or started
     line = done.stderr.strip()
     assert len(line.splitlines()) == 1
     for way in ("install Go", "KUBEBUILDER_ASSETS", "--apiserver-bin", "PATH"):

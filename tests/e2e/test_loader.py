@@ -111,6 +111,33 @@ def test_load_a_provider_slice_then_clean_removes_exactly_those(lab, tmp_path: P
     assert "gadgets.bystander.crdscope.test" in lab.kubectl("get", "crd", "-o", "name").stdout
 
 
+def test_a_clean_that_left_crds_exits_1(lab, tmp_path: Path, cleanup):
+    """A CRD that loses crdscope's label between the listing and the answer is not deleted: the clean
+    says so and exits 1 (README: "a `clean` that left CRDs")."""
+    done = crdscope(lab, "load", "synthetic:2", "--seed", "45", "--json")
+    assert done.returncode == 0, done.stderr
+    names = sorted(managed(lab))
+    assert len(names) == 2, names
+    kept = names[0]
+    cleanup.append(kept)
+    question = tmp_path / "clean.err"
+    with question.open("w") as err:
+        clean = subprocess.Popen([*CRDSCOPE, "clean", "--kubeconfig", lab.kubeconfig], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=err, text=True)
+    try:
+        wait_for(lambda: "Delete 2 crdscope CRDs" in question.read_text(), timeout=120, message="the question")
+        lab.kubectl("label", "crd", kept, f"{LABEL.split('=')[0]}-")  # the user takes it over meanwhile
+        stdout, _ = clean.communicate("y\n", timeout=300)
+    finally:
+        if clean.poll() is None:
+            clean.kill()
+            clean.wait()
+    assert clean.returncode == 1, stdout + question.read_text()
+    assert f"not deleted {kept}: lost crdscope's label" in stdout and "deleted 1 CRDs" in stdout, stdout
+    assert managed(lab) == {}
+    assert lab.kubectl("get", "crd", kept, "-o", "name").stdout.strip() == f"customresourcedefinition.apiextensions.k8s.io/{kept}"
+
+
 def test_clean_of_one_run_leaves_the_other_runs(lab, tmp_path: Path, cleanup):
     first = crdscope(lab, "load", str(write_tiny_crds(tmp_path / "a", 6, prefix="runa")), "--json")
     second = crdscope(lab, "load", str(write_tiny_crds(tmp_path / "b", 4, prefix="runb")), "--json")
@@ -202,6 +229,8 @@ def test_the_restricted_user_cannot_load_and_nothing_changes(lab):
     before = lab.kubectl("get", "crd", "-o", "name").stdout
     done = crdscope(lab, "load", "synthetic:5", "--seed", "41", context=lab.restricted_context)
     assert done.returncode == 3
+    # Refused before the run began: its one-line error after where it would have written, no summary.
+    assert done.stdout == "" and len(done.stderr.strip().splitlines()) == 2, done.stdout + done.stderr
     assert "may not create, patch customresourcedefinitions.apiextensions.k8s.io" in done.stderr
     assert "Traceback" not in done.stderr
     assert lab.kubectl("get", "crd", "-o", "name").stdout == before

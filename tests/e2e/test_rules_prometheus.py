@@ -96,7 +96,8 @@ def test_the_live_exporter_passes_promtool_check_metrics(lab):
 class Prometheus:
     """Debian's Prometheus on loopback, scraping crdscope's exporter and the lab, with crdscope's rules."""
 
-    def __init__(self, lab, directory: Path, exporter_port: int, more_exporters: list[int] = ()) -> None:
+    def __init__(self, lab, directory: Path, exporter_port: int, more_exporters: list[int] = (), *,
+                 apiserver_keep: str = "apiserver_flowcontrol_rejected_requests_total") -> None:
         pki = Path(lab.state.run_dir) / "pki"
         rules = subprocess.run([*CRDSCOPE, "rules"], capture_output=True, text=True, timeout=60, check=True).stdout
         (directory / "rules.yml").write_text(rules)
@@ -112,7 +113,7 @@ class Prometheus:
                                 "key_file": str(pki / "admin.key")},
                  "static_configs": [{"targets": [lab.server.removeprefix("https://")]}],
                  "metric_relabel_configs": [{"source_labels": ["__name__"], "action": "keep",
-                                             "regex": "apiserver_flowcontrol_rejected_requests_total"}]},
+                                             "regex": apiserver_keep}]},
             ]}
         (directory / "prometheus.yml").write_text(json.dumps(config))
         self.port = free_port()

@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -194,15 +195,104 @@ def test_ctrl_c_ends_the_watch_cleanly(lab, tmp_path):
     assert recording.ended and recording.damage is None and recording.samples
 
 
-def test_headless_watch_against_a_missing_server_says_so(tmp_path, lab):
-    """An unreachable cluster is a probe-down line, not a traceback, and the watch still ends on time."""
+def with_refused_context(lab, path: Path, name: str = "refused") -> Path:
+    """The lab's kubeconfig plus a context ``name`` whose server is a loopback port nobody listens on."""
+    from crdscope.lab.controlplane import free_port
+
     kubeconfig = yaml.safe_load(Path(lab.kubeconfig).read_text())
-    kubeconfig["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:9"  # nothing listens there
-    path = tmp_path / "kubeconfig"
+    admin = next(c["context"] for c in kubeconfig["contexts"] if c["name"] == lab.admin_context)
+    cluster = dict(next(c["cluster"] for c in kubeconfig["clusters"] if c["name"] == admin["cluster"]))
+    cluster["server"] = f"https://127.0.0.1:{free_port()}"
+    kubeconfig["clusters"].append({"name": name, "cluster": cluster})
+    kubeconfig["contexts"].append({"name": name, "context": {**admin, "cluster": name}})
     path.write_text(yaml.safe_dump(kubeconfig))
     os.chmod(path, 0o600)
+    return path
+
+
+def test_a_headless_watch_whose_cluster_never_answered_exits_3_in_one_line(tmp_path, lab):
+    """As doctor does: a pipeline pointed at a wrong address fails, after 10 s of retries, saying why."""
+    path = with_refused_context(lab, tmp_path / "kubeconfig")
+    started = time.monotonic()
+    done = crdscope("watch", "--headless", "--kubeconfig", str(path), "--context", "refused", "--duration", "4s")
+    took = time.monotonic() - started
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stdout == "", done.stdout  # nothing was watched: no line of a watch
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert re.fullmatch(r"crdscope: the API server at https://127\.0\.0\.1:\d+ did not answer in 10\.0 s "
+                        r"\(connection refused\): it is down, stopped or not at that address; nothing was watched "
+                        r"\(--wait-for-cluster DURATION waits longer\)", lines[0]), lines[0]
+    assert 10 <= took < 30, f"exited after {took:.1f} s: the retries at start last 10 s"
+
+
+def test_a_fleet_watch_with_one_context_answering_runs(tmp_path, lab):
+    """A fleet exits 3 only when no context ever answered: the refused one is watched (a probe-down line)."""
+    path = with_refused_context(lab, tmp_path / "kubeconfig")
     done = crdscope("watch", "--headless", "--kubeconfig", str(path), "--context", lab.admin_context,
-                    "--duration", "4s")
-    assert done.returncode == 0, done.stderr
-    assert "probe down: cannot reach https://127.0.0.1:9" in done.stdout
-    assert "Traceback" not in done.stdout + done.stderr
+                    "--context", "refused", "--wait-for-cluster", "3s", "--duration", "6s")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert any(line.startswith(f"{lab.admin_context}: watching {lab.server}") for line in lines), done.stdout
+    assert any(line.startswith("refused: not answering after 3.0 s (connection refused): watched anyway")
+               for line in lines), done.stdout
+    assert any(line.startswith("refused: ") and "probe down: cannot reach" in line for line in lines), done.stdout
+    assert any(line.startswith(f"{lab.admin_context}: watch completed after") for line in lines), done.stdout
+    assert "Traceback" not in done.stderr
+
+
+def read_text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+def test_a_lost_cluster_is_a_finding_and_a_late_one_is_waited_for(fresh_lab, tmp_path):
+    """One outage of the lab's API server, seen by two watches (one lab for both: a lab costs a start):
+
+    - the first answered before the server was killed: it says the probes are down and goes on, and
+      sees the server back;
+    - the second starts while the server is down, with ``--wait-for-cluster``: it says it waits, and
+      watches once the server is started again (it would have exited 3 after 10 s without the flag).
+    """
+    from crdscope.session.replay import read_recording
+
+    first_out, first_record = tmp_path / "first.out", tmp_path / "first.jsonl"
+    second_out = tmp_path / "second.out"
+    argv = [*CRDSCOPE, "watch", "--headless", "--kubeconfig", fresh_lab.kubeconfig, "--context",
+            fresh_lab.admin_context]
+    with first_out.open("w") as out:
+        first = subprocess.Popen([*argv, "--duration", "5m", "--record", str(first_record)], stdout=out,
+                                 stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    second = None
+    try:
+        wait_for(lambda: "watching " in read_text(first_out), timeout=60, message="the first watch watching")
+        fresh_lab.lab.kill("apiserver")
+        wait_for(lambda: "probe down: cannot reach" in read_text(first_out), timeout=60,
+                 message="the first watch saying its probes are down")
+        with second_out.open("w") as out:
+            second = subprocess.Popen([*argv, "--wait-for-cluster", "3m", "--duration", "5s"], stdout=out,
+                                      stderr=subprocess.PIPE, text=True, cwd=ROOT)
+        wait_for(lambda: "waiting up to 3m00s for the API server" in read_text(second_out), timeout=60,
+                 message="the second watch waiting for the API server")
+        assert second.poll() is None and first.poll() is None, read_text(first_out) + read_text(second_out)
+        restarted = time.time()
+        fresh_lab.lab.start("apiserver")
+        _, second_err = second.communicate(timeout=120)
+        assert second.returncode == 0, read_text(second_out) + second_err
+        assert "watch completed after" in read_text(second_out) and "Traceback" not in second_err
+
+        def healthy_again() -> bool:
+            recording = read_recording(first_record) if first_record.exists() else None
+            return recording is not None and any(s.probe == "health" and not s.error and s.timestamp > restarted
+                                                 for s in recording.samples)
+
+        wait_for(healthy_again, timeout=120, message="the first watch seeing the server back")
+        assert first.poll() is None, read_text(first_out)  # the outage did not end it
+        first.send_signal(signal.SIGINT)
+        _, first_err = first.communicate(timeout=60)
+    finally:
+        for process in (first, second):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait()
+    assert first.returncode == 130, read_text(first_out) + first_err  # ended by us, not by the outage
+    assert "watch interrupted after" in read_text(first_out) and "Traceback" not in first_err

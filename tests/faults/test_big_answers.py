@@ -32,6 +32,7 @@ from crdscope.probes.discovery import DiscoveryProbe
 from crdscope.probes.health import HEALTH_FAMILIES
 from crdscope.connection.metrics import MetricsSource
 from crdscope.probes.scheduler import Scheduler
+from crdscope.probes.probe import Pacing, ProbeBase
 from crdscope.probes.version import probe_version
 from crdscope.base.samples.version import VersionSample
 from tests.conftest import ROOT
@@ -119,11 +120,11 @@ async def test_a_server_sending_a_byte_a_second_is_cut_off(tmp_path):
         stop_process(process, grace=10)
 
 
-class TrickledVersion:
+class TrickledVersion(ProbeBase):
     """The version probe with a short deadline (the default is minutes)."""
 
     name = "version"
-    cadence = 30.0
+    pacing = Pacing(busy=30.0)
 
     def __init__(self, cluster: Cluster, deadline: float) -> None:
         self.cluster = cluster

@@ -47,3 +47,22 @@ def test_each_replica_has_its_readyz_and_outages():
     r2 = lines[lines.index(next(line for line in lines if "r2" in line)) + 1]
     assert "ready [$probe-fail]✗[/]" in r1 and "outages [b]2[/b]" in r1 and "2m00s ago, OOM-killed" in r1
     assert "ready [$probe-ok]✓[/]" in r2 and "outages [b]0[/b]" in r2
+
+
+def test_the_webhooks_line_names_what_a_failing_conversion_webhook_leaves_unreadable():
+    from crdscope.base.samples.webhooks import AdmissionWebhook, ConversionWebhook, WebhooksSample
+    from crdscope.tui.panels.health import webhooks_line
+
+    url = "https://127.0.0.1:9443/convert"
+    assert webhooks_line(None) == "" and webhooks_line(WebhooksSample(timestamp=NOW)) == ""  # no line
+    calm = WebhooksSample(timestamp=NOW, conversion_crds=2,
+                          conversion_webhooks=(ConversionWebhook(url, crds=2, p99_seconds=0.004),),
+                          admission_webhooks=(AdmissionWebhook("v.example.io", p99_seconds=1.5),))
+    line = webhooks_line(calm)
+    assert "conversion [b]1[/b] p99 4ms (2 CRDs)" in line, line
+    assert "[$probe-warn]admission [b]1[/b] p99 1.50s[/]" in line  # over the findings' slow limit
+    failing = WebhooksSample(timestamp=NOW, conversion_webhooks=(ConversionWebhook(url, crds=5, failing=True),),
+                             affected_crds=tuple(f"k{i}.aws.test" for i in range(5)), affected_crd_count=5)
+    line = webhooks_line(failing)
+    assert line.startswith("[$probe-fail]conversion webhook failing: [b]https://127.0.0.1:9443/convert[/b]")
+    assert "5 CRDs unreadable in other versions (k0.aws.test, k1.aws.test, k2.aws.test…)" in line

@@ -37,6 +37,18 @@ def test_an_event_decodes_to_the_record_the_full_json_gives():
     assert record_from(event["object"], now=now) == record_from(OBJECT, now=now)
 
 
+def test_a_conversion_webhook_is_kept_without_its_ca_bundle():
+    converted = {**OBJECT, "spec": {**OBJECT["spec"], "conversion": {"strategy": "Webhook", "webhook": {
+        "conversionReviewVersions": ["v1"],
+        "clientConfig": {"caBundle": "LS0t" * 400, "service": {"namespace": "crossplane-system",
+                                                             "name": "provider-aws", "path": "/convert"}}}}}}
+    event = decode_event(json.dumps({"type": "ADDED", "object": converted}).encode())
+    assert "caBundle" not in json.dumps(event) and "caBundle" not in json.dumps(slim(converted))
+    record = record_from(event["object"], now=1.0)
+    assert record == record_from(converted, now=1.0)
+    assert record.conversion_webhook == "service crossplane-system/provider-aws:443/convert"
+
+
 def test_error_and_bookmark_events_keep_what_the_watch_reads():
     error = decode_event(b'{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},'
                          b'"status":"Failure","message":"too old","reason":"Expired","code":410}}')

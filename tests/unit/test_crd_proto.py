@@ -49,7 +49,7 @@ def map_entry(key: str, value: str) -> bytes:
 
 
 def crd_message(name: str, uid: str, rv: str, *, established: bool = True, created: int = 1767323045,
-                annotations: dict[str, str] | None = None, deleting: bool = False) -> bytes:
+                annotations: dict[str, str] | None = None, deleting: bool = False, conversion: bytes = b"") -> bytes:
     metadata = field(1, name) + field(5, uid) + field(6, rv) + field(7, 1) + field(8, timestamp(created))
     if deleting:
         metadata += field(9, timestamp(created + 60))
@@ -65,6 +65,8 @@ def crd_message(name: str, uid: str, rv: str, *, established: bool = True, creat
                         + field(5, b"") + field(7, False)))
     names = field(1, name.split(".")[0]) + field(2, "thing") + field(3, "th") + field(4, "Thing") + field(5, "ThingList")
     spec = field(1, name.split(".", 1)[1]) + field(3, names) + field(4, "Cluster") + versions + field(10, False)
+    if conversion:
+        spec += field(9, conversion)
     conditions = field(1, field(1, "NamesAccepted") + field(2, "True") + field(3, timestamp(created + 1))
                        + field(4, "NoConflicts") + field(5, "no conflicts found"))
     if established:
@@ -134,6 +136,44 @@ def test_go_zero_time_decodes_as_absent_like_json_null():
         "things.aws.test", "u", "1", created=-62135596800))))["items"][0]
     assert "creationTimestamp" not in item["metadata"]
     assert record_from(item, now=42.0).created == 42.0
+
+
+SERVICE = {"namespace": "crossplane-system", "name": "provider-aws-ec2", "path": "/convert", "port": 9443}
+
+
+@pytest.mark.parametrize("client_config, endpoint", [
+    ({"service": SERVICE}, "service crossplane-system/provider-aws-ec2:9443/convert"),
+    ({"service": {"namespace": "ns", "name": "hooks"}}, "service ns/hooks:443"),  # the API's defaults
+    ({"url": "https://127.0.0.1:9443/convert"}, "https://127.0.0.1:9443/convert"),
+])
+def test_a_conversion_webhook_decodes_as_its_json_does(client_config, endpoint):
+    """``spec.conversion`` (field 9): its strategy and where its webhook is; the CA bundle is skipped."""
+    service = client_config.get("service")
+    wire_config = field(2, b"\x00" * 600)  # caBundle
+    if service is not None:
+        wire_service = field(1, service["namespace"]) + field(2, service["name"])
+        if "path" in service:
+            wire_service += field(3, service["path"]) + field(4, service["port"])
+        wire_config += field(1, wire_service)
+    else:
+        wire_config += field(3, client_config["url"])
+    conversion = field(1, "Webhook") + field(2, field(2, wire_config) + field(3, "v1"))
+    message = crd_message("things.aws.test", "uid-1", "17", conversion=conversion)
+    item = crd_proto.decode_page(envelope("CustomResourceDefinitionList", field(2, message)))["items"][0]
+    as_json = json_crd("things.aws.test", "uid-1", "17")
+    as_json["spec"]["conversion"] = {"strategy": "Webhook", "webhook": {
+        "clientConfig": {**client_config, "caBundle": "AAAA"}, "conversionReviewVersions": ["v1"]}}
+    record = record_from(item, now=5.0)
+    assert record == record_from(slim(as_json), now=5.0) == record_from(as_json, now=5.0)
+    assert record.conversion_webhook == endpoint
+    assert "caBundle" not in str(item)
+
+
+def test_a_crd_without_a_conversion_webhook_has_none():
+    item = crd_proto.decode_page(envelope("CustomResourceDefinitionList", field(2, crd_message(
+        "things.aws.test", "u", "1", conversion=field(1, "None")))))["items"][0]
+    assert record_from(item).conversion_webhook is None
+    assert record_from(json_crd("things.aws.test", "u", "1")).conversion_webhook is None
 
 
 @pytest.mark.parametrize("size", [1, 3, 5, 4096, 1 << 20])

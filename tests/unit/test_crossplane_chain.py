@@ -434,9 +434,9 @@ async def test_a_slow_chain_read_never_holds_the_crd_counts():
     watch = CRDWatch(cluster)
     watch.crds.update(records(crds))
     watch.synced.set()
-    monitor = types.SimpleNamespace(cluster=cluster, crds=watch, shared=SharedState(),
-                                    settings=Settings().override("cadences", inventory=0.2))
+    monitor = types.SimpleNamespace(cluster=cluster, crds=watch, shared=SharedState(), settings=Settings())
     probe = InventoryProbe(monitor)
+    probe.cadence = 0.2  # as the scheduler paces it with [cadences] inventory = 0.2
     async with cluster:
         first = await asyncio.wait_for(probe.run(), timeout=5)
         # The counts come at once, the owners as the CRD watch names them until the chain is read.

@@ -139,8 +139,8 @@ def test_counters_are_counters_units_are_spelled_out_and_findings_are_series():
     assert not any(name.endswith("_per_s") for name, _ in series)
     assert series[("crdscope_findings", (("severity", "critical"),))] == 1
     assert series[("crdscope_findings", (("severity", "warning"),))] == 0
-    assert series[("crdscope_finding_open", (("finding", "apf-rejecting:workload-low"), ("kind", "apf-rejecting"),
-                                             ("severity", "critical")))] == 1
+    assert series[("crdscope_finding_open", (("accepted", "false"), ("finding", "apf-rejecting:workload-low"),
+                                             ("kind", "apf-rejecting"), ("severity", "critical")))] == 1
 
 
 def test_a_fleet_labels_every_series_with_its_cluster():

@@ -18,6 +18,7 @@ from crdscope.base.store import SampleStore
 from crdscope.findings.engine import CHECKS, DECLARED, FindingsEngine
 from crdscope.findings.kubectl import KubectlClient
 from crdscope.findings.model import Finding
+from crdscope.base.facts import ClusterFacts
 from crdscope.findings.observations import Observations
 from crdscope.findings.spec import CheckSpec, PromQL
 from crdscope.base.samples.throttling import FlowSchemaActivity, PriorityLevel, ThrottlingSample
@@ -29,6 +30,7 @@ from crdscope.probes.registry import monitor_probes, sample_type
 from crdscope.base.samples.responsiveness import ResponsivenessSample
 from crdscope.base.restarts import RestartEvent
 from crdscope.base.samples.version import VersionSample
+from crdscope.base.samples.webhooks import ConversionWebhook, WebhooksSample
 from tests.unit.test_findings_crossplane import UNAVAILABLE, _inventory, composing
 
 THRESHOLD_NAMES = {f.name for f in dataclasses.fields(Thresholds)}
@@ -117,6 +119,10 @@ def rich_samples() -> list:
                                        FlowSchemaActivity("global-default", "global-default", inqueue=4))),
         OpenAPISample(timestamp=NOW, backlog=120, backlog_oldest_seconds=90.0, backlog_names=("a.example.io",),
                       v2_seconds=12.0, v2_bytes=50 * MIB),
+        WebhooksSample(timestamp=NOW, conversion_webhooks=(
+            ConversionWebhook("service crossplane-system/provider-aws:9443/convert", crds=900, conversions=40,
+                              failures=40, failing=True, failing_crds=("vpcs.ec2.aws.upbound.io",),
+                              failing_crd_count=1),)),
         DiscoverySample(timestamp=NOW, mode="legacy", format="", fallback_reason="no aggregated discovery (406)",
                         group_versions=400, client_models=(ClientModel("kubectl >=1.24", 50.0, 300, 9.0, 4.0),)),
     ]
@@ -139,7 +145,7 @@ def filled_stores() -> list[SampleStore]:
 
 
 def observations(store: SampleStore, thresholds: Thresholds | None = None) -> Observations:
-    return Observations(thresholds=thresholds or Thresholds(), store=store, memory_limit_bytes=LIMIT, now=NOW,
+    return Observations(thresholds=thresholds or Thresholds(), store=store, facts=ClusterFacts(flag_limit=LIMIT), now=NOW,
                         kubectl=KubectlClient("/usr/bin/kubectl", "v1.32.0", 1, 32))
 
 

@@ -22,6 +22,8 @@ RECORDING = Path(__file__).parent.parent / "data" / "recording-0.1.0-handwritten
 #: probe -> paths (keys from the sample's top) of fields added after the recording was made.
 #: (Fields with a plain default are not written for a rebuilt sample, so only a default_factory field counts.)
 ADDED_SINCE = {"inventory": (("crossplane", "activation"),)}
+#: Probes added after the recording was made (it has no sample of theirs).
+PROBES_ADDED_SINCE = {"webhooks"}
 
 
 def without_added(probe: str, data: dict) -> dict:
@@ -39,7 +41,7 @@ def without_added(probe: str, data: dict) -> dict:
 def test_every_recorded_sample_rebuilds_and_encodes_back_to_what_was_recorded():
     records = [json.loads(line) for line in lzma.decompress(RECORDING.read_bytes()).decode().splitlines()]
     samples = [r for r in records if r["type"] == "sample"]
-    assert {r["probe"] for r in samples} >= set(monitor_probes())
+    assert {r["probe"] for r in samples} >= set(monitor_probes()) - PROBES_ADDED_SINCE
     for record in samples:
         rebuilt = sample_type(record["probe"]).from_json(record["data"])
         assert without_added(record["probe"], rebuilt.to_json()) == record["data"], record["probe"]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ..format import escape
 from textual.widgets import Static
 
-from crdscope.findings.model import Finding, Severity, format_duration
+from crdscope.findings.model import Finding, Severity, format_duration, paging
 
 if TYPE_CHECKING:
     from ..sessions import ClusterSession
@@ -23,9 +23,13 @@ ROLE = {Severity.CRITICAL: "probe-fail", Severity.WARNING: "probe-warn", Severit
 
 
 def finding_line(finding: Finding, now: float) -> str:
-    """``● critical 12s  API server not answering: ...`` in the severity's role colour."""
-    role = ROLE[finding.severity]
+    """``● critical 12s  API server not answering: ...`` in the severity's role colour; an accepted
+    one (``[[silence]]``) greyed, with its until and why."""
     running = format_duration(max(0.0, now - finding.since))
+    if finding.accepted is not None:
+        return (f"[$probe-idle]○ {finding.severity.value} {running} accepted[/]  {escape(finding.title)}  "
+                f"[$probe-idle]({escape(finding.accepted_note)})[/]")
+    role = ROLE[finding.severity]
     return f"[${role}]● {finding.severity.value} {running}[/]  {escape(finding.title)}"
 
 
@@ -37,7 +41,7 @@ def strip_markup(findings: list[Finding], now: float) -> str:
     more = f"+{len(findings) - SHOWN} more · " if len(findings) > SHOWN else ""
     lines[0] += f"  [$probe-idle]({more}f: evidence, cause, remedy)[/]"
     worst = findings[0]
-    if worst.severity is Severity.CRITICAL:
+    if worst.severity is Severity.CRITICAL and worst.pages:
         if worst.evidence:
             lines.append(f"  [$probe-idle]evidence:[/] {escape(worst.evidence[0])}")
         lines.append(f"  [$probe-idle]do:[/] {escape(worst.remedy)}")
@@ -58,6 +62,7 @@ class FindingsStrip(Static):
     def redraw(self) -> None:
         findings = self.cluster.current_findings()
         now = self.cluster.now()
-        self.set_class(bool(findings) and findings[0].severity is Severity.CRITICAL, "critical")
+        pages = paging(findings)
+        self.set_class(bool(pages) and pages[0].severity is Severity.CRITICAL, "critical")
         self.display = bool(findings)  # nothing open: the panels keep the line
         self.update(strip_markup(findings, now))

@@ -1,5 +1,6 @@
 """Health: memory against the number of CRDs with the fitted MiB-per-CRD line, restarts,
-outages, readyz, and canary latency against the SLOs (health and latency probes)."""
+outages, readyz, canary latency against the SLOs, and the webhooks the server calls (health,
+latency and webhooks probes)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from crdscope.findings.checks import canaries_over_slo, canary_slo_seconds
+from crdscope.findings.webhooks import WEBHOOK_SLOW_SECONDS
 from crdscope.base.samples.health import HealthSample
 from crdscope.base.samples.latency import LatencySample
 from crdscope.base.samples.version import VersionSample
+from crdscope.base.samples.webhooks import WebhooksSample
 from crdscope.session.values import finite_number
 
 from ..format import DASH, age, duration, number as fmt, size
@@ -141,10 +144,36 @@ def canary_line(latency: LatencySample | None) -> str:
     return "p99 " + " · ".join(shown) + " · " + slo_text
 
 
+def webhooks_line(sample: WebhooksSample | None) -> str:
+    """The webhooks the server calls: a failing conversion webhook with the CRDs it leaves unreadable in
+    other versions, else each kind's count and slowest p99 (empty: no webhook to show)."""
+    if sample is None or not (sample.conversion_webhooks or sample.admission_webhooks):
+        return ""
+    failing = sample.failing
+    if failing:
+        crds = ", ".join(sample.affected_crds[:3]) + ("…" if sample.affected_crd_count > 3 else "")
+        return (f"[$probe-fail]conversion webhook failing: [b]{one_line(failing[0].name)}[/b] · "
+                f"{fmt(sample.affected_crd_count)} CRDs unreadable in other versions ({one_line(crds)})[/]")
+
+    def slowest(label: str, p99s: list[float | None], failing_count: int = 0) -> str:
+        timed = [p for p in p99s if p is not None]
+        worst = max(timed) if timed else None
+        text = f"{label} [b]{len(p99s)}[/b] p99 {duration(worst)}"
+        if failing_count:
+            return f"[$probe-fail]{text} · {failing_count} failing[/]"
+        return f"[$probe-warn]{text}[/]" if worst is not None and worst > WEBHOOK_SLOW_SECONDS else text
+
+    return "webhooks: " + " · ".join((
+        slowest("conversion", [hook.p99_seconds for hook in sample.conversion_webhooks])
+        + f" ({fmt(sample.conversion_crds)} CRDs)",
+        slowest("admission", [hook.p99_seconds for hook in sample.admission_webhooks],
+                sample.failing_admission_webhooks)))
+
+
 class HealthPanel(ProbePanel):
     """Figures on top, two plots below: memory vs CRDs, and canary p99 vs time with SLO lines."""
 
-    probes = ("health", "latency")
+    probes = ("health", "latency", "webhooks")
     panel_title = "Health"
     tab_label = "Health"
     MIN_REDRAW_SECONDS = 1.0
@@ -157,17 +186,18 @@ class HealthPanel(ProbePanel):
         yield replicas
         yield Static("", id="health-fit")
         yield Static("", id="health-canaries")
+        webhooks = Static("", id="health-webhooks")
+        webhooks.display = False  # shown once the server calls a webhook
+        yield webhooks
         with Horizontal(classes="plots"):
             yield RolePlot(id="plot-memory")
             yield RolePlot(id="plot-latency")
 
     def memory_limit(self) -> float | None:
-        """The API server's memory limit when known: the one the monitor was given (``--memory-limit``)
-        or the lab's cap as it is now (the app follows ``lab limit``), else the one Prometheus shows."""
+        """The API server's memory limit when known, as the session's facts hold it: the one the
+        monitor was given (``--memory-limit``), else the lab's cap as it is now (the app follows
+        ``lab limit``), else the one Prometheus shows."""
         limit = self.cluster.memory_limit
-        if not limit:  # the container limit Prometheus shows (--prometheus), if any
-            latest = self.store.last_good_of(HealthSample)
-            limit = latest.memory_limit_bytes if latest is not None else None
         return float(limit) if limit else None
 
     def draw(self) -> None:
@@ -195,6 +225,10 @@ class HealthPanel(ProbePanel):
             widget.display = bool(lines)  # a single API server: no line
             widget.update(lines)
         self.query_one("#health-canaries", Static).update(canary_line(self.store.last_good_of(LatencySample)))
+        hooks = webhooks_line(self.store.last_good_of(WebhooksSample))
+        widget = self.query_one("#health-webhooks", Static)
+        widget.display = bool(hooks)  # no webhook called: no line
+        widget.update(hooks)
         self.draw_memory()
         self.draw_latency(now)
 

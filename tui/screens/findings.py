@@ -33,7 +33,11 @@ def finding_details(finding: Finding, now: float) -> str:
     opened = time.strftime("%H:%M:%S", time.localtime(finding.since)) if finding.since else "?"
     lines = [f"[b]{escape(finding.title)}[/b]",
              f"[${role}]{finding.severity.value}[/] for {format_duration(max(0.0, now - finding.since))}"
-             f" (since {opened})  [$probe-idle]{escape(finding.id)}[/]", "", "[b]Evidence[/b]"]
+             f" (since {opened})  [$probe-idle]{escape(finding.id)}[/]", ""]
+    if finding.accepted is not None:
+        lines += [f"[b]Accepted[/b] until {escape(finding.accepted.until_text)} for {escape(finding.accepted.cluster)}"
+                  f" (it does not page until then)", f"  {escape(finding.accepted.why)}", ""]
+    lines.append("[b]Evidence[/b]")
     lines += [f"  {escape(item)}" for item in finding.evidence] or ["  [$probe-idle](none recorded)[/]"]
     lines += ["", "[b]Likely cause[/b]", f"  {escape(finding.cause)}", "", "[b]What to do[/b]",
               f"  {escape(finding.remedy)}"]

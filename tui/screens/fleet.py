@@ -82,7 +82,7 @@ class FleetScreen(ThrottledScreen):
                             else mark + lines[index])
         lines[0] = "  " + lines[0]
         self.query_one("#fleet-table", Static).update("\n".join(lines))
-        critical = sum(1 for r in self.rows if r.worst is not None and r.worst.severity.rank == 2)
+        critical = sum(1 for r in self.rows if r.worst is not None and r.worst.pages and r.worst.severity.rank == 2)
         title = f"[b]crdscope[/b] · fleet of [b]{len(self.rows)}[/b] clusters"
         if critical:
             title += f" · [$probe-fail b]{critical} critical[/]"
