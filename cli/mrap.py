@@ -210,6 +210,33 @@ def upgrade_lines(upgrade: Upgrade) -> list[str]:
     ]
 
 
+def wake_lines(platform: Platform, report: ActivationReport) -> list[str]:
+    """Which provider runtimes scaled to zero (Crossplane v2.4+, safe-start) the plan wakes, and which
+    stay asleep; nothing when none awaits activation."""
+    from crdscope.costmodel.planner import wakes
+
+    if platform.runtimes is None:
+        return []
+    found = wakes(report, platform)
+    if not found:
+        if platform.runtimes and platform.minor:  # a cluster whose safe-start runtimes all run
+            return ["no provider runtime is scaled to zero awaiting activation"]
+        return []
+    lines = []
+    for wake in found:
+        revision = f" ({wake.revision})" if wake.revision else ""
+        if wake.wakes:
+            lines.append(f"wakes {wake.provider}{revision}: activates {wake.activates:,} of its {wake.mrds:,} MRDs, "
+                         "so Crossplane scales its runtime up from zero (a provider pod starts)")
+        else:
+            lines.append(f"leaves {wake.provider}{revision} scaled to zero: none of its {wake.mrds:,} MRDs is "
+                         "in the plan")
+    if not platform.minor:
+        lines.append("(from files: what Crossplane v2.4+ does with safe-start providers; earlier releases run "
+                     "every provider's runtime regardless)")
+    return lines
+
+
 def to_text(platform: Platform, report: ActivationReport, cost: PlanCost, upgrade: Upgrade | None = None) -> str:
     out = [_header(platform, report), ""]
     if upgrade is not None:
@@ -233,6 +260,9 @@ def to_text(platform: Platform, report: ActivationReport, cost: PlanCost, upgrad
     out += ["", f"Plan: MRAP {report.plan.name}, {len(report.plan.entries)} entries "
                 "(`crdscope mrap --yaml | kubectl apply -f -`, or --apply --context NAME)"]
     out += [f"  {line}" for line in cost_lines(report, cost)]
+    woken = wake_lines(platform, report)
+    if woken:
+        out += ["", "Provider runtimes awaiting activation:", *[f"  {line}" for line in woken]]
     out += ["", report.plan.yaml().rstrip("\n")]
     return "\n".join(out)
 
@@ -245,8 +275,11 @@ def to_markdown(platform: Platform, report: ActivationReport, cost: PlanCost, up
     out += [f"| `{n.mrd}` | {n.state} | {'; '.join(n.reasons)} |" for n in report.needed]
     out += ["", "| severity | verdict |", "|---|---|"]
     out += [f"| {v.severity} | {v.message.replace('|', '/')} |" for v in report.verdicts]
-    out += ["", *[f"- {line}" for line in cost_lines(report, cost)], "", "```yaml", report.plan.yaml().rstrip("\n"),
-            "```"]
+    out += ["", *[f"- {line}" for line in cost_lines(report, cost)]]
+    woken = wake_lines(platform, report)
+    if woken:
+        out += ["", "Provider runtimes awaiting activation:", "", *[f"- {line}" for line in woken]]
+    out += ["", "```yaml", report.plan.yaml().rstrip("\n"), "```"]
     return "\n".join(out)
 
 
@@ -272,7 +305,7 @@ def to_json(platform: Platform, report: ActivationReport, cost: PlanCost,
             upgrade: Upgrade | None = None) -> dict[str, Any]:
     import dataclasses
 
-    from crdscope.costmodel.planner import CROSSPLANE_MEASURED_RATIO
+    from crdscope.costmodel.planner import CROSSPLANE_MEASURED_RATIO, wakes
 
     return {
         "source": platform.described, "kubernetes": platform.minor, "requests": platform.requests,
@@ -288,6 +321,10 @@ def to_json(platform: Platform, report: ActivationReport, cost: PlanCost,
         "plan": {"name": report.plan.name, "activate": list(report.plan.patterns),
                  "entries": [dataclasses.asdict(e) for e in report.plan.entries], "yaml": report.plan.yaml()},
         "crossplane_measured_ratio": list(CROSSPLANE_MEASURED_RATIO),
+        # Provider runtimes scaled to zero awaiting activation (Crossplane v2.4+) and what the plan does to them
+        # (null: the revisions were not read).
+        "runtimes_awaiting": None if platform.runtimes is None else [
+            {**dataclasses.asdict(w), "wakes": w.wakes} for w in wakes(report, platform)],
         # Intervals as {value, low, high}; every other figure as it is.
         "cost": {key: _interval_json(getattr(cost, key)) if isinstance(value, dict) else value
                  for key, value in dataclasses.asdict(cost).items()},

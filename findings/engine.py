@@ -49,6 +49,8 @@ CHECKS: tuple[CheckSpec, ...] = (
     crossplane.MRAP_NOT_READY_CHECK,
     crossplane.COMPOSED_INACTIVE_CHECK,
     crossplane.DEAD_ENTRY_CHECK,
+    crossplane.RUNTIME_NOT_RUNNING_CHECK,
+    crossplane.NO_NODES_CHECK,
 )
 #: Checks a front end adds when it knows more (the local kubectl).
 OPTIONAL_CHECKS: tuple[CheckSpec, ...] = (kubectl_discovery.KUBECTL_DISCOVERY_CHECK,)
