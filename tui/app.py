@@ -333,6 +333,13 @@ class CrdscopeApp(MonitorHost):
 
         open_loader_menu(self)
 
+    def load_everywhere(self) -> None:
+        """The fleet and compare screens' ``l``: the same source into every cluster (the loader's
+        actions push the screens' dialogs, so the screens ask the app rather than import them)."""
+        from .loader_actions import load_everywhere
+
+        load_everywhere(self)
+
     def _refresh_everything(self) -> None:
         for shown in self.screen_stack:
             if isinstance(shown, ThrottledScreen):
