@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from textual import events
 from textual.app import ComposeResult
@@ -35,14 +35,26 @@ if TYPE_CHECKING:
 
     from ..sessions import ClusterSession
 
-#: Every panel once, in tab order (and the 1-7 keys: what someone watching an install looks at
-#: first), with its place in the grid (three columns; discovery and health span two, see monitor.tcss).
-PANEL_PLACES: tuple[tuple[type[ProbePanel], int], ...] = (
-    (LoaderPanel, 0), (InventoryPanel, 1), (DiscoveryPanel, 3), (ThrottlingPanel, 4), (OpenAPIPanel, 2),
-    (HealthPanel, 5), (EventsPanel, 6),
+class PanelPlace(NamedTuple):
+    """A panel's row in the monitor: the panel, its cell in the grid (three columns, rows as many as
+    needed), and whether it spans two columns there."""
+
+    panel: type[ProbePanel]
+    cell: int
+    wide: bool = False
+
+
+#: Every panel once, in tab order (and the number keys, 1 to 9 at most: what someone watching an
+#: install looks at first), with its place in the grid.  A new panel needs only its row here: the
+#: keys, the tabs, the grid and the help screen follow.
+PANEL_PLACES: tuple[PanelPlace, ...] = (
+    PanelPlace(LoaderPanel, 0), PanelPlace(InventoryPanel, 1), PanelPlace(DiscoveryPanel, 3, wide=True),
+    PanelPlace(ThrottlingPanel, 4), PanelPlace(OpenAPIPanel, 2), PanelPlace(HealthPanel, 5, wide=True),
+    PanelPlace(EventsPanel, 6),
 )
-PANELS: tuple[type[ProbePanel], ...] = tuple(panel for panel, _ in PANEL_PLACES)
-GRID_ORDER: tuple[type[ProbePanel], ...] = tuple(panel for panel, _ in sorted(PANEL_PLACES, key=lambda p: p[1]))
+PANELS: tuple[type[ProbePanel], ...] = tuple(place.panel for place in PANEL_PLACES)
+#: The grid's rows in the order the grid fills its cells.
+GRID_ORDER: tuple[PanelPlace, ...] = tuple(sorted(PANEL_PLACES, key=lambda place: place.cell))
 #: Below either size the panels collapse into tabs (80x24 is the classic terminal).
 GRID_MIN_WIDTH = 150
 GRID_MIN_HEIGHT = 40
@@ -115,7 +127,7 @@ class MonitorScreen(Screen[None]):
     def _panels_in(self, mode: str) -> Widget:
         """The panels laid out as ``mode``: a grid, or tabs."""
         if mode == "grid":
-            return Grid(*(panel(self.cluster) for panel in GRID_ORDER), id="grid")
+            return Grid(*(place.panel(self.cluster, wide=place.wide) for place in GRID_ORDER), id="grid")
         return PanelTabs(self.cluster, initial=self._active_tab or "")
 
     def after_first_frame(self, callback: Callable[[], None]) -> None:
