@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.reactive import Reactive, reactive
-from textual.widgets import Static
 
 from crdscope.findings.model import Finding
 from crdscope.connection.crdwatch import MANAGED_BY_VALUE
@@ -23,6 +22,7 @@ from crdscope.base.samples.version import VersionSample
 from .format import DASH, age, escape, number as fmt_number, size as fmt_size
 from .host import host_of
 from .panels.findings import FindingsView, is_critical
+from .panels.text import TextView
 
 if TYPE_CHECKING:
     from .sessions import ClusterSession
@@ -87,14 +87,12 @@ class ClusterHeader(Vertical):
     def __init__(self, cluster: ClusterSession, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.cluster = cluster
-        self._cluster_line = ""
-        self._chips = ""
 
     def compose(self) -> ComposeResult:
-        yield Static(id="header-cluster")
+        yield TextView(id="header-cluster")
         with Horizontal(id="header-probes"):
             yield FindingsView(self.cluster, form="status", id="header-findings").data_bind(ClusterHeader.findings)
-            yield Static(id="header-chips")
+            yield TextView(id="header-chips")
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self.redraw)
@@ -106,14 +104,14 @@ class ClusterHeader(Vertical):
     def redraw(self) -> None:
         """The cluster line and the probe chips, now (the findings' status draws itself)."""
         now = self.cluster.now()
-        self._cluster_line, self._chips = self.cluster_line(now), self.chips(now)
-        self.query_one("#header-cluster", Static).update(self._cluster_line)
-        self.query_one("#header-chips", Static).update(self._chips)
+        self.query_one("#header-cluster", TextView).show(self.cluster_line(now))
+        self.query_one("#header-chips", TextView).show(self.chips(now))
 
     def markup(self) -> str:
         """What the header shows, as markup: the cluster line, then the status and the chips."""
+        cluster, chips = (self.query_one(f"#header-{part}", TextView).shown for part in ("cluster", "chips"))
         status = self.query_one(FindingsView).shown
-        return f"{self._cluster_line}\n{status} {self._chips}" if status else f"{self._cluster_line}\n{self._chips}"
+        return f"{cluster}\n{status} {chips}" if status else f"{cluster}\n{chips}"
 
     def cluster_line(self, now: float) -> str:
         """Context, server, version, CRDs, API servers, an old server's behaviour; a mode label

@@ -19,6 +19,8 @@ from crdscope.session.replay import read_recording
 from crdscope.tui.app import CrdscopeApp
 from crdscope.tui.header import ClusterHeader
 from crdscope.tui.panels.findings import FindingsView
+from crdscope.tui.panels.text import word_widths
+from crdscope.tui.screens.monitor import MonitorScreen
 from tests.helpers import async_wait_for
 from tests.tui.conftest import FIXTURES, ListFeed
 from tests.tui.test_snapshots import KUBECTL
@@ -79,6 +81,13 @@ def take_until(core, clock: Clock, samples: list, start: int, condition, what: s
     raise AssertionError(f"never: {what}")
 
 
+def parts(app: CrdscopeApp) -> tuple[MonitorScreen, ClusterHeader, FindingsView, FindingsView]:
+    """The monitor screen, its header, the header's findings status and the findings strip."""
+    screen = app.monitor_screen
+    return (screen, screen.query_one(ClusterHeader), screen.query_one("#header-findings", FindingsView),
+            screen.query_one("#findings-strip", FindingsView))
+
+
 async def played(pilot, count: int) -> None:
     app = pilot.app
     await async_wait_for(lambda: app.session.core.samples >= count, timeout=10, message="samples taken")
@@ -93,10 +102,7 @@ async def test_the_status_and_the_strip_draw_the_screens_findings_and_only_ages_
     app = app_over(samples, clock)
     async with app.run_test(size=(120, 30)) as pilot:
         await played(pilot, len(samples))
-        screen = app.monitor_screen
-        header = screen.query_one(ClusterHeader)
-        status, strip = screen.query_one("#header-findings", FindingsView), screen.query_one("#findings-strip",
-                                                                                           FindingsView)
+        screen, header, status, strip = parts(app)
         critical = screen.findings[0]
         assert critical.id == CRITICAL_ID and critical.severity is Severity.CRITICAL
         # One bound value, two forms of one widget: both show the critical finding and its age.
@@ -121,9 +127,7 @@ async def test_a_judged_sample_reaches_both_forms_without_their_clock(recorded):
     app = app_over(recorded[:first], clock)
     async with app.run_test(size=(120, 30)) as pilot:
         await played(pilot, first)
-        screen = app.monitor_screen
-        status, strip = screen.query_one("#header-findings", FindingsView), screen.query_one("#findings-strip",
-                                                                                           FindingsView)
+        screen, header, status, strip = parts(app)
         core = app.session.core
         shown = strip.shown
 
@@ -142,8 +146,44 @@ async def test_a_judged_sample_reaches_both_forms_without_their_clock(recorded):
                    "the critical finding closed")
         remaining = core.open_findings()
         assert remaining and remaining[0].severity is Severity.WARNING
-        await async_wait_for(lambda: not screen.query_one(ClusterHeader).has_class("critical"), timeout=5,
+        await async_wait_for(lambda: not header.has_class("critical"), timeout=5,
                              message="the header no longer critical")
         assert "CRITICAL" not in status.shown and f"{len(remaining)} warning(s)" in status.shown
         assert "API server not answering" not in strip.shown and remaining[0].title in strip.shown
         assert not strip.has_class("critical")
+
+
+async def test_running_ages_repaint_without_laying_the_screen_out(recorded):
+    """The header's and the strip's clock move their ages each second: while no age changes width
+    ("21.0 s" to "22.0 s"), that repaints them and lays nothing out (a layout visits every widget of
+    the screen; one a second per clock made key presses wait behind them, ``bench ui_latency``)."""
+    first = opened_at(recorded, CRITICAL_ID) + 1
+    samples = recorded[:first]
+    engine = FindingsEngine(Settings().thresholds)
+    for sample in samples:
+        engine.observe(sample)
+    since = next(f.since for f in engine.current() if f.id == CRITICAL_ID)
+    clock = Clock(since + 20.5)  # the finding's age 20.5 s: two digits until 99 s
+    app = app_over(samples, clock)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await played(pilot, len(samples))
+        screen, header, status, strip = parts(app)
+        await async_wait_for(lambda: "CRITICAL 20.5 s" in status.shown, timeout=5, message="the first age")
+        await pilot.pause()
+        layouts: list[object] = []
+        screen.screen_layout_refresh_signal.subscribe(screen, layouts.append)
+        for step in range(1, 4):
+            clock.now += 1.0
+            age = format_duration(20.5 + step)
+            await async_wait_for(lambda age=age: f"CRITICAL {age}" in status.shown and f"critical {age}" in strip.shown
+                                 and f"CRITICAL {age}" in str(status.render()), timeout=5, message=f"the age {age}")
+        chips = header.markup().split("\n")[1]
+        await pilot.pause()
+        assert layouts == [], f"{len(layouts)} layouts while ages ran ({chips})"
+
+
+def test_word_widths_tell_when_a_text_needs_other_room():
+    assert word_widths("[$probe-ok]●[/]ver 3s [b]x[/b]") == word_widths("[$probe-ok]●[/]ver 4s [b]y[/b]")
+    assert word_widths("●ver 9s") != word_widths("●ver 10s")  # a wider word may wrap elsewhere
+    assert word_widths("one line") != word_widths("one\nline")
+    assert word_widths("") != word_widths("x")

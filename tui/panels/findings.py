@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Literal
 
 from textual.reactive import Reactive, reactive
 from textual.timer import Timer
-from textual.widgets import Static
 
 from crdscope.findings.model import Finding, Severity, format_duration
 
 from ..format import escape
+from .text import TextView
 
 if TYPE_CHECKING:
     from ..sessions import ClusterSession
@@ -78,7 +78,7 @@ Form = Literal["strip", "status"]
 FORMS: dict[Form, Callable[[Sequence[Finding], float], str]] = {"strip": strip_markup, "status": status_markup}
 
 
-class FindingsView(Static):
+class FindingsView(TextView):
     """One cluster's open findings as the strip or the header's status, drawn from ``findings``
     (bound to the monitor screen's) and the cluster's clock; hidden while it has nothing to say."""
 
@@ -89,8 +89,6 @@ class FindingsView(Static):
         super().__init__(id=id)
         self.cluster = cluster
         self.form = form
-        #: What the widget shows now, as markup ("" while hidden).
-        self.shown = ""
         self._ages: Timer | None = None
 
     def on_mount(self) -> None:
@@ -106,9 +104,8 @@ class FindingsView(Static):
         self.redraw()
 
     def redraw(self) -> None:
-        """Draw the bound findings with their ages now (the core is not read)."""
+        """Draw the bound findings with their ages now (the core is not read); "" while hidden."""
         findings = self.findings
-        self.shown = FORMS[self.form](findings, self.cluster.now())
+        self.show(FORMS[self.form](findings, self.cluster.now()))
         self.set_class(is_critical(findings), "critical")
         self.display = bool(self.shown)  # nothing open: the panels keep the line
-        self.update(self.shown)
