@@ -77,7 +77,7 @@ def widget_text(widget) -> str:
 
 
 def shown(screen, cls):
-    """Bring a panel's tab into view (as a person would, key 1-7) and return the panel.
+    """Bring a panel's tab into view (as a person would, its number key) and return the panel.
 
     Panels behind inactive tabs do not draw (tui.panels.base): read a panel where it is shown.
     """

@@ -84,6 +84,7 @@ class DiscoveryPanel(ProbePanel):
     probes = ("discovery",)
     panel_title = "Discovery"
     tab_label = "Discovery"
+    shows = "aggregated and legacy latency; what kubectl's limits cost"
     MIN_REDRAW_SECONDS = 1.0
 
     def compose_body(self) -> Iterable[Widget]:

@@ -62,6 +62,7 @@ class OpenAPIPanel(ProbePanel):
     probes = ("openapi",)
     panel_title = "OpenAPI"
     tab_label = "OpenAPI"
+    shows = "v3 paths, publication backlog and lag, v2 size and build time"
     MIN_REDRAW_SECONDS = 1.0
 
     def compose_body(self) -> Iterable[Widget]:

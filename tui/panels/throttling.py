@@ -64,6 +64,7 @@ class ThrottlingPanel(ProbePanel):
     probes = ("throttling",)
     panel_title = "Throttling / APF"
     tab_label = "APF"
+    shows = "API Priority and Fairness: queues, seats, rejections, 429s"
 
     def compose_body(self) -> Iterable[Widget]:
         yield Static("", id="throttling-summary")
