@@ -40,6 +40,15 @@ CRDSCOPE = [sys.executable, "-m", "crdscope.cli.main"]
 
 
 @pytest.fixture(scope="module")
+def lab(module_lab):
+    """A lab of this module's own, not the session's: Prometheus scrapes the whole /metrics every second
+    with a 1 s timeout, three jobs at once, and the session lab's /metrics grows with every resource the
+    suite touched before (tens of MB by here). Its scrapes then missed their timeout, every series went
+    stale, and the source read nothing (``start_time`` None, the limit stand-in never seen)."""
+    return module_lab
+
+
+@pytest.fixture(scope="module")
 def prometheus(lab, tmp_path_factory):
     if not os.path.exists(PROMETHEUS):
         pytest.fail("Debian's prometheus is required for the Prometheus source tests")
