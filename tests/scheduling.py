@@ -9,7 +9,7 @@ Only when the suite runs under xdist (``-n``); a plain ``pytest`` run (``make so
   end together rather than one finishing a 20-minute module alone; the rest keep file order.
 * **A test marked ``alone``** measures what a neighbour's CPU would change (a key's latency, a deadline in
   seconds): it runs while no other test runs on any worker (a reader-writer lock on files of the run), and
-  its module is handed out last, so that the other worker waits only for a short test to end.
+  it is handed out last, as a unit of its own, so that the other worker waits only for a short test to end.
 """
 
 from __future__ import annotations
@@ -26,10 +26,24 @@ import pytest
 #: Module groups: the tests of one of these folders' files go to one worker together.
 GROUPED_FOLDERS = ("tests/e2e/", "tests/faults/", "tests/tui/")
 
-#: The longest modules (seconds with the builds cached, from `make test`'s 25 slowest), started first.
+#: The longest modules (their tests' seconds added up, from a run with --durations=0), started first.
 #: A module not named here starts in file order after these; keep the list in order, longest first.
 LONGEST_FIRST = (
     "tests/e2e/test_plain_clone.py",
+    "tests/e2e/test_crossplane.py",
+    "tests/e2e/test_loader.py",
+    "tests/e2e/test_crashloop.py",
+    "tests/e2e/test_bench_smoke.py",
+    "tests/e2e/test_findings_doctor.py",
+    "tests/e2e/test_footprint.py",
+    "tests/e2e/test_view.py",
+    "tests/e2e/test_mrap.py",
+    "tests/tui/test_live.py",
+    "tests/e2e/test_ha.py",
+    "tests/e2e/test_fail_if_down.py",
+    "tests/e2e/test_discovery.py",
+    "tests/e2e/test_versions.py",
+    "tests/e2e/test_report_browser.py",
 )
 
 _LOCK = pytest.StashKey["RunLock"]()
@@ -86,25 +100,27 @@ def module_of(item: pytest.Item) -> str:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under xdist: group the modules of GROUPED_FOLDERS, longest first, modules with ``alone`` tests last."""
+    """Under xdist: group the modules of GROUPED_FOLDERS, longest first, ``alone`` tests last."""
     if not is_worker(config):
         return
     modules = list(dict.fromkeys(module_of(item) for item in items))
-    with_alone = {module_of(item) for item in items if item.get_closest_marker("alone")}
 
-    def rank(module: str) -> tuple[int, int]:
-        if module in with_alone:
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        module = module_of(item)
+        if item.get_closest_marker("alone"):
             return 2, modules.index(module)
         if module in LONGEST_FIRST:
             return 0, LONGEST_FIRST.index(module)
         return 1, modules.index(module)
 
     for item in items:
-        if module_of(item).startswith(GROUPED_FOLDERS) and not item.get_closest_marker("xdist_group"):
+        module = module_of(item)
+        if module.startswith(GROUPED_FOLDERS) and not item.get_closest_marker("xdist_group"):
             # The group's name ends each node id under xdist ("...::test_x@e2e/test_view"): kept short.
-            item.add_marker(pytest.mark.xdist_group(module_of(item).removeprefix("tests/").removesuffix(".py")))
-    order = {module: rank(module) for module in modules}
-    items.sort(key=lambda item: order[module_of(item)])  # stable: a module's tests keep their order
+            # An `alone` test is a unit of its own, handed out last (its module's fixtures start again).
+            group = module.removeprefix("tests/").removesuffix(".py")
+            item.add_marker(pytest.mark.xdist_group(f"{group}:alone" if item.get_closest_marker("alone") else group))
+    items.sort(key=rank)  # stable: a module's tests keep their order
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
