@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -90,8 +89,8 @@ def is_worker(config: pytest.Config) -> bool:
 
 def pytest_configure(config: pytest.Config) -> None:
     if is_worker(config):
-        run = config.workerinput["testrunuid"]  # type: ignore[attr-defined]  # set by xdist, same on every worker
-        config.stash[_LOCK] = RunLock(Path(tempfile.gettempdir()) / f"crdscope-tests-{run}")
+        # Each worker's base temp is a folder of the run's own (pytest keeps the last three runs).
+        config.stash[_LOCK] = RunLock(Path(config.option.basetemp).parent / "scheduling")
 
 
 def module_of(item: pytest.Item) -> str:
