@@ -179,7 +179,7 @@ class WatchCore:
         # The memory finding's verdict holds the monitor's heavy reads back (probes.guard reads it).
         self.facts.memory_pressure = memory_pressure(self.findings.open)
         try:
-            events = tuple(self.detector.observe(sample))
+            events = tuple(self.detector.observe(sample, self.findings.open))
         except Exception:
             log.exception("events detector failed on a %s sample", sample.probe)
             events = ()
