@@ -11,6 +11,9 @@ Each check also declares the event lines of its subject (readyz failing, latency
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from crdscope.base.facts import ServerAway
 from crdscope.base.samples.throttling import PriorityLevel, ThrottlingSample
 from crdscope.base.samples.health import HealthSample
 from crdscope.base.samples.latency import Canary, LatencySample
@@ -128,6 +131,12 @@ def _not_answering_rules(q: PromQL) -> tuple[AlertRule, ...]:
         "API server not answering",
         "A request of crdscope has waited {{ $value | humanizeDuration }} for an answer (or connections "
         "fail): the API server is stopped, stuck or unreachable."),)
+
+
+def server_away(open_findings: Mapping[str, Finding]) -> ServerAway | None:
+    """The "not answering" finding's verdict, for the facts (the health probe dates its outage by it)."""
+    finding = open_findings.get(NOT_ANSWERING)
+    return ServerAway(finding.since, finding.title) if finding is not None else None
 
 
 def _readyz_failing(judging: Judging[HealthSample]) -> Holding:
