@@ -22,7 +22,21 @@ How Crossplane v2.0.0 links the chain (``internal/controller/pkg``):
   provider Deployment is not Available, which is forever where no kubelet runs
   pods (crdscope's lab): the MRDs and CRDs install regardless.  That is reported
   as the runtime state ``no-kubelet`` (the cluster has no Node) or
-  ``deployment-unavailable``, as information, not as a fault.
+  ``deployment-unavailable``.
+- Crossplane v2.4 (crossplane#7586, #7639) scales a ``safe-start`` revision's
+  runtime to zero until one of the MRDs it controls is Active, and says so with
+  the condition ``RuntimeActive``: False, reason ``AwaitingActivation``, while
+  scaled to zero (``RuntimeHealthy`` is True then: nothing needs to run); True,
+  reason ``ActiveRuntime``, written by a reconcile whose Deployment was
+  Available (``internal/controller/pkg/runtime/reconciler.go``).  The
+  reconcile that scales the Deployment up reads the Available condition the
+  Deployment still carries from its zero-replica days (no observedGeneration
+  check), so the condition flips to ``ActiveRuntime`` at once, whether a Pod
+  ever runs or not (seen in the lab); until that reconcile, or where the
+  Deployment has no condition at all, it still says ``AwaitingActivation``
+  while an MRD the revision lists is Active: woken.  Either way a woken
+  runtime's health is its ``RuntimeHealthy``.  A revision awaiting activation
+  is the runtime state ``awaiting-activation``: expected, not a fault.
 """
 
 from __future__ import annotations
@@ -41,6 +55,12 @@ MRDS_CRD = "managedresourcedefinitions.apiextensions.crossplane.io"
 MRAPS_CRD = "managedresourceactivationpolicies.apiextensions.crossplane.io"
 COMPOSITIONS_CRD = "compositions.apiextensions.crossplane.io"
 PACKAGE_LABEL = "pkg.crossplane.io/package"
+#: Kinds of a provider package's CRDs that Crossplane v2.4 installs as plain CRDs, not MRDs: a provider's
+#: configuration, there whatever is activated (``internal/converter/custom_to_managed.go``,
+#: ``isManagedResource``; v2.0.0 made an MRD of every CRD of a package).
+PLAIN_CRD_KINDS = frozenset({"ProviderConfig", "ClusterProviderConfig", "ProviderConfigUsage",
+                             "ClusterProviderConfigUsage"})
+_PLAIN_CRD_PLURALS = frozenset(f"{kind.lower()}s" for kind in PLAIN_CRD_KINDS)
 #: Names kept per list in a sample, the counts beside them complete: each sample is recorded (every
 #: 2 s), and a provider's 1,000 MRD names would be most of a recording (10 providers with 10 names a
 #: list are ~20 KB a sample).
@@ -57,7 +77,11 @@ _DEPLOYMENT_UNAVAILABLE = ('deployment has no condition of type "Available"', "d
 #: revision's own health or signature verification), unhealthy (any other failure), unknown
 #: (no condition yet), inactive (an inactive revision runs no provider).
 RuntimeState = Literal["healthy", "no-kubelet", "deployment-unavailable", "waiting", "unhealthy", "unknown",
-                       "inactive"]
+                       "inactive", "awaiting-activation"]
+#: Runtime states of a runtime that should run and does not (where Nodes exist or cannot be listed).
+NOT_RUNNING: frozenset[RuntimeState] = frozenset({"deployment-unavailable", "unhealthy"})
+#: ``RuntimeActive``'s reason while Crossplane keeps a safe-start runtime scaled to zero (v2.4+).
+AWAITING_ACTIVATION = "AwaitingActivation"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -74,6 +98,12 @@ class RevisionInfo:
     healthy_message: str = ""
     runtime: RuntimeState = "unknown"
     runtime_message: str = ""
+    #: When ``RuntimeHealthy`` last changed (epoch seconds; None: no condition or no time).
+    runtime_since: float | None = None
+    #: ``RuntimeActive`` (Crossplane v2.4+): its status and reason ("" when absent: an older Crossplane,
+    #: or one whose runtime never got as far as writing it).
+    runtime_active: str = ""
+    runtime_active_reason: str = ""
     #: Objects the revision established (``status.objectRefs``; empty until all were established).
     mrd_refs: int = 0
     crd_refs: int = 0
@@ -223,11 +253,26 @@ class CrossplaneObjects:
 # --------------------------------------------------------------------------- rules
 
 
-def runtime_state(desired_state: str, condition: tuple[str, str] | None,
-                  has_nodes: bool | None) -> tuple[RuntimeState, str]:
-    """A revision's runtime from its ``RuntimeHealthy`` condition, and a note for people."""
+def runtime_state(desired_state: str, condition: tuple[str, str] | None, has_nodes: bool | None, *,
+                  awaiting: bool = False, woken: bool = False) -> tuple[RuntimeState, str]:
+    """A revision's runtime from its ``RuntimeHealthy`` condition, and a note for people.
+
+    ``awaiting``: its ``RuntimeActive`` says ``AwaitingActivation`` (Crossplane v2.4+ scaled it to
+    zero); ``woken``: one of the MRDs it lists is Active since, so Crossplane scales it up (the
+    condition changes once the Deployment is Available).
+    """
     if desired_state == "Inactive":
         return "inactive", "an inactive revision runs no provider"
+    if awaiting and not woken:
+        return "awaiting-activation", ("scaled to zero by Crossplane (safe-start) until one of its MRDs is "
+                                       "activated: no pod runs, and none needs to")
+    state, note = _runtime_health(condition, has_nodes)
+    if awaiting:  # woken: RuntimeActive still says AwaitingActivation while the Deployment scales up
+        note = "activated: Crossplane scales its runtime up from zero" + (f"; {note}" if note else "")
+    return state, note
+
+
+def _runtime_health(condition: tuple[str, str] | None, has_nodes: bool | None) -> tuple[RuntimeState, str]:
     if condition is None:
         return "unknown", "no RuntimeHealthy condition yet"
     status, message = condition
@@ -241,6 +286,27 @@ def runtime_state(desired_state: str, condition: tuple[str, str] | None,
     if status == "False" and ("not healthy yet" in message or "Waiting for" in message):
         return "waiting", message
     return ("unknown" if status != "False" else "unhealthy"), message
+
+
+def becomes_mrd(crd_name: str) -> bool:
+    """Whether Crossplane v2.4 makes an MRD of a provider package's CRD ``<plural>.<group>`` (by its plural:
+    the kinds of :data:`PLAIN_CRD_KINDS` stay CRDs, Established at install)."""
+    return crd_name.split(".", 1)[0] not in _PLAIN_CRD_PLURALS
+
+
+def runtimes_summary(chain: CrossplaneChain) -> str:
+    """One line on the providers' runtimes as a whole: how many Crossplane keeps scaled to zero awaiting
+    activation, and, where the cluster has no Node, that no provider pod runs here (said once for all);
+    empty when there is nothing to say."""
+    states = [p.runtime for p in chain.providers]
+    parts = []
+    if (asleep := states.count("awaiting-activation")):
+        parts.append(f"{asleep} scaled to zero awaiting activation (safe-start, Crossplane v2.4+)")
+    if chain.has_nodes is False:
+        stopped = states.count("no-kubelet")
+        parts.append("no Node: no kubelet runs provider pods here"
+                     + (f" ({stopped} that should run cannot)" if stopped else ""))
+    return "; ".join(parts)
 
 
 def is_safe_start(capabilities: Iterable[object]) -> bool:
@@ -329,7 +395,7 @@ def build_chain(objects: CrossplaneObjects, crds: Mapping[str, tuple[int, int]],
     attributed: set[str] = set()
     for revision in objects.revisions or ():
         attributed.update(revision.mrd_names)
-        info = _classified(revision, objects.has_nodes)
+        info = _classified(revision, objects.has_nodes, rows)
         if revision.provider:
             by_provider.setdefault(revision.provider, []).append(dataclasses.replace(revision, info=info))
         else:
@@ -371,9 +437,13 @@ def activation_view(objects: CrossplaneObjects, in_use: frozenset[str] | None) -
     return view
 
 
-def _classified(revision: RevisionObject, has_nodes: bool | None) -> RevisionInfo:
-    state, message = runtime_state(revision.info.desired_state, revision.runtime_condition, has_nodes)
-    return dataclasses.replace(revision.info, runtime=state, runtime_message=message)
+def _classified(revision: RevisionObject, has_nodes: bool | None, rows: Mapping[str, MRDRow]) -> RevisionInfo:
+    info = revision.info
+    awaiting = info.runtime_active == "False" and info.runtime_active_reason == AWAITING_ACTIVATION
+    woken = awaiting and any(rows[n].state == "Active" for n in revision.mrd_names if n in rows)
+    state, message = runtime_state(info.desired_state, revision.runtime_condition, has_nodes, awaiting=awaiting,
+                                   woken=woken)
+    return dataclasses.replace(info, runtime=state, runtime_message=message)
 
 
 def _provider_chain(name: str, provider: ProviderObject | None, revisions: list[RevisionObject],

@@ -17,30 +17,40 @@ from .silences import Silence, parse_silences
 
 @dataclasses.dataclass(frozen=True)
 class Cadences:
-    """Seconds between the end of one probe run and the start of the next.
+    """Seconds between the end of one probe run and the start of the next, as ``config.toml`` sets them.
 
-    Each cadence is written beside what it costs the server; the budgets those costs must
-    stay within are :class:`RequestBudgets` (``bench/RESULTS.md``, footprint, for the figures).
+    Each probe declares its own cadences beside what they cost the server (``pacing`` in its module,
+    e.g. ``probes/discovery.py``; the budgets those costs must stay within too, ``bench/RESULTS.md``,
+    footprint, for the figures).  A key here left unset (None) keeps the probe's declaration; one
+    set replaces it: ``<probe>`` the busy cadence, ``<probe>_idle`` the idle one (used once no CRD
+    changed for ``settle`` seconds).  The other keys pace reads inside a probe, and are set here.
     """
 
-    #: One GET /version (budget 2/min); idle: ``version_idle``.
-    version: float = 30.0
-    version_idle: float = 120.0
-    #: No request of its own (the shared CRD watch) ...
-    inventory: float = 2.0
-    #: ... and where Crossplane is installed, its install chain (connection/crossplane_read.py): one list
-    #: each of Providers, ProviderRevisions, MRDs (a Table without objects, one request per 2,000) and
-    #: MRAPs, only for the APIs whose CRDs exist, from the watch cache (resourceVersion=0); a Node
-    #: list of one item at most every 10 min, only while a provider's Deployment is not Available.
-    #: At most every ``crossplane`` s after a CRD change (an install: 8 requests/min, 10 past 2,000
-    #: MRDs), else every ``crossplane_idle`` s (2/min: at rest the whole monitor stays under 0.5
-    #: requests/s with Crossplane too).  Budget: ``RequestBudgets.inventory``.
+    version: float | None = None
+    version_idle: float | None = None
+    inventory: float | None = None
+    discovery: float | None = None
+    discovery_idle: float | None = None
+    throttling: float | None = None
+    throttling_idle: float | None = None
+    openapi: float | None = None
+    openapi_idle: float | None = None
+    health: float | None = None
+    health_idle: float | None = None
+    latency: float | None = None
+    latency_idle: float | None = None
+    responsiveness: float | None = None
+    webhooks: float | None = None
+    webhooks_idle: float | None = None
+    #: The inventory's Crossplane install chain (connection/crossplane_read.py): one list each of
+    #: Providers, ProviderRevisions, MRDs (a Table without objects, one request per 2,000) and MRAPs,
+    #: only for the APIs whose CRDs exist, from the watch cache (resourceVersion=0); a Node list of
+    #: one item at most every 10 min, only while a provider's Deployment is not Available.  At most
+    #: every ``crossplane`` s after a CRD change (an install: 8 requests/min, 10 past 2,000 MRDs),
+    #: else every ``crossplane_idle`` s (2/min: at rest the whole monitor stays under 0.5 requests/s
+    #: with Crossplane too).  Budget: the inventory probe's.
     crossplane: float = 30.0
     crossplane_idle: float = 120.0
-    #: Two conditional GETs (/api, /apis: 304 when unchanged) while CRDs change (budget 14/min) ...
-    discovery: float = 10.0
-    #: ... and this cadence once no CRD changed for ``settle`` seconds (a change wakes it at once).
-    discovery_idle: float = 60.0
     #: The legacy walk sends 2+N requests (480 at the whole AWS set): on a server without aggregated
     #: discovery (the only way to see resources there) every this many seconds, and after the set of
     #: group-versions changed once it has been still for ``settle`` seconds, never during an install
@@ -51,41 +61,22 @@ class Cadences:
     #: every 300 s was 1.6 requests/s on average at 2,065 CRDs, three times all the rest of the
     #: monitor at rest.
     discovery_legacy_refresh: float = 21600.0
-    #: Throttling, health and latency share one /metrics scrape (megabytes on a big cluster, most of
-    #: the monitor's bytes): 10 s keeps it under 50 KB/s with 2,000 CRDs (budget 6 scrapes/min);
-    #: idle, every 20 s (the server builds the whole text for each scrape).
-    throttling: float = 10.0
-    throttling_idle: float = 20.0
-    #: The /openapi/v3 index while CRDs change or wait for publication (budget 12/min with the
-    #: group-version documents, at most ``RequestBudgets.openapi_v3_documents`` of them) ...
-    openapi: float = 10.0
-    #: ... and this cadence once nothing changed or waits (a CRD change wakes it at once).
-    openapi_idle: float = 60.0
     #: Fetching /openapi/v2 makes the server build the whole document (43 s and 100 MB at 2,065
     #: CRDs, and the Go heap keeps the memory): off unless asked (``--openapi-v2``: 60, once a
     #: minute at most and only after a CRD change).
     openapi_v2: float = 0.0
-    #: /readyz every run (/livez only when not ready), the identity Leases every 30 s (budget 10/min).
-    health: float = 10.0
-    health_idle: float = 20.0
-    #: Four canary requests per run: every 15 s while busy (budget 16/min; a hang of 20 s then always
-    #: catches a round of canaries), every minute when idle.
-    latency: float = 15.0
-    latency_idle: float = 60.0
-    #: The webhooks probe declares its own pacing (``probes.webhooks.WebhooksProbe.PACING``: the shared
-    #: scrape's, 10 s while CRDs change, 20 s at rest); a value here overrides it (None: its own).
-    webhooks: float | None = None
-    webhooks_idle: float | None = None
-    #: Reads the shared client's in-flight requests and the HTTP/2 PING's wait (no request).
-    responsiveness: float = 0.5
     #: One HTTP/2 PING on a connection of its own every this many seconds: no request, no APF seat,
     #: about 100 bytes each way (0: off; then, as where the server cannot be pinged, a /livez
     #: heartbeat after 2 s of silence, 4 s once all is quiet).
     responsiveness_ping: float = 1.0
-    #: Seconds without a CRD change after which an install counts as over: probes with an
-    #: ``*_idle`` cadence use it from then on (a CRD change brings the busy one back at once), and
-    #: the legacy walk runs again.
+    #: Seconds without a CRD change after which an install counts as over: probes with an idle
+    #: cadence use it from then on (a CRD change brings the busy one back at once), and the legacy
+    #: walk runs again.
     settle: float = 60.0
+
+    def overrides(self) -> dict[str, float]:
+        """The keys set (``config.toml``, flags, a collector's stream): name -> seconds."""
+        return _set_values(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,22 +85,23 @@ class RequestBudgets:
 
     The footprint probe names a part over its budget, and the CI test
     (``tests/e2e/test_footprint.py``) fails a default watch that exceeds one during a load.
-    Parts are the scheduler's probe names plus ``metrics`` (the one shared /metrics scrape),
-    ``crd-watch`` (the one CRD list+watch) and ``discovery-walk`` (budgeted in walks per hour:
-    its requests grow with the group-versions).
+    Parts are the scheduler's probes, each declaring its own budget (``pacing`` in its module:
+    a key set here replaces it), plus ``metrics`` (the one shared /metrics scrape), ``crd-watch``
+    (the one CRD list+watch) and ``discovery-walk`` (budgeted in walks per hour: its requests grow
+    with the group-versions).
     """
 
-    version: float = 2.0
-    #: The Crossplane chain's reads (``Cadences.crossplane``): 8/min during an install, 10 past 2,000 MRDs.
-    inventory: float = 10.0
-    discovery: float = 14.0
-    throttling: float = 2.0
-    openapi: float = 12.0
+    version: float | None = None
+    inventory: float | None = None
+    discovery: float | None = None
+    throttling: float | None = None
+    openapi: float | None = None
+    health: float | None = None
+    latency: float | None = None
+    responsiveness: float | None = None
+    webhooks: float | None = None
     #: /openapi/v3/<group-version> documents read to settle publication stages.
     openapi_v3_documents: float = 6.0
-    health: float = 10.0
-    latency: float = 16.0
-    responsiveness: float = 12.0
     metrics: float = 6.0
     crd_watch: float = 2.0
     legacy_walks_per_hour: float = 12.0
@@ -122,6 +114,16 @@ class RequestBudgets:
     #: shared with the server (bench/RESULTS.md, footprint), each event seen at most this much later.
     #: 0: read every event as it arrives.
     crd_watch_coalesce_seconds: float = 0.25
+
+    def overrides(self) -> dict[str, float]:
+        """The numeric keys set: name -> requests per minute (or the key's own unit)."""
+        return _set_values(self)
+
+
+def _set_values(section: Cadences | RequestBudgets) -> dict[str, float]:
+    """A section's numeric values that are set (not None, not a switch)."""
+    return {name: float(value) for name, value in dataclasses.asdict(section).items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,6 +234,16 @@ RANGES: dict[tuple[str, str], tuple[float, float]] = {
 }
 
 
+def _expected_type(field: dataclasses.Field[Any]) -> type | None:
+    """The type a key's value must have: its default's, or for a key unset by default (None) the
+    one its annotation names (``float | None``)."""
+    default = field.default
+    if default is not None and default is not dataclasses.MISSING:
+        return type(default)
+    annotation = str(field.type)
+    return next((kind for kind in (float, int, bool, str) if annotation.startswith(kind.__name__)), None)
+
+
 def _coerce(section: str, cls: type, data: Any, path: Path) -> Any:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: [{section}] must be a table")
@@ -240,10 +252,7 @@ def _coerce(section: str, cls: type, data: Any, path: Path) -> Any:
     for key, value in data.items():
         if key not in fields:
             raise ConfigError(f"{path}: unknown setting {section}.{key} (known: {', '.join(fields)})")
-        default = fields[key].default
-        expected = type(default) if default is not None and default is not dataclasses.MISSING else None
-        if default is None and fields[key].type == "float | None":  # an override of a declaration
-            expected = float
+        expected = _expected_type(fields[key])
         if expected is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if expected is not None and not isinstance(value, expected):

@@ -34,6 +34,7 @@ from typing import Any
 
 import yaml
 
+from crdscope.base.crossplane import becomes_mrd
 from crdscope.lab.binaries import ensure_binaries
 from crdscope.lab.controlplane import Lab, LabState
 
@@ -153,7 +154,9 @@ def measure(minor: str, directory: Path, count: int, per: int, runs: int, saving
             work = Path(home) / "packages"
             packages = push_packages(state, directory, family=False, safe_start=True, work=work)
             _apply(state, providers_of(packages))
-            _wait_count(state, MRD_LIST, len(names), "MRDs", timeout=INSTALL_TIMEOUT_SECONDS)
+            # ProviderConfig kinds stay CRDs on Crossplane v2.4: the MRDs are the rest.
+            _wait_count(state, MRD_LIST, sum(1 for name in names if becomes_mrd(name)), "MRDs",
+                        timeout=INSTALL_TIMEOUT_SECONDS)
             small = compositions(kinds, max(1, count // 10), per)
             _apply(state, small)
             wait_until_idle(state)

@@ -17,11 +17,25 @@ from crdscope.cli.main import cluster_options, memory_limit_bytes, memory_limit_
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from crdscope.costmodel.crossplane import Activation
-    from crdscope.costmodel.model import Estimate
+    from crdscope.costmodel.features import CRDFeatures
+    from crdscope.costmodel.model import Estimate, Target
     from crdscope.costmodel.mrds import MRDSelection
     from crdscope.costmodel.source import SourceCRDs
     from crdscope.lab.controlplane import LabState
+    from crdscope.session.failif import Comparison
+
+
+#: ``--help``'s example of a gate (and the one a malformed expression's error gives).
+FAIL_IF_EXAMPLE = "memory.held_added_mib>500"
+#: What gives a figure that is null without it (said when a --fail-if names one).
+NULL_HINTS = {"installed_crds": "--context compares with what a cluster runs",
+              "delta": "--context compares with what a cluster runs",
+              "memory.limit_mib": "give --memory-limit or --prometheus",
+              "memory.headroom_after_mib": "give --memory-limit or --prometheus",
+              "memory.crds_until_limit": "give --memory-limit or --prometheus",
+              "memory.held_added_mib": "the minor's calibration did not measure it",
+              "memory.rss_before_mib": "/metrics was not readable",
+              "crossplane_activation": "SOURCE is not a Crossplane provider"}
 
 
 @click.command()
@@ -43,31 +57,79 @@ if TYPE_CHECKING:
 @click.option("--activate", "activate", multiple=True, metavar="PATTERN",
               help="instead of SOURCE: the cluster's inactive Crossplane MRDs an MRAP with PATTERN would "
                    "activate (repeatable; read from the MRDs, nothing is activated)")
+@click.option("--replaces", type=click.Choice(["groups", "names"]), default=None,
+              help="with --context: the cluster's CRDs SOURCE replaces, those of its API groups (an upgrade: "
+                   "the ones SOURCE lacks are removed) or only those of its names (nothing removed) "
+                   "[default: groups]; the figures are the delta's")
+@click.option("--fail-if", "fail_if", multiple=True, metavar="EXPR",
+              help=f"exit 1 when a figure crosses EXPR (repeatable), e.g. '{FAIL_IF_EXAMPLE}', 'crds_added>200': "
+                   "a key of --json, nested ones joined by dots (an interval compares by its value, .high by its "
+                   "upper bound): crds_added, crds_removed, crds_changed, schema_bytes_added, memory.rss_added_mib, "
+                   "memory.held_added_mib, memory.heap_added_mib, memory.headroom_after_mib, "
+                   "discovery.group_versions_added, discovery.aggregated_bytes_added, "
+                   "discovery.legacy_requests_after, openapi.v3_paths_added, openapi.v2_bytes_added, "
+                   "install.seconds_at_loader_defaults")
 @cluster_options
 def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str | None,
              prometheus_url: str | None, as_json: bool,
              output_format: str, measure: bool, schema_props: int, seed: int, from_context: str | None,
-             activate: tuple[str, ...], kubeconfig: str | None, context: str | None) -> None:
+             activate: tuple[str, ...], replaces: str | None, fail_if: tuple[str, ...], kubeconfig: str | None,
+             context: str | None) -> None:
     """Predict what installing SOURCE costs: memory, discovery, OpenAPI, install time.
 
     SOURCE is anything `crdscope load` reads (a directory, an archive, YAML, `-`, synthetic:N,
     --from-context) or a Crossplane package (.xpkg, or REGISTRY/REPO:TAG, pulled with its dependencies).
+    With --context the figures are the delta over the release the cluster runs (--replaces).
     """
-    from crdscope.costmodel.coefficients import calibrated_minors
-    from crdscope.costmodel.crossplane import activation, is_crossplane_provider
-    from crdscope.costmodel.model import crd_memory, estimate as predict
-    from crdscope.costmodel.coefficients import for_minor
-    from crdscope.costmodel.source import read_source
     from crdscope.base.errors import ConfigError
+    from crdscope.cli.gate import parse_gates
 
+    gates = parse_gates(fail_if, FAIL_IF_EXAMPLE)
     if kubernetes_minor and context:
         raise ConfigError("give either --kubernetes (an empty cluster) or --context (a real one), not both")
-    given = memory_limit_bytes(memory_limit)
-    limit = float(given) if given else None
-    import asyncio  # here, not at the top: `crdscope --help` imports this module
+    if gates and measure:
+        raise ConfigError("--fail-if gates the prediction: it does not go with --measure")
+    if replaces and (not context or activate):
+        raise ConfigError("--replaces compares SOURCE with what a cluster runs: give --context (and no --activate)")
+    limit = _memory_limit(memory_limit, prometheus_url)
+    selection, read = _read(source, schema_props, seed, from_context, activate, kubernetes_minor, context,
+                            kubeconfig)
+    # --measure loads SOURCE on top of the context's CRDs: it removes nothing, so it prices by names.
+    replaced = "names" if measure else (replaces or "groups")
+    predicted, minor = _predict(read, kubernetes_minor, limit, context, kubeconfig,
+                                replaces=replaced if context and selection is None else None,
+                                on_cluster=bool(context) or selection is not None)
+    if measure and selection is not None:
+        _measure_activation(selection, predicted, minor, as_json)
+    elif measure:
+        synthetic = read.spec.startswith("synthetic")
+        arguments = ("--schema-props", str(schema_props), "--seed", str(seed)) if synthetic else ()
+        _measure(source or "", arguments, predicted, minor, as_json,
+                 replay=(context, kubeconfig) if context else None)
+    else:
+        _print_estimate(predicted, read, selection, gates, minor, as_json=as_json, output_format=output_format)
 
-    if limit is None and prometheus_url:
-        limit = asyncio.run(_prometheus_limit(prometheus_url))
+
+def _memory_limit(memory_limit: str | None, prometheus_url: str | None) -> float | None:
+    """``--memory-limit``, else the container's limit from ``--prometheus``, else None."""
+    given = memory_limit_bytes(memory_limit)
+    if given:
+        return float(given)
+    if prometheus_url:
+        import asyncio  # here, not at the top: `crdscope --help` imports this module
+
+        return asyncio.run(_prometheus_limit(prometheus_url))
+    return None
+
+
+def _read(source: str | None, schema_props: int, seed: int, from_context: str | None, activate: tuple[str, ...],
+          kubernetes_minor: str | None, context: str | None,
+          kubeconfig: str | None) -> tuple[MRDSelection | None, SourceCRDs]:
+    """SOURCE's CRDs, or with ``--activate`` the cluster's inactive MRDs the patterns select."""
+    import asyncio
+
+    from crdscope.base.errors import ConfigError
+    from crdscope.costmodel.source import read_source
 
     selection = None
     if activate:
@@ -81,25 +143,40 @@ def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str
     if not read.crds:
         reason = f": {read.problems[0].origin}: {read.problems[0].reason}" if read.problems else ""
         raise ConfigError(f"{read.spec}: no CustomResourceDefinition found{reason}")
-    target = None
-    minor = kubernetes_minor or calibrated_minors()[-1]
-    if context or selection is not None:  # --activate: the MRDs' cluster is the target (default: current context)
-        from crdscope.costmodel.target import read_target  # the connection stack only for a real cluster
+    return selection, read
 
-        minor, target = asyncio.run(read_target(context, kubeconfig))
-    predicted = predict(read.crds, minor, target=target, memory_limit_bytes=limit)
-    coefficients = for_minor(minor)
-    found = (activation(read.crds, lambda crd: crd_memory(coefficients, crd))
-             if is_crossplane_provider(read.crds) else None)
-    if measure and selection is not None:
-        _measure_activation(selection, predicted, minor, as_json)
-    elif measure:
-        synthetic = read.spec.startswith("synthetic")
-        arguments = ("--schema-props", str(schema_props), "--seed", str(seed)) if synthetic else ()
-        _measure(source or "", arguments, predicted, minor, as_json,
-                 replay=(context, kubeconfig) if context else None)
-    else:
-        _print_estimate(predicted, read, found, selection, as_json=as_json, output_format=output_format)
+
+def _predict(read: SourceCRDs, kubernetes_minor: str | None, limit: float | None, context: str | None,
+             kubeconfig: str | None, *, replaces: str | None, on_cluster: bool) -> tuple[Estimate, str]:
+    """The estimate and the minor it is for: an empty cluster's, or (``on_cluster``: ``--context``, or
+    ``--activate``'s cluster, default the current context) the cluster's, over the release it runs
+    when ``replaces`` says which of its CRDs SOURCE replaces."""
+    import asyncio
+
+    from crdscope.costmodel.coefficients import calibrated_minors
+    from crdscope.costmodel.model import estimate as predict
+
+    if not on_cluster:
+        minor = kubernetes_minor or calibrated_minors()[-1]
+        return predict(read.crds, minor, memory_limit_bytes=limit), minor
+    minor, target, installed = asyncio.run(_read_cluster(context, kubeconfig, read, replaces))
+    return predict(read.crds, minor, target=target, memory_limit_bytes=limit, installed=installed), minor
+
+
+async def _read_cluster(context: str | None, kubeconfig: str | None, read: SourceCRDs,
+                        replaces: str | None) -> tuple[str, Target, tuple[CRDFeatures, ...] | None]:
+    """The cluster as a target, and the release SOURCE replaces (None: not asked), read together."""
+    import asyncio
+
+    from crdscope.costmodel.target import read_installed, read_target  # the connection stack only here
+
+    if replaces is None:
+        minor, target = await read_target(context, kubeconfig)
+        return minor, target, None
+    groups, names = {crd.group for crd in read.crds}, {crd.name for crd in read.crds}
+    (minor, target), installed = await asyncio.gather(read_target(context, kubeconfig),
+                                                      read_installed(context, kubeconfig, groups, names, replaces))
+    return minor, target, installed
 
 
 def _inactive_mrds(patterns: tuple[str, ...], context: str | None,
@@ -120,17 +197,26 @@ def _inactive_mrds(patterns: tuple[str, ...], context: str | None,
                                  selection.crds, ())
 
 
-def _print_estimate(predicted: Estimate, read: SourceCRDs, found: Activation | None,
-                    selection: MRDSelection | None, *, as_json: bool, output_format: str) -> None:
-    """The prediction as JSON, Markdown or a table; what of the source could not be read, on stderr."""
+def _print_estimate(predicted: Estimate, read: SourceCRDs, selection: MRDSelection | None,
+                    gates: tuple[Comparison, ...], minor: str, *, as_json: bool, output_format: str) -> None:
+    """The prediction as JSON, Markdown or a table; what of the source could not be read, on stderr;
+    then the gates (a name that is no figure: exit 2 before anything is printed; crossed: exit 1 after)."""
+    from crdscope.cli.gate import enforce, gate_json, judge
+    from crdscope.costmodel.coefficients import for_minor
+    from crdscope.costmodel.crossplane import activation, is_crossplane_provider
+    from crdscope.costmodel.model import crd_memory
     from crdscope.costmodel.report import to_json, to_markdown, to_table
 
+    coefficients = for_minor(minor)
+    found = (activation(read.crds, lambda crd: crd_memory(coefficients, crd))
+             if is_crossplane_provider(read.crds) else None)
+    data = to_json(predicted, source=read.spec, activation=found, problems=len(read.problems))
+    if selection is not None:
+        data["activate"] = {"patterns": list(selection.patterns), "mrds": list(selection.names),
+                            "mrds_total": selection.mrds_total, "already_active": list(selection.already_active)}
+    crossed = judge(gates, data, NULL_HINTS)
     if as_json:
-        data = to_json(predicted, source=read.spec, activation=found, problems=len(read.problems))
-        if selection is not None:
-            data["activate"] = {"patterns": list(selection.patterns), "mrds": list(selection.names),
-                                "mrds_total": selection.mrds_total, "already_active": list(selection.already_active)}
-        click.echo(json.dumps(data, indent=1))
+        click.echo(json.dumps({**data, "fail_if": gate_json(gates, crossed)}, indent=1))
     elif output_format == "md":
         click.echo(to_markdown(predicted, source=read.spec, activation=found))
     else:
@@ -138,6 +224,7 @@ def _print_estimate(predicted: Estimate, read: SourceCRDs, found: Activation | N
     if read.problems:
         click.echo(f"estimate: {len(read.problems)} entries of {read.spec} could not be read and are left out "
                    f"(first: {read.problems[0].origin}: {read.problems[0].reason})", err=True)
+    enforce(crossed)
 
 
 async def _prometheus_limit(url: str) -> float | None:

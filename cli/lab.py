@@ -60,11 +60,19 @@ def binary_options(function: Callable[..., Any]) -> Callable[..., Any]:
     return function
 
 
+def crossplane_version_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--crossplane-version LINE``: which Crossplane core release the lab runs."""
+    return click.option("--crossplane-version", "crossplane_version", default=None, metavar="VERSION",
+                        help="Crossplane's core release: v2.4 (v2.4.2, the default) or v2.0 (v2.0.0); "
+                             "`lab versions` lists them")(function)
+
+
 def crossplane_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``--crossplane`` and ``--activation PATTERN`` (repeatable)."""
+    """``--crossplane``, ``--crossplane-version`` and ``--activation PATTERN`` (repeatable)."""
     function = click.option("--activation", "activations", multiple=True, metavar="PATTERN",
                             help="a pattern of Crossplane's default MRAP (repeatable; default '*' as "
                                  "upstream; 'none': no default MRAP)")(function)
+    function = crossplane_version_option(function)
     return click.option("--crossplane", "with_crossplane", is_flag=True,
                         help="also run Crossplane v2's core and a package registry (built from Go modules)")(function)
 
@@ -108,14 +116,20 @@ def lab(ctx: click.Context, source: str | None, with_crossplane: bool, provider:
 @kubernetes_option
 @click.option("--all", "build_all", is_flag=True, help="build every supported version")
 @click.option("--crossplane", "with_crossplane", is_flag=True,
-              help="also Crossplane's core and CLI and the registry (lab up --crossplane runs them)")
-def lab_build(kubernetes: str | None, build_all: bool, with_crossplane: bool) -> None:
+              help="also Crossplane's core and CLI, the registry and kube-controller-manager (lab up --crossplane "
+                   "runs them)")
+@crossplane_version_option
+def lab_build(kubernetes: str | None, build_all: bool, with_crossplane: bool, crossplane_version: str | None) -> None:
     """Build kube-apiserver and etcd from Go modules (skipped when cached)."""
+    from crdscope.base.errors import LabError
     from crdscope.lab.binaries import build, cached_binaries, supported_minors, versions_for
 
+    if crossplane_version and not with_crossplane:
+        raise LabError("--crossplane-version picks the Crossplane to build: use it with --crossplane", exit_code=2)
     if with_crossplane:
-        binaries, _ = _crossplane_ready(())
-        click.echo(f"crossplane {binaries.version}, crank and crane in {binaries.crossplane.parent}")
+        binaries, _ = _crossplane_ready((), crossplane_version, kubernetes)
+        click.echo(f"crossplane {binaries.version} in {binaries.crossplane.parent}, crank and crane "
+                   f"{binaries.cli_version} in {binaries.crank.parent}")
     for minor in supported_minors() if build_all else [kubernetes]:
         versions = versions_for(minor)
         cached = cached_binaries(versions)
@@ -129,34 +143,84 @@ def lab_build(kubernetes: str | None, build_all: bool, with_crossplane: bool) ->
 
 
 @lab.command("versions")
-@click.option("--json", "as_json", is_flag=True, help="one JSON object per minor, a line each")
+@click.option("--json", "as_json", is_flag=True,
+              help="one JSON object per minor, then per Crossplane release, a line each")
 @click.option("--newest", is_flag=True,
-              help="also ask the Go module proxy for each minor's newest patch (needs Go; says where a pin is behind)")
+              help="also ask the Go module proxy for each minor's newest tag (needs Go; says where a pin is behind, "
+                   "and keeps the answer for the next `lab versions`)")
 def lab_versions(as_json: bool, newest: bool) -> None:
-    """List every supported Kubernetes minor: its pinned patch, whether it is built, what it serves differently."""
-    from crdscope.lab.binaries import build_record, cached_binaries, newest_patch, served_defaults, \
-        supported_minors, versions_for
+    """List every supported Kubernetes minor (its pinned tag, pre-release or not, whether it is built, what it
+    serves differently) and the Crossplane releases the lab runs."""
+    from crdscope.lab.binaries import supported_minors
 
     for minor in supported_minors():
-        versions = versions_for(minor)
-        built = cached_binaries(versions)
-        row: dict[str, Any] = {"minor": minor, "kubernetes": versions.kubernetes, "etcd": versions.etcd,
-                               "built": str(built.apiserver.parent) if built else None,
-                               "serves": served_defaults(minor).notes()}
-        if built:
-            record = build_record(versions)
-            row["build_seconds"], row["go"] = record.get("seconds"), record.get("go")
-        if newest:
-            row["newest_patch"] = newest_patch(minor, after=versions.kubernetes) or None
+        row = _minor_row(minor, newest)
         if as_json:
             click.echo(json.dumps(row))
             continue
-        where = (f"built in {built.apiserver.parent}" if built
-                 else f"not built (lab build --kubernetes {minor})")
-        behind = (f"  (the proxy serves {row['newest_patch']})"
-                  if newest and row["newest_patch"] not in (None, versions.kubernetes) else "")
-        click.echo(f"{minor}  {versions.kubernetes}  etcd {versions.etcd}  {where}{behind}")
+        where = f"built in {row['built']}" if row["built"] else f"not built (lab build --kubernetes {minor})"
+        kind = "  pre-release" if row["prerelease"] else ("  (the default)" if row["default"] else "")
+        served = row.get("newer_served")
+        behind = f"  (the proxy serves {served}{row.get('newer_note', '')})" if served else ""
+        click.echo(f"{minor}  {row['kubernetes']}{kind}  etcd {row['etcd']}  {where}{behind}")
         click.echo(f"      {row['serves']}")
+    _crossplane_rows(as_json)
+
+
+def _minor_row(minor: str, newest: bool) -> dict[str, Any]:
+    """One minor of ``lab versions``: what is pinned and built, and a newer tag when one is known to be served
+    (asked now with ``newest``, else as the last ``--newest`` found it)."""
+    import time
+
+    from crdscope.lab.binaries import build_record, cached_binaries, is_prerelease, newest_tag, read_newest, \
+        record_newest, released_minors, served_defaults, versions_for
+
+    versions = versions_for(minor)
+    built = cached_binaries(versions)
+    row: dict[str, Any] = {"minor": minor, "kubernetes": versions.kubernetes, "etcd": versions.etcd,
+                           "prerelease": is_prerelease(versions.kubernetes),
+                           "default": minor == released_minors()[-1],
+                           "built": str(built.apiserver.parent) if built else None,
+                           "serves": served_defaults(minor).notes()}
+    if built:
+        record = build_record(versions)
+        row["build_seconds"], row["go"] = record.get("seconds"), record.get("go")
+    if newest:
+        row["newest_tag"] = newest_tag(minor, after=versions.kubernetes) or None
+        if row["newest_tag"]:
+            record_newest(minor, row["newest_tag"])
+        found, note = row["newest_tag"], ""
+    else:
+        known = read_newest().get(minor, {})
+        found = known.get("tag")
+        note = (f", asked {time.strftime('%Y-%m-%d', time.localtime(known['checked_at']))} by "
+                "`lab versions --newest`") if found and isinstance(known.get("checked_at"), (int, float)) else ""
+    if found and found != versions.kubernetes:
+        row["newer_served"], row["newer_note"] = found, note
+    return row
+
+
+def _crossplane_rows(as_json: bool) -> None:
+    """The Crossplane core releases the lab runs (the default first) and where their build stands."""
+    from crdscope.toolchain.crossplane import CLI_RELEASE, RELEASES, build_record, cached_binaries
+
+    if not as_json:
+        click.echo("crossplane (lab up --crossplane [--crossplane-version VERSION]):")
+    for index, release in enumerate(RELEASES):
+        built = cached_binaries(release.version)
+        row: dict[str, Any] = {"crossplane": release.version, "line": release.line, "default": index == 0,
+                               "built": str(built.crossplane.parent) if built else None,
+                               "cli": CLI_RELEASE.version, "note": release.note}
+        if built:
+            row["build_seconds"] = build_record(release.version).get("seconds")
+        if as_json:
+            click.echo(json.dumps(row))
+            continue
+        where = f"built in {row['built']}" if built else \
+            f"not built (lab build --crossplane --crossplane-version {release.line})"
+        click.echo(f"  {release.line}  {release.version}{'  (the default)' if index == 0 else ''}  {where}")
+        click.echo(f"      crank and crane from {CLI_RELEASE.version} (the CLI left the core repository after v2.0)"
+                   + (f"; {release.note}" if release.note else ""))
 
 
 @lab.command("up", context_settings={"ignore_unknown_options": True})
@@ -177,7 +241,8 @@ def lab_versions(as_json: bool, newest: bool) -> None:
 @click.argument("extra_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- APISERVER_FLAGS...]")
 def lab_up(apiserver_bin: str | None, etcd_bin: str | None, kubernetes: str | None, name: str, feature_gates: str,
            apiserver_args: tuple[str, ...], memory_limit: str | None, restart: bool | None, apiservers: int,
-           with_crossplane: bool, activations: tuple[str, ...], extra_args: tuple[str, ...]) -> None:
+           with_crossplane: bool, crossplane_version: str | None, activations: tuple[str, ...],
+           extra_args: tuple[str, ...]) -> None:
     """Start the lab in the background and return once it is ready."""
     from crdscope.lab.binaries import ensure_binaries
     from crdscope.base.errors import LabError
@@ -200,9 +265,11 @@ def lab_up(apiserver_bin: str | None, etcd_bin: str | None, kubernetes: str | No
         from crdscope.lab.cgroups import check_available
 
         check_available()  # before a build of minutes, not after
-    if activations and not with_crossplane:
-        raise LabError("--activation sets Crossplane's default MRAP: use it with --crossplane", exit_code=2)
-    crossplane = _crossplane_ready(activations) if with_crossplane else None  # builds before the lab starts
+    if (activations or crossplane_version) and not with_crossplane:
+        raise LabError("--activation and --crossplane-version are Crossplane's: use them with --crossplane",
+                       exit_code=2)
+    # Builds (Crossplane, the lab minor's kube-controller-manager) before the lab starts.
+    crossplane = _crossplane_ready(activations, crossplane_version, kubernetes) if with_crossplane else None
     binaries = ensure_binaries(apiserver_bin, etcd_bin, kubernetes=kubernetes, progress=_say)
     lab_ = Lab(name=name)
     state = lab_.up(binaries, say=_say, options=options)
@@ -224,16 +291,24 @@ def lab_up(apiserver_bin: str | None, etcd_bin: str | None, kubernetes: str | No
     click.echo(f"  export KUBECONFIG={state.kubeconfig}")
 
 
-def _crossplane_ready(activations: tuple[str, ...]) -> tuple[Any, list[str]]:
-    """The Crossplane binaries (built when missing) and the default MRAP's patterns."""
+def _crossplane_ready(activations: tuple[str, ...], version: str | None, kubernetes: str | None,
+                      controllers: bool = True) -> tuple[Any, list[str]]:
+    """The Crossplane binaries of ``version`` and (``controllers``) the kube-controller-manager of the
+    ``kubernetes`` minor (default the newest), built when missing, and the default MRAP's patterns."""
     from crdscope.lab import crossplane
-    from crdscope.toolchain.crossplane import crossplane_binaries
+    from crdscope.lab.binaries import controller_manager, versions_for
+    from crdscope.toolchain.crossplane import crossplane_binaries, release_of
 
-    patterns = crossplane.activations_of(activations)  # a one-line error before a build of minutes
+    patterns = crossplane.activations_of(activations)  # one-line errors before a build of minutes
+    release_of(version)
+    versions_for(kubernetes)
     from .progress import progress_lines
 
     with progress_lines("building Crossplane") as say:
-        return crossplane_binaries(progress=say), patterns
+        binaries = crossplane_binaries(progress=say, version=version)
+        if controllers:
+            controller_manager(kubernetes, progress=say)
+        return binaries, patterns
 
 
 def _start_crossplane(lab_: Any, state: Any, binaries: Any, activations: list[str]) -> None:
@@ -252,11 +327,16 @@ def _start_crossplane(lab_: Any, state: Any, binaries: Any, activations: list[st
 @name_option
 @click.option("--activation", "activations", multiple=True, metavar="PATTERN",
               help="a pattern of the default MRAP (repeatable; default '*'; 'none': no default MRAP)")
-def lab_crossplane(name: str, activations: tuple[str, ...]) -> None:
+@crossplane_version_option
+def lab_crossplane(name: str, activations: tuple[str, ...], crossplane_version: str | None) -> None:
     """Start Crossplane v2's core and a package registry on a running lab."""
+    from crdscope.lab.binaries import minor_of, supported_minors
+
     lab_ = _named_lab(name)
     state = lab_.require()
-    binaries, patterns = _crossplane_ready(activations)
+    minor = minor_of(state.kubernetes_version)
+    binaries, patterns = _crossplane_ready(activations, crossplane_version, minor or None,
+                                           controllers=minor in supported_minors())
     _start_crossplane(lab_, state, binaries, patterns)
 
 

@@ -280,9 +280,20 @@ def render_inventory(data: dict[str, Any], now: float | None = None) -> list[str
                        [[m["name"], ", ".join(m.get("patterns") or ()) or DASH, number(m.get("activated")),
                          number(m.get("matching")), number(m.get("matching_inactive")),
                          m.get("healthy") or DASH] for m in mraps], align="llrrrl", limit=len(mraps))
-    if chain.get("has_nodes") is not None:
-        lines += ["", *pairs([("nodes", "yes" if chain["has_nodes"] else "none (no kubelet runs provider pods)")])]
+    summary = _runtimes_summary(chain)
+    if summary or chain.get("has_nodes") is not None:
+        nodes = None if chain.get("has_nodes") is None else ("yes" if chain["has_nodes"] else "none")
+        lines += ["", *pairs([("nodes", nodes), ("runtimes", summary or None)])]
     return lines + unobservable(chain.get("unobservable") or {})
+
+
+def _runtimes_summary(chain: dict[str, Any]) -> str:
+    """:func:`base.crossplane.runtimes_summary` of a chain as JSON."""
+    from crdscope.base.crossplane import CrossplaneChain, ProviderChain, runtimes_summary
+
+    providers = tuple(ProviderChain(name=p.get("name", ""), owner="", runtime=p.get("runtime") or "unknown")
+                      for p in chain.get("providers") or [])
+    return runtimes_summary(CrossplaneChain(present=True, providers=providers, has_nodes=chain.get("has_nodes")))
 
 
 def _eta_text(provider: dict[str, Any]) -> str:

@@ -31,6 +31,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from .cluster import Cluster, explain, status_message
+from .credentials import parse_rfc3339
+from crdscope.base.errors import ConfigError
 from .crdwatch import CRDRecord
 from crdscope.base.activation import read_composition
 from crdscope.base.crossplane import (
@@ -69,6 +71,19 @@ def _condition(obj: Mapping[str, Any], kind: str) -> tuple[str, str] | None:
         if isinstance(condition, dict) and condition.get("type") == kind:
             return str(condition.get("status") or ""), str(condition.get("message") or "")
     return None
+
+
+def _condition_detail(obj: Mapping[str, Any], kind: str) -> tuple[str, float | None]:
+    """(reason, lastTransitionTime as epoch seconds) of condition ``kind``; ("", None) when absent."""
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if isinstance(condition, dict) and condition.get("type") == kind:
+            stamp = condition.get("lastTransitionTime")
+            try:
+                since = parse_rfc3339(str(stamp)) if stamp else None
+            except ConfigError:  # a malformed time: no time, the condition kept
+                since = None
+            return str(condition.get("reason") or ""), since
+    return "", None
 
 
 def _status_and_message(obj: Mapping[str, Any], kind: str) -> tuple[str, str]:
@@ -112,9 +127,13 @@ def parse_revision(obj: Mapping[str, Any]) -> RevisionObject:
         number = int(spec.get("revision") or 0)
     except (TypeError, ValueError):
         number = 0
+    # RuntimeActive: Crossplane v2.4+ (AwaitingActivation while a safe-start runtime is scaled to zero).
+    active_reason, _ = _condition_detail(obj, "RuntimeActive")
     info = RevisionInfo(
         name=str(metadata.get("name", "")), revision=number, desired_state=str(spec.get("desiredState") or ""),
         image=str(spec.get("image") or ""), healthy=healthy, healthy_message=message,
+        runtime_since=_condition_detail(obj, "RuntimeHealthy")[1],
+        runtime_active=_status_and_message(obj, "RuntimeActive")[0], runtime_active_reason=active_reason,
         mrd_refs=len(mrd_names), crd_refs=len(crd_names),
         safe_start=is_safe_start(status.get("capabilities") or ()))
     return RevisionObject(info=info, provider=revision_provider(metadata), mrd_names=mrd_names,

@@ -18,6 +18,7 @@ from crdscope.loader.documents import CRDDocument
 from crdscope.connection.ratelimit import NAMED_LIMITS, replay_legacy_walk
 
 from .coefficients import Coefficients, for_minor, parse_minor
+from .delta import Delta, diff
 from .documents import aggregated_bytes, legacy_bytes
 from .features import CRDFeatures, features_of
 from .fitting import paced_value
@@ -48,6 +49,14 @@ class Interval:
     def around(cls, value: float, relative: float) -> Interval:
         """``value`` +- ``relative`` of it (never below zero: these are sizes, counts and times)."""
         return cls(value, max(0.0, value * (1 - relative)), value * (1 + relative))
+
+    @classmethod
+    def signed(cls, value: float, relative: float) -> Interval:
+        """``value`` +- ``relative`` of it, for a figure a release may lower (a delta): a negative
+        value's interval stays below zero as a positive one's stays above."""
+        if value >= 0:
+            return cls.around(value, relative)
+        return cls(value, value * (1 + relative), min(0.0, value * (1 - relative)))
 
     def plus(self, offset: float) -> Interval:
         """The interval moved by ``offset``."""
@@ -123,6 +132,34 @@ class Estimate:
     install_pace_per_second: float | None = None
     #: the heap the CRDs hold once garbage is collected (None: the minor's calibration did not measure it)
     live_heap_bytes: Interval | None = None
+    #: SOURCE against the release the cluster runs (None: not compared, every CRD is added); with a
+    #: delta the memory, heap, OpenAPI v2 and etcd figures are net: negative when the release frees
+    delta: Delta | None = None
+    groups_removed: int = 0
+    group_versions_removed: int = 0
+    resources_removed: int = 0
+    openapi_v3_paths_removed: int = 0
+
+    @property
+    def crds_added(self) -> int:
+        return len(self.delta.added) if self.delta is not None else self.crds
+
+    @property
+    def crds_removed(self) -> int:
+        return len(self.delta.removed) if self.delta is not None else 0
+
+    @property
+    def crds_changed(self) -> int:
+        return len(self.delta.changed) if self.delta is not None else 0
+
+    @property
+    def crds_unchanged(self) -> int:
+        return len(self.delta.unchanged) if self.delta is not None else 0
+
+    @property
+    def crds_written(self) -> int:
+        """CRDs an install writes: those added and those changed."""
+        return self.crds_added + self.crds_changed
 
 
 #: Aggregated discovery is served by default from 1.27 (beta); 1.26 has it as an alpha behind the
@@ -192,25 +229,52 @@ def sum_terms(crds: list[CRDFeatures], *, first_crds: bool = True) -> dict[str, 
     return totals
 
 
-def _discovery(coefficients: Coefficients, crds: list[CRDFeatures], target: Target) -> dict[str, float]:
+def delta_terms(delta: Delta, *, first_crds: bool = True) -> dict[str, float]:
+    """The regressors of a delta: the terms of what it writes less those of what it replaces (a CRD
+    left as it is counts in neither)."""
+    totals = sum_terms(list(delta.written), first_crds=first_crds)
+    for crd in delta.replaced:
+        for name, value in crd_terms(crd).items():
+            totals[name] = totals.get(name, 0.0) - value
+    return totals
+
+
+def _resources(crds: Iterable[CRDFeatures]) -> set[tuple[str, str, str]]:
+    """(group, version, plural) of every served version: one discovery resource each."""
+    return {(crd.group, version, crd.plural) for crd in crds for version in crd.served_versions}
+
+
+def _discovery(coefficients: Coefficients, crds: list[CRDFeatures], delta: Delta,
+               target: Target) -> dict[str, float]:
+    """Discovery's change: SOURCE's documents in, the installed release's out, beside what else the
+    cluster serves (its group-versions less the installed release's)."""
     baseline = coefficients.baseline
-    known_gvs = target.group_versions
-    new_gvs = {gv for crd in crds for gv in crd.group_versions} - known_gvs
-    new_groups = {crd.group for crd in crds} - target.groups
+    installed = delta.installed
+    old_gvs = {gv for crd in installed for gv in crd.group_versions}
+    old_groups = {crd.group for crd in installed}
+    gvs = {gv for crd in crds for gv in crd.group_versions}
+    groups = {crd.group for crd in crds}
+    other_gvs, other_groups = target.group_versions - old_gvs, target.groups - old_groups
+    new_gvs, gone_gvs = gvs - target.group_versions - old_gvs, old_gvs - gvs
     scale = float(coefficients.figure("aggregated_bytes").get("scale") or 1.0)
     legacy_scale = float(coefficients.figure("legacy_bytes").get("scale") or 1.0)
-    added = scale * aggregated_bytes(crds, target.groups, known_gvs)
+    added = scale * (aggregated_bytes(crds, other_groups, other_gvs)
+                     - aggregated_bytes(installed, other_groups, other_gvs))
     # A watched cluster's own documents are not known here: the baseline stands for them.
-    before_gvs = max(len(known_gvs), int(baseline.get("group_versions", 0)))
+    before_gvs = max(len(target.group_versions), int(baseline.get("group_versions", 0)))
+    net_gvs = len(new_gvs) - len(gone_gvs)
     return {
-        "groups": len(new_groups), "group_versions": len(new_gvs),
-        "resources": sum(len(crd.served_versions) for crd in crds),
+        "groups": len(groups - target.groups - old_groups), "groups_removed": len(old_groups - groups),
+        "group_versions": len(new_gvs), "group_versions_removed": len(gone_gvs),
+        "resources": len(_resources(crds) - _resources(installed)),
+        "resources_removed": len(_resources(installed) - _resources(crds)),
         "aggregated_added": added,
         # None: a minor calibrated where aggregated discovery is not served (1.26)
         "aggregated_after": float(baseline.get("aggregated_bytes") or 0) + added,
-        "legacy_added": len(new_gvs),
-        "legacy_after": 2 + before_gvs + len(new_gvs),
-        "kubectl_cache_after": float(baseline.get("legacy_bytes", 0)) + legacy_scale * legacy_bytes(crds, known_gvs),
+        "legacy_added": net_gvs,
+        "legacy_after": 2 + before_gvs + net_gvs,
+        "kubectl_cache_after": float(baseline.get("legacy_bytes", 0)) + legacy_scale * (
+            legacy_bytes(crds, other_gvs) - legacy_bytes(installed, other_gvs)),
     }
 
 
@@ -240,46 +304,68 @@ def _limit(memory: Interval, per_crd: float, fixed: float, rss_after: Interval |
     return headroom, max(0, int((limit - before - fixed) // per_crd))
 
 
+def _figure(coefficients: Coefficients, name: str, totals: dict[str, float]) -> Interval:
+    """A linear figure with its interval (a delta's may be negative)."""
+    return Interval.signed(_linear(coefficients, name, totals), relative_interval(coefficients, name))
+
+
+def _install(coefficients: Coefficients, written: list[CRDFeatures], pace_per_second: float | None) -> Interval:
+    """Seconds to install what a source writes: no install beats the loader's pace, so the interval
+    stops at that floor; nothing written takes no time."""
+    if not written:
+        return Interval(0.0, 0.0, 0.0)
+    seconds = Interval.around(install_seconds(coefficients, sum_terms(written), pace_per_second),
+                              relative_interval(coefficients, "install_seconds"))
+    pace = install_pace(coefficients, pace_per_second)
+    if pace is None:
+        return seconds
+    return Interval(seconds.value, max(seconds.low, len(written) / pace), seconds.high)
+
+
+def _notes(coefficients: Coefficients, kubernetes_minor: str) -> list[str]:
+    notes = [] if coefficients.requested == coefficients.minor else [coefficients.note]
+    if parse_minor(kubernetes_minor) < AGGREGATED_DEFAULT_FROM:
+        notes.append(f"Kubernetes {kubernetes_minor} serves no aggregated discovery by default (alpha, feature gate "
+                     "AggregatedDiscoveryEndpoint): clients walk the legacy endpoints")
+    return notes
+
+
 def estimate(crds: Iterable[CRDFeatures | CRDDocument], kubernetes_minor: str, *, target: Target | None = None,
-             memory_limit_bytes: float | None = None, load_rate_per_second: float | None = None) -> Estimate:
+             memory_limit_bytes: float | None = None, load_rate_per_second: float | None = None,
+             installed: Iterable[CRDFeatures] | None = None) -> Estimate:
     """What installing ``crds`` on ``target`` (default: an empty cluster) costs on ``kubernetes_minor``.
 
     The install time is ``crdscope load``'s at the pace the model was calibrated at (its default),
     or at ``load_rate_per_second``: the server's fitted work does not depend on the pace, so another
     pace moves only the floor (a pace far faster than the server meets its limits instead: not modelled).
+    ``installed``: the release the cluster runs that ``crds`` replace (:mod:`.delta`); the figures are
+    then the delta's: a CRD left as it is costs nothing, a changed one its difference, a removed one
+    frees what it held (memory, heap, OpenAPI and discovery go negative when the release sheds more).
     """
     coefficients = for_minor(kubernetes_minor)
     target = target or Target()
     listed = _as_features(crds)
-    totals = sum_terms(listed, first_crds=target.crds == 0)
-    loads = sum_terms(listed)
-    memory = Interval.around(_linear(coefficients, "rss_bytes", totals), relative_interval(coefficients, "rss_bytes"))
-    heap = Interval.around(_linear(coefficients, "heap_bytes", totals), relative_interval(coefficients, "heap_bytes"))
-    live = (Interval.around(_linear(coefficients, "live_heap_bytes", totals),
-                            relative_interval(coefficients, "live_heap_bytes"))
+    delta = diff(installed if installed is not None else (), listed)
+    totals = delta_terms(delta, first_crds=target.crds == 0)
+    memory = _figure(coefficients, "rss_bytes", totals)
+    live = (_figure(coefficients, "live_heap_bytes", totals)
             if coefficients.figure("live_heap_bytes").get("terms") else None)
     before = target.rss_bytes if target.rss_bytes is not None else coefficients.baseline.get("rss_bytes")
     rss_after = memory.plus(float(before)) if before is not None else None
-    discovery = _discovery(coefficients, listed, target)
-    seconds = Interval.around(install_seconds(coefficients, loads, load_rate_per_second),
-                              relative_interval(coefficients, "install_seconds"))
-    pace = install_pace(coefficients, load_rate_per_second)
-    if pace is not None:  # no install beats the loader's pace: the interval stops at that floor
-        seconds = Interval(seconds.value, max(seconds.low, len(listed) / pace), seconds.high)
+    discovery = _discovery(coefficients, listed, delta, target)
     costs = sorted((CRDCost(crd.name, crd_memory(coefficients, crd), crd.served, crd.schema_bytes)
                     for crd in listed), key=lambda cost: (-cost.memory_bytes, cost.name))
     fixed = _linear(coefficients, "rss_bytes", {"fixed": totals["fixed"]})
-    per_crd = (memory.value - fixed) / len(listed) if listed else 0.0
+    # "CRDs like these": SOURCE's own CRDs, whatever the delta.
+    per_crd = _linear(coefficients, "rss_bytes", sum_terms(listed, first_crds=False)) / len(listed) if listed else 0.0
     headroom, until_limit = _limit(memory, per_crd, fixed, rss_after, memory_limit_bytes)
-    notes = [] if coefficients.requested == coefficients.minor else [coefficients.note]
     aggregated = parse_minor(kubernetes_minor) >= AGGREGATED_DEFAULT_FROM
-    if not aggregated:
-        notes.append(f"Kubernetes {kubernetes_minor} serves no aggregated discovery by default (alpha, feature gate "
-                     "AggregatedDiscoveryEndpoint): clients walk the legacy endpoints")
+    totals_of_source = sum_terms(listed)
     return Estimate(
         minor_requested=coefficients.requested, minor_used=coefficients.minor, model_note=coefficients.note,
-        crds=len(listed), served_versions=int(totals.get("served_versions", 0)),
-        schema_bytes=int(totals.get("schema_bytes", 0)), memory_bytes=memory, heap_bytes=heap,
+        crds=len(listed), served_versions=int(totals_of_source.get("served_versions", 0)),
+        schema_bytes=int(totals_of_source.get("schema_bytes", 0)), memory_bytes=memory,
+        heap_bytes=_figure(coefficients, "heap_bytes", totals),
         rss_before_bytes=float(before) if before is not None else None, rss_after_bytes=rss_after,
         groups_added=int(discovery["groups"]), group_versions_added=int(discovery["group_versions"]),
         resources_added=int(discovery["resources"]),
@@ -289,11 +375,13 @@ def estimate(crds: Iterable[CRDFeatures | CRDDocument], kubernetes_minor: str, *
         legacy_walks=_walks(coefficients, int(discovery["legacy_after"])),
         kubectl_cache_bytes_after=discovery["kubectl_cache_after"],
         openapi_v3_paths_added=int(discovery["group_versions"]),
-        openapi_v2_bytes_added=Interval.around(_linear(coefficients, "openapi_v2_bytes", totals),
-                                               relative_interval(coefficients, "openapi_v2_bytes")),
-        install_seconds=seconds,
-        etcd_connections_added=Interval.around(_linear(coefficients, "etcd_connections", totals),
-                                               relative_interval(coefficients, "etcd_connections")),
+        openapi_v2_bytes_added=_figure(coefficients, "openapi_v2_bytes", totals),
+        install_seconds=_install(coefficients, list(delta.written), load_rate_per_second),
+        etcd_connections_added=_figure(coefficients, "etcd_connections", totals),
         top_crds=tuple(costs[:TOP_CRDS]), memory_limit_bytes=memory_limit_bytes,
-        headroom_bytes=headroom, crds_until_limit=until_limit, notes=tuple(notes),
-        install_pace_per_second=pace, live_heap_bytes=live)
+        headroom_bytes=headroom, crds_until_limit=until_limit, notes=tuple(_notes(coefficients, kubernetes_minor)),
+        install_pace_per_second=install_pace(coefficients, load_rate_per_second), live_heap_bytes=live,
+        delta=delta if installed is not None else None, groups_removed=int(discovery["groups_removed"]),
+        group_versions_removed=int(discovery["group_versions_removed"]),
+        resources_removed=int(discovery["resources_removed"]),
+        openapi_v3_paths_removed=int(discovery["group_versions_removed"]))

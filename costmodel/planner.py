@@ -2,7 +2,9 @@
 
 From a cluster (read-only) a fixed number of requests, whatever the number of kinds: ``/version``,
 the MRDs as a Table without objects (names, state, Established; 2,000 rows a page), the MRAPs,
-the Compositions and one ``/metrics`` scrape (stored objects per resource: the kinds in use).
+the Compositions, the ProviderRevisions (which MRDs each lists, and whether Crossplane v2.4 keeps
+its runtime scaled to zero awaiting activation) and one ``/metrics`` scrape (stored objects per
+resource: the kinds in use).  :func:`wakes` says which sleeping provider runtimes the plan wakes.
 From files (``--from``): the objects of a directory, a YAML file, a ``.xpkg`` or a package
 reference; a Provider package's CRDs are its MRDs, Inactive when it declares ``safe-start`` and no
 MRAP among the files matches them, Active otherwise (as Crossplane would create them).
@@ -26,7 +28,7 @@ from typing import Any
 from crdscope.base.activation import (
     MRD, MRD_BYTES, ActivationReport, CompositionKinds, Policy, analyse, policy_of, read_composition,
 )
-from crdscope.base.crossplane import is_safe_start
+from crdscope.base.crossplane import AWAITING_ACTIVATION, PLAIN_CRD_KINDS, is_safe_start
 from crdscope.base.globs import go_match
 from crdscope.base.errors import ClusterError, ConfigError
 
@@ -46,11 +48,42 @@ CROSSPLANE_MEASURED_RATIO = (1.5, 2.1)
 XP_GROUP = "apiextensions.crossplane.io"
 MRDS_PATH = f"/apis/{XP_GROUP}/v1alpha1/managedresourcedefinitions"
 MRAPS_PATH = f"/apis/{XP_GROUP}/v1alpha1/managedresourceactivationpolicies"
+REVISIONS_PATH = "/apis/pkg.crossplane.io/v1/providerrevisions"
 COMPOSITIONS_PATH = f"/apis/{XP_GROUP}/v1/compositions"
 #: Stored objects per resource: the 1.37 name first.
 OBJECT_FAMILIES = ("apiserver_resource_objects", "apiserver_storage_objects")
 META_GROUP = "meta.pkg.crossplane.io"
 _MINOR = re.compile(r"\d+")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProviderRuntime:
+    """A provider whose runtime waits for an activation: Crossplane v2.4+ keeps a safe-start provider's
+    runtime scaled to zero until one of its MRDs is Active (crossplane#7586, #7639)."""
+
+    provider: str
+    #: Its active revision ("" when read from files)
+    revision: str
+    #: The MRDs its revision lists (its package's CRDs, from files)
+    mrds: tuple[str, ...]
+    #: Scaled to zero now: its ``RuntimeActive`` says ``AwaitingActivation`` (a cluster), or it is
+    #: safe-start with no MRD Active (files: what Crossplane v2.4+ would do)
+    awaiting: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Wake:
+    """What the plan does to one sleeping provider runtime."""
+
+    provider: str
+    revision: str
+    #: Of its MRDs, how many the plan activates (0: it stays scaled to zero), and how many it has
+    activates: int
+    mrds: int
+
+    @property
+    def wakes(self) -> bool:
+        return self.activates > 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +102,8 @@ class Platform:
     minor: str | None = None
     #: CRD features of MRDs whose schemas were read (files); the rest are priced as typical CRDs.
     features: Mapping[str, CRDFeatures] = dataclasses.field(default_factory=dict, repr=False)
+    #: Provider runtimes an activation decides (safe-start ones; None: not read, or not readable)
+    runtimes: tuple[ProviderRuntime, ...] | None = None
     #: Requests sent to the API server (a cluster read), and what could not be read.
     requests: int = 0
     problems: tuple[str, ...] = ()
@@ -91,9 +126,11 @@ def platform_from_files(spec: str) -> Platform:
     found = read_objects(spec)
     safe_start: dict[str, bool] = {}
     kinds_of_package: dict[str, str] = {}
+    names_of_package: dict[str, str] = {}
     for obj in found.objects:
         if obj.package and obj.api_version.startswith(META_GROUP + "/"):
             kinds_of_package[obj.package] = obj.kind
+            names_of_package[obj.package] = str((obj.body.get("metadata") or {}).get("name") or obj.package)
             safe_start[obj.package] = is_safe_start(_capabilities(obj.body))
     compositions, policies, xrd_groups = [], [], []
     crds: dict[str, tuple[dict[str, Any], str]] = {}
@@ -117,6 +154,8 @@ def platform_from_files(spec: str) -> Platform:
                 mrd_states[name] = str(body_spec.get("state") or "Inactive")
             elif not (provider or (not obj.package and managed)):
                 continue  # a Configuration's or another package's CRD, not a managed resource
+            elif provider and (body_spec.get("names") or {}).get("kind") in PLAIN_CRD_KINDS:
+                continue  # a ProviderConfig kind: Crossplane v2.4 installs it as a CRD, never an MRD
             crds[name] = (body_spec, obj.package)
     patterns = [p for policy in policies for p in policy.patterns]
     mrds, features = [], {}
@@ -136,7 +175,22 @@ def platform_from_files(spec: str) -> Platform:
     problems = tuple(f"{p.origin}: {p.reason}" for p in found.problems)
     return Platform(tuple(compositions), tuple(mrds), tuple(policies), tuple(g for g in xrd_groups if g),
                     objects_known=False, described=f"files {spec}", features=features, problems=problems,
+                    runtimes=_package_runtimes(crds, mrds, safe_start, names_of_package),
                     read_seconds=time.monotonic() - started)
+
+
+def _package_runtimes(crds: Mapping[str, tuple[dict[str, Any], str]], mrds: Iterable[MRD],
+                      safe_start: Mapping[str, bool], names: Mapping[str, str]) -> tuple[ProviderRuntime, ...]:
+    """The safe-start Provider packages among the files: each one's runtime waits for an activation on
+    Crossplane v2.4+ while none of its MRDs is Active."""
+    active = {m.name for m in mrds if m.active}
+    by_package: dict[str, list[str]] = {}
+    for name, (_, package) in crds.items():
+        if package and safe_start.get(package):
+            by_package.setdefault(package, []).append(name)
+    return tuple(ProviderRuntime(names.get(package, package), "", tuple(sorted(owned)),
+                                 awaiting=not active.intersection(owned))
+                 for package, owned in sorted(by_package.items()))
 
 
 # --------------------------------------------------------------------------- from a cluster
@@ -170,10 +224,10 @@ async def read_platform(context: str | None, kubeconfig: str | None = None) -> P
             version_answer = await cluster.client.get("/version")
             raise_for_status(version_answer)
             version = version_answer.json()
-            mrd_answer, mrap_answer, composition_answer, metrics = await asyncio.gather(
+            mrd_answer, mrap_answer, composition_answer, revision_answer, metrics = await asyncio.gather(
                 list_all(cluster, MRDS_PATH, accept=TABLE_ACCEPT, limit=TABLE_PAGE),
                 list_all(cluster, MRAPS_PATH), list_all(cluster, COMPOSITIONS_PATH),
-                cluster.client.get("/metrics"))
+                list_all(cluster, REVISIONS_PATH), cluster.client.get("/metrics"))
         except TRANSPORT_ERRORS as exc:
             raise ClusterError(explain(exc, cluster.server)) from None
         except ValueError:
@@ -202,11 +256,42 @@ async def read_platform(context: str | None, kubeconfig: str | None = None) -> P
         problems.append(f"Compositions not read: {composition_answer}")
     else:
         compositions = tuple(read_composition(item) for item in composition_answer[0] if isinstance(item, dict))
+    runtimes = None
+    if isinstance(revision_answer, str):
+        problems.append(f"ProviderRevisions not read (which provider runtimes an activation wakes): {revision_answer}")
+    else:
+        runtimes = _revision_runtimes(revision_answer[0])
     minor_digits = _MINOR.search(str(version.get("minor", "")))
     minor = f"{version.get('major', '1')}.{minor_digits.group(0) if minor_digits else '0'}"
     return Platform(compositions, mrds, policies, (), objects_known=objects is not None,
                     described=f"context {context or '(current)'} at {config.server}", minor=minor,
-                    requests=requests, problems=tuple(problems), read_seconds=time.monotonic() - started)
+                    runtimes=runtimes, requests=requests, problems=tuple(problems),
+                    read_seconds=time.monotonic() - started)
+
+
+def _revision_runtimes(items: Iterable[Any]) -> tuple[ProviderRuntime, ...]:
+    """The active safe-start revisions, each with whether its ``RuntimeActive`` says it awaits activation."""
+    from crdscope.connection.crossplane_read import parse_revision
+
+    found = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        revision = parse_revision(item)
+        info = revision.info
+        if info.desired_state != "Active" or not info.safe_start:
+            continue
+        awaiting = info.runtime_active == "False" and info.runtime_active_reason == AWAITING_ACTIVATION
+        found.append(ProviderRuntime(revision.provider or info.name, info.name, revision.mrd_names, awaiting))
+    return tuple(sorted(found, key=lambda r: r.provider))
+
+
+def wakes(report: ActivationReport, platform: Platform) -> list[Wake]:
+    """For each provider runtime scaled to zero awaiting activation: how many of its MRDs the plan
+    activates (any: Crossplane scales it up, a provider pod starts)."""
+    planned = {n.mrd for n in report.needed}
+    return [Wake(r.provider, r.revision, len(planned.intersection(r.mrds)), len(r.mrds))
+            for r in platform.runtimes or () if r.awaiting]
 
 
 def report_of(platform: Platform, plan_name: str | None = None) -> ActivationReport:
@@ -248,7 +333,8 @@ class PlanCost:
     mrd_bytes: float
 
 
-def _typical(name: str, minor: str) -> CRDFeatures:
+def typical_crd(name: str, minor: str) -> CRDFeatures:
+    """An MRD whose schema was not read, as a typical CRD of the calibration's provider set."""
     terms = typical_terms(minor)
     plural, _, group = name.partition(".")
     served = max(1, round(terms["served_versions"]))
@@ -264,7 +350,7 @@ def price(report: ActivationReport, platform: Platform, minor: str | None = None
     coefficients = for_minor(chosen)
 
     def features(names: Iterable[str]) -> list[CRDFeatures]:
-        return [platform.features.get(n) or _typical(n, coefficients.minor) for n in sorted(names)]
+        return [platform.features.get(n) or typical_crd(n, coefficients.minor) for n in sorted(names)]
 
     every = {m.name for m in platform.mrds}
     active = {m.name for m in platform.mrds if m.active}

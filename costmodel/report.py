@@ -33,9 +33,29 @@ def _activation_json(found: Activation | None) -> dict[str, Any] | None:
     }
 
 
+def _delta_json(estimate: Estimate) -> dict[str, Any] | None:
+    delta = estimate.delta
+    if delta is None:
+        return None
+    return {"added": [crd.name for crd in delta.added], "removed": [crd.name for crd in delta.removed],
+            "changed": [{"name": new.name, "schema_bytes_before": old.schema_bytes,
+                         "schema_bytes_after": new.schema_bytes, "served_versions_before": list(old.served_versions),
+                         "served_versions_after": list(new.served_versions)} for old, new in delta.changed]}
+
+
+def _counts_json(e: Estimate) -> dict[str, Any]:
+    """SOURCE's CRDs against the installed release (without one, every CRD is added)."""
+    return {"installed_crds": len(e.delta.installed) if e.delta is not None else None,
+            "crds_added": e.crds_added, "crds_removed": e.crds_removed, "crds_changed": e.crds_changed,
+            "crds_unchanged": e.crds_unchanged,
+            "schema_bytes_added": e.delta.schema_bytes_added if e.delta is not None else e.schema_bytes,
+            "delta": _delta_json(e)}
+
+
 def to_json(estimate: Estimate, *, source: str, activation: Activation | None = None,
             problems: int = 0) -> dict[str, Any]:
-    """The estimate as one JSON object; keys are stable and carry their unit."""
+    """The estimate as one JSON object; keys are stable and carry their unit.  With an installed
+    release (``delta``) the ``*_added`` sizes are the delta's, net."""
     e = estimate
     return {
         "source": source,
@@ -43,6 +63,7 @@ def to_json(estimate: Estimate, *, source: str, activation: Activation | None = 
         "kubernetes_minor_model": e.minor_used,
         "model": e.model_note,
         "crds": e.crds,
+        **_counts_json(e),
         "source_problems": problems,
         "served_versions": e.served_versions,
         "schema_bytes": e.schema_bytes,
@@ -58,8 +79,11 @@ def to_json(estimate: Estimate, *, source: str, activation: Activation | None = 
         },
         "discovery": {
             "groups_added": e.groups_added,
+            "groups_removed": e.groups_removed,
             "group_versions_added": e.group_versions_added,
+            "group_versions_removed": e.group_versions_removed,
             "resources_added": e.resources_added,
+            "resources_removed": e.resources_removed,
             "aggregated_bytes_added": _rounded(e.aggregated_bytes_added),
             "aggregated_bytes_after": _rounded(e.aggregated_bytes_after),
             "legacy_requests_added": e.legacy_requests_added,
@@ -67,11 +91,11 @@ def to_json(estimate: Estimate, *, source: str, activation: Activation | None = 
             "legacy_walk_seconds": {walk.name: round(walk.seconds, 2) for walk in e.legacy_walks},
             "kubectl_cache_bytes_after": round(e.kubectl_cache_bytes_after),
         },
-        "openapi": {"v3_paths_added": e.openapi_v3_paths_added,
+        "openapi": {"v3_paths_added": e.openapi_v3_paths_added, "v3_paths_removed": e.openapi_v3_paths_removed,
                     "v2_bytes_added": _interval(e.openapi_v2_bytes_added, 1.0, 0)},
         "install": {"seconds_at_loader_defaults": _interval(e.install_seconds),
                     "loader_pace_crds_per_second": e.install_pace_per_second,
-                    "pace_floor_seconds": round(e.crds / e.install_pace_per_second, 1)
+                    "pace_floor_seconds": round(e.crds_written / e.install_pace_per_second, 1)
                     if e.install_pace_per_second else None},
         "etcd": {"connections_added": _interval(e.etcd_connections_added)},
         "top_crds": [{"name": c.name, "memory_mib": round(c.memory_bytes / MIB, 2),
@@ -95,12 +119,24 @@ def _range(value: Interval, unit: str = "bytes") -> str:
     return f"{value.value:.0f} {unit} ({value.low:.0f} to {value.high:.0f})"
 
 
+def _delta_rows(e: Estimate) -> list[tuple[str, str]]:
+    """What SOURCE changes of the release the cluster runs (nothing when not compared with one)."""
+    if e.delta is None:
+        return []
+    net = e.delta.schema_bytes_added
+    return [("against the installed", f"{len(e.delta.installed)} CRDs there: adds {e.crds_added}, removes "
+                                      f"{e.crds_removed}, changes {e.crds_changed}, leaves {e.crds_unchanged} as they "
+                                      f"are (schemas {'+' if net >= 0 else '-'}{_size(abs(net))}); the figures below "
+                                      "are the delta's")]
+
+
 def lines(estimate: Estimate, *, source: str, activation: Activation | None = None) -> list[tuple[str, str]]:
     """(label, value) rows shared by the table and the Markdown card."""
     e = estimate
     rows = [
         ("source", f"{source}: {e.crds} CRDs, {e.served_versions} served versions, schemas {_size(e.schema_bytes)}"),
         ("model", e.model_note),
+        *_delta_rows(e),
         ("API-server memory added", _range(e.memory_bytes)),
         ("Go heap added", _range(e.heap_bytes)),
         ("memory held by the CRDs", f"{_range(e.live_heap_bytes)} (Go heap after a collection)" if e.live_heap_bytes
@@ -115,7 +151,9 @@ def lines(estimate: Estimate, *, source: str, activation: Activation | None = No
                                      f"OOM-killed after about {e.crds_until_limit} CRDs like these"))
     rows += [
         ("discovery added", f"{e.groups_added} groups, {e.group_versions_added} group-versions, "
-                            f"{e.resources_added} resources"),
+                            f"{e.resources_added} resources" + (
+                                f"; removed {e.groups_removed} groups, {e.group_versions_removed} group-versions, "
+                                f"{e.resources_removed} resources" if e.delta is not None else "")),
         ("aggregated discovery", f"+{_size(e.aggregated_bytes_added)} ({_size(e.aggregated_bytes_after)} after)"
          if e.aggregated_bytes_added is not None and e.aggregated_bytes_after is not None
          else f"not served by default on {e.minor_requested}: clients walk the legacy endpoints"),
@@ -124,7 +162,7 @@ def lines(estimate: Estimate, *, source: str, activation: Activation | None = No
         ("kubectl cache", _size(e.kubectl_cache_bytes_after)),
         ("OpenAPI", f"+{e.openapi_v3_paths_added} v3 paths, v2 document +{_range(e.openapi_v2_bytes_added)}"),
         ("install time", f"{_range(e.install_seconds, 's')} at the loader's defaults"
-         + (f" ({e.install_pace_per_second:g} CRDs/s: never under {e.crds / e.install_pace_per_second:.0f} s)"
+         + (f" ({e.install_pace_per_second:g} CRDs/s: never under {e.crds_written / e.install_pace_per_second:.0f} s)"
             if e.install_pace_per_second else "")),
         # No "at the server's establish rate" beside it: that rate was measured on the paced
         # calibration installs, so it is the loader's pace again and contradicted the figure above.

@@ -2,12 +2,14 @@
 
 What is already there decides what SOURCE adds: a group-version the cluster serves
 adds no discovery entry and no OpenAPI path, and the memory after the install starts
-from the API server's current resident memory (when ``/metrics`` is readable).
+from the API server's current resident memory (when ``/metrics`` is readable).  The
+release SOURCE replaces (:func:`read_installed`) is read from the cluster's CRDs.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 import httpx
 
@@ -18,6 +20,8 @@ from crdscope.probes.health_checks import count_crds
 from crdscope.connection.kubeconfig import load_config
 from crdscope.connection.metrics import parse_text
 
+from .delta import BY_GROUPS, installed_of
+from .features import CRDFeatures, features_of
 from .model import Target
 
 _MINOR_DIGITS = re.compile(r"\d+")
@@ -78,3 +82,21 @@ async def read_target(context: str | None, kubeconfig: str | None = None) -> tup
     minor = f"{version.get('major', '1')}.{minor_digits.group(0) if minor_digits else '0'}"
     description = f"context {context or '(current)'} at {config.server}, Kubernetes {version.get('gitVersion', minor)}"
     return minor, Target(rss_bytes=rss, crds=crds or 0, group_versions=gvs, groups=groups, description=description)
+
+
+async def read_installed(context: str | None, kubeconfig: str | None, groups: Iterable[str], names: Iterable[str],
+                         replaces: str = BY_GROUPS) -> tuple[CRDFeatures, ...]:
+    """The cluster's CRDs a source of ``groups`` and ``names`` replaces (:func:`.delta.installed_of`),
+    read-only: one paged list of the cluster's CRDs, the export ``--from-context`` and ``estimate
+    --measure --context`` read, each CRD kept (as its features) only if the source replaces it."""
+    from crdscope.loader.documents import CRDDocument
+    from crdscope.loader.sources import ContextSource
+
+    exported = ContextSource(context or load_config(kubeconfig, None).context, kubeconfig)
+    await exported.aprepare()
+    of_groups, of_names = set(groups), set(names)
+    found: list[CRDFeatures] = []
+    async for item in exported.aitems():
+        if isinstance(item, CRDDocument) and (item.name in of_names or item.group in of_groups):
+            found.append(features_of(item))
+    return installed_of(found, of_groups, of_names, replaces)

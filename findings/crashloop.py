@@ -113,21 +113,13 @@ def crash_loop(obs: Observations) -> list[Finding]:
         evidence.append("restarts per replica: " + ", ".join(
             f"{name or 'unnamed'} {sum(1 for e in health.restart_events if e.replica == name)}"
             for name in sorted({e.replica for e in health.restart_events})))
-    uptimes = [e.uptime_seconds for e in loop if e.uptime_seconds is not None]
-    gaps = [b.at - a.at for a, b in zip(loop, loop[1:], strict=False)]
-    if uptimes:
-        uptime = statistics.median(uptimes)
-        evidence.append(f"typical uptime {format_duration(uptime)} before each death (median of {len(uptimes)})")
-    elif gaps:
-        uptime = statistics.median(gaps)
-        evidence.append(f"a restart every {format_duration(uptime)} (median gap)")
-    else:
-        uptime = None
+    uptime, uptime_line = _uptime(loop)
+    if uptime_line:
+        evidence.append(uptime_line)
     down_share = _down_share(health, start, obs.now)
     evidence.append(f"down {down_share:.0%} of the time since the loop began (health.outages)")
 
-    limit = obs.memory_limit_bytes or health.memory_limit_bytes or (
-        last_good.memory_limit_bytes if last_good else None)
+    limit = obs.facts.memory_limit_bytes
     oom, oom_evidence = _oom(health, loop, limit, obs)
     evidence += oom_evidence
     need_line, need_bytes = _need(health, last_good, obs)
@@ -141,17 +133,34 @@ def crash_loop(obs: Observations) -> list[Finding]:
     title = (f"API server crash-looping{who}{verdict}: {len(loop)} restarts in {format_duration(span)}{lived}, "
              f"not answering {down_share:.0%} of the time")
     if oom:
-        cause = ("the API server needs more memory than its limit allows: at start-up it loads every CRD "
-                 "from etcd (schemas, validators, a storage and watch cache per CRD version) and is killed "
-                 "before or soon after it serves, then restarted to do the same")
         remedy = _oom_remedy(limit, need_bytes, last_good)
-    else:
-        cause = ("the API server process exits or is killed again and again: a crash at start-up (flags, "
-                 "certificates, etcd unreachable), a failing liveness probe, or memory the platform does "
-                 "not report")
-        remedy = ("read the API server's last log lines before each death (kubectl logs --previous, "
-                  "crictl logs, journalctl) and the container's last terminated reason")
-    return [Finding(CRASH_LOOP, Severity.CRITICAL, title, tuple(evidence), cause, remedy, since=start)]
+        return [Finding(CRASH_LOOP, Severity.CRITICAL, title, tuple(evidence), OOM_CAUSE, remedy, since=start)]
+    return [Finding(CRASH_LOOP, Severity.CRITICAL, title, tuple(evidence), CRASH_CAUSE, CRASH_REMEDY, since=start)]
+
+
+#: Why a server that is OOM-killed again and again is killed.
+OOM_CAUSE = ("the API server needs more memory than its limit allows: at start-up it loads every CRD "
+             "from etcd (schemas, validators, a storage and watch cache per CRD version) and is killed "
+             "before or soon after it serves, then restarted to do the same")
+#: Why a server crash-loops when memory is not why, and what to do.
+CRASH_CAUSE = ("the API server process exits or is killed again and again: a crash at start-up (flags, "
+               "certificates, etcd unreachable), a failing liveness probe, or memory the platform does "
+               "not report")
+CRASH_REMEDY = ("read the API server's last log lines before each death (kubectl logs --previous, "
+                "crictl logs, journalctl) and the container's last terminated reason")
+
+
+def _uptime(loop: list[RestartEvent]) -> tuple[float | None, str]:
+    """How long each process of the loop lived (the median), and the evidence line saying so."""
+    uptimes = [e.uptime_seconds for e in loop if e.uptime_seconds is not None]
+    if uptimes:
+        uptime = statistics.median(uptimes)
+        return uptime, f"typical uptime {format_duration(uptime)} before each death (median of {len(uptimes)})"
+    gaps = [b.at - a.at for a, b in zip(loop, loop[1:], strict=False)]
+    if gaps:
+        uptime = statistics.median(gaps)
+        return uptime, f"a restart every {format_duration(uptime)} (median gap)"
+    return None, ""
 
 
 def _crash_loop_rules(q: PromQL) -> tuple[AlertRule, ...]:

@@ -16,6 +16,13 @@ sample for memory), one finding per provider or policy (ids ``kind:name``):
   Inactive (or that no MRD defines): every XR it serves fails (:mod:`base.activation`).
 - ``crossplane-mrap-entry-matches-nothing``: an MRAP entry matches no MRD (a singular, a kind, a
   typo, a malformed pattern): it activates nothing, silently (crossplane/docs#982).
+- ``crossplane-runtime-not-running`` (warning): a provider's runtime should run (its revision is
+  active and not scaled to zero awaiting activation) and has not been healthy for
+  :data:`RUNTIME_GRACE_SECONDS`, on a cluster with Nodes (or where they cannot be listed).  A
+  safe-start runtime Crossplane v2.4 keeps at zero until an activation is expected, never a finding.
+- ``crossplane-no-nodes`` (info, one for the cluster): the cluster has no Node, so no provider pod
+  runs (crdscope's lab runs no kubelet): said once, naming the runtimes that would run, instead of a
+  finding per provider.
 
 Where the Compositions were read, the unused-kinds remedy proposes the activation plan (the kinds
 the Compositions compose and the kinds in use, as ``crdscope mrap`` prints it).
@@ -24,14 +31,14 @@ the Compositions compose and the kinds in use, as ``crdscope mrap`` prints it).
 from __future__ import annotations
 
 from crdscope.costmodel.attribution import startup_need
-from crdscope.base.crossplane import CrossplaneChain, ProviderChain, RevisionInfo
+from crdscope.base.crossplane import NOT_RUNNING, CrossplaneChain, ProviderChain, RevisionInfo
 from crdscope.base.globs import go_match
 from crdscope.base.samples.health import HealthSample
 from crdscope.base.samples.inventory import InventorySample
 from crdscope.base.samples.version import VersionSample
 
 from .model import Finding, Severity
-from .observations import Observations, fmt_count, kubernetes_minor
+from .observations import Observations, fmt_count, fmt_seconds, kubernetes_minor
 from .spec import AlertRule, CheckSpec, PromQL
 
 UNUSED_ACTIVE = "crossplane-unused-active-mrds"
@@ -40,6 +47,13 @@ ACTIVE_OUTSIDE = "crossplane-mrds-active-outside-mraps"
 MRAP_NOT_READY = "crossplane-mrap-not-ready"
 COMPOSED_INACTIVE = "crossplane-composed-kind-inactive"
 DEAD_ENTRY = "crossplane-mrap-entry-matches-nothing"
+RUNTIME_NOT_RUNNING = "crossplane-runtime-not-running"
+NO_NODES = "crossplane-no-nodes"
+#: How long a runtime that should run may be unhealthy before it is a finding: a provider's pod takes
+#: a minute or so to pull and start after an install or an activation.
+RUNTIME_GRACE_SECONDS = 180.0
+#: Providers named in the no-Node finding (the rest are counted).
+NAMES_SHOWN = 5
 MIB = float(1 << 20)
 #: Kinds named in an MRAP a remedy proposes; past this the remedy gives the count.
 MRAP_KINDS_SHOWN = 12
@@ -65,6 +79,14 @@ def _mib_per_crd(obs: Observations) -> tuple[float, str]:
 def _current(provider: ProviderChain) -> RevisionInfo | None:
     """The provider's active revision (None: none yet)."""
     return next((r for r in provider.revisions if r.desired_state == "Active"), None)
+
+
+def _with_active_revision(obs: Observations) -> list[tuple[ProviderChain, RevisionInfo]]:
+    """Each provider that has an active revision, with it (none where the chain was not read)."""
+    chain = _chain(obs)
+    if chain is None:
+        return []
+    return [(provider, current) for provider in chain.providers if (current := _current(provider)) is not None]
 
 
 def _mrap_yaml(provider: ProviderChain, chain: CrossplaneChain) -> str:
@@ -114,13 +136,9 @@ def unused_active_mrds(obs: Observations) -> list[Finding]:
 
 def without_safe_start(obs: Observations) -> list[Finding]:
     """Providers whose package does not declare safe-start: everything is activated at install."""
-    chain = _chain(obs)
-    if chain is None:
-        return []
     found = []
-    for provider in chain.providers:
-        current = _current(provider)
-        if current is None or current.safe_start or not provider.mrds_active:
+    for provider, current in _with_active_revision(obs):
+        if current.safe_start or not provider.mrds_active:
             continue
         found.append(Finding(
             f"{NO_SAFE_START}:{provider.name}", Severity.INFO,
@@ -253,3 +271,60 @@ COMPOSED_INACTIVE_CHECK = CheckSpec(
 DEAD_ENTRY_CHECK = CheckSpec(
     mrap_entries_matching_nothing, "Crossplane: MRAP entries match MRDs", probes=(InventorySample,),
     rules=_dead_entry_rules, kinds=(DEAD_ENTRY,))
+
+
+def runtime_not_running(obs: Observations) -> list[Finding]:
+    """Per provider: a runtime that should run (active revision, not awaiting activation) and has not
+    been healthy for :data:`RUNTIME_GRACE_SECONDS`, where the cluster has Nodes to run it."""
+    found = []
+    for provider, current in _with_active_revision(obs):
+        if current.runtime not in NOT_RUNNING:
+            continue
+        since = current.runtime_since
+        if since is not None and obs.now - since < RUNTIME_GRACE_SECONDS:
+            continue
+        lasted = f" for {fmt_seconds(obs.now - since)}" if since is not None else ""
+        active = (f", RuntimeActive = {current.runtime_active} {current.runtime_active_reason}".rstrip()
+                  if current.runtime_active else "")
+        found.append(Finding(
+            f"{RUNTIME_NOT_RUNNING}:{provider.name}", Severity.WARNING,
+            f"{provider.name}: its runtime should run and has not been healthy{lasted}",
+            (f"inventory.crossplane.providers[{provider.name}].revisions[{current.name}].runtime = {current.runtime}"
+             f"{active}", f"RuntimeHealthy: {current.runtime_message or 'False'}",
+             f"mrds_active = {provider.mrds_active} (a safe-start runtime scaled to zero awaits none of these)"),
+            "its revision is active and nothing keeps it at zero replicas, so Crossplane wants the provider's "
+            "Deployment Available: until it is, no managed resource of the provider is reconciled",
+            f"look at the Deployment {current.name} in Crossplane's namespace and its Pods' events (image pull, "
+            "scheduling, crash loop): `kubectl -n crossplane-system describe deployment " + current.name + "`"))
+    return found
+
+
+def runtimes_without_nodes(obs: Observations) -> list[Finding]:
+    """One finding for the cluster: no Node, so no provider pod runs (the runtimes that would run named)."""
+    chain = _chain(obs)
+    if chain is None or chain.has_nodes is not False:
+        return []
+    stopped = [p.name for p in chain.providers if p.runtime == "no-kubelet"]
+    if not stopped:
+        return []
+    waiting = sum(1 for p in chain.providers if p.runtime == "awaiting-activation")
+    shown = ", ".join(stopped[:NAMES_SHOWN]) + (f", ... ({len(stopped) - NAMES_SHOWN} more)"
+                                                  if len(stopped) > NAMES_SHOWN else "")
+    asleep = f"; {waiting} more scaled to zero awaiting activation need none" if waiting else ""
+    return [Finding(
+        NO_NODES, Severity.INFO,
+        f"no Node: {fmt_count(len(stopped))} provider runtime{'s' if len(stopped) != 1 else ''} that should run "
+        f"cannot ({shown}){asleep}",
+        ("inventory.crossplane.has_nodes = false (GET /api/v1/nodes?limit=1 listed none)",
+         f"runtime = no-kubelet for {shown}"),
+        "the cluster has no Node, so no kubelet runs the providers' Pods (crdscope's lab runs none): their "
+        "MRDs and CRDs install regardless, but no managed resource is reconciled",
+        "nothing to do in crdscope's lab; on a real cluster, add Nodes that can run the provider Pods")]
+
+
+RUNTIME_NOT_RUNNING_CHECK = CheckSpec(
+    runtime_not_running, "Crossplane: provider runtimes running", probes=(InventorySample,),
+    constants=("RUNTIME_GRACE_SECONDS",), kinds=(RUNTIME_NOT_RUNNING,))
+NO_NODES_CHECK = CheckSpec(
+    runtimes_without_nodes, "Crossplane: Nodes for provider runtimes", probes=(InventorySample,),
+    kinds=(NO_NODES,))

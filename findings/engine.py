@@ -13,9 +13,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Iterable
+from typing import Any
 
 from crdscope.base.errors import ConfigError
 from crdscope.base.paths import config_file
+from crdscope.base.facts import ClusterFacts
 from crdscope.base.samples import Sample
 from crdscope.base.settings import Thresholds
 from crdscope.base.silences import Silence, covering
@@ -24,7 +26,7 @@ from crdscope.base.store import SampleStore
 from . import checks, crashloop, crossplane, etcd, kubectl_discovery, resources, webhooks
 from .model import ACCEPTED, CHANGED, CLOSED, EXPIRED, OPENED, Finding, FindingChange, Severity, most_severe_first
 from .observations import Observations
-from .spec import Check, CheckSpec
+from .spec import Check, CheckSpec, EventRule
 
 log = logging.getLogger("crdscope.findings")
 
@@ -48,11 +50,18 @@ CHECKS: tuple[CheckSpec, ...] = (
     crossplane.MRAP_NOT_READY_CHECK,
     crossplane.COMPOSED_INACTIVE_CHECK,
     crossplane.DEAD_ENTRY_CHECK,
+    crossplane.RUNTIME_NOT_RUNNING_CHECK,
+    crossplane.NO_NODES_CHECK,
 )
 #: Checks a front end adds when it knows more (the local kubectl).
 OPTIONAL_CHECKS: tuple[CheckSpec, ...] = (kubectl_discovery.KUBECTL_DISCOVERY_CHECK,)
 #: Every declared check.
 DECLARED: tuple[CheckSpec, ...] = CHECKS + OPTIONAL_CHECKS
+
+
+def event_rules() -> tuple[EventRule[Any], ...]:
+    """Every event line a declared check declares (the events detector runs these, and no other)."""
+    return tuple(rule for check in DECLARED for rule in check.events)
 
 
 def finding_kinds() -> tuple[str, ...]:
@@ -81,10 +90,10 @@ class FindingsEngine:
     """
 
     def __init__(self, thresholds: Thresholds | None = None, checks_: Iterable[Check] = CHECKS, *,
-                 memory_limit_bytes: int | None = None, store: SampleStore | None = None) -> None:
+                 facts: ClusterFacts | None = None, store: SampleStore | None = None) -> None:
         self.observations = Observations(thresholds=thresholds or Thresholds(),
                                          store=store if store is not None else SampleStore(),
-                                         memory_limit_bytes=memory_limit_bytes)
+                                         facts=facts if facts is not None else ClusterFacts())
         #: The checks run at each evaluation: :class:`CheckSpec` declarations, or plain functions.
         self.checks: list[Check] = list(checks_)
         self.open: dict[str, Finding] = {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from crdscope.base.facts import ClusterFacts
 from crdscope.base.samples import Sample
 from crdscope.base.settings import Thresholds
 from crdscope.base.store import SampleStore, SampleT
@@ -33,8 +34,9 @@ class Observations:
     kubectl: KubectlClient | None = None
     #: ... that kubectl's cold discovery timed for real (``doctor`` sets it) ...
     kubectl_measured: KubectlMeasurement | None = None
-    #: ... and the API server's memory limit in bytes (None: not known).
-    memory_limit_bytes: int | None = None
+    #: ... and what the session knows beyond the samples (its core's): the memory limit, by one
+    #: precedence, among them.
+    facts: ClusterFacts = dataclasses.field(default_factory=ClusterFacts)
     #: The time the checks judge at (the newest sample's, or what :meth:`FindingsEngine.evaluate` is given).
     now: float = 0.0
 

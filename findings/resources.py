@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from crdscope.base.samples.discovery import DiscoverySample
 from crdscope.base.samples.health import HealthSample
 
@@ -116,6 +118,18 @@ MEMORY_CHECK = CheckSpec(
     kinds=("memory-per-crd", "memory-growth", "memory-headroom", "apiserver-restarted"))
 
 
+#: The finding that says memory is near the limit: while it is open the monitor's heavy optional reads
+#: wait (the session writes :func:`memory_pressure` into its facts; ``probes.guard`` reads it).
+HEADROOM = "memory-headroom"
+
+
+def memory_pressure(open_findings: Mapping[str, Finding]) -> str | None:
+    """Why heavy optional reads wait now (None: they may run): the memory finding's verdict, judged
+    once, by the memory finding's declaration (``memory_limit_fraction_warn`` of the known limit)."""
+    headroom = open_findings.get(HEADROOM)
+    return f"{headroom.title}: heavy optional reads wait" if headroom is not None else None
+
+
 def _headroom(obs: Observations, health: HealthSample) -> list[Finding]:
     """Resident memory against a known limit.
 
@@ -127,10 +141,12 @@ def _headroom(obs: Observations, health: HealthSample) -> list[Finding]:
     # Judged on the newest sample with a figure: a fresh process between two OOM kills answered
     # /readyz before /metrics, and the finding closed and reopened around it (CI, the crash-loop test).
     health = obs.newest_health_with("rss_bytes") or health
-    # A limit given (--memory-limit, the lab's cap) wins over the one Prometheus shows.
-    limit = obs.memory_limit_bytes or health.memory_limit_bytes
-    if not limit or not health.rss_bytes:
+    # The one limit the session knows (a limit given, --memory-limit or the lab's cap, wins over
+    # the one Prometheus shows: base.facts).
+    known = obs.facts.memory_limit
+    if known is None or not health.rss_bytes:
         return []
+    limit = known.bytes
     window = obs.thresholds.crashloop_window_seconds
     events = (obs.latest(HealthSample) or health).restart_events
     rss, held = health.rss_bytes, ""
@@ -148,9 +164,9 @@ def _headroom(obs: Observations, health: HealthSample) -> list[Finding]:
     if fraction < obs.thresholds.memory_limit_fraction_warn:
         return []
     severity = Severity.CRITICAL if fraction >= obs.thresholds.memory_limit_fraction_critical else Severity.WARNING
-    where = "" if obs.memory_limit_bytes else f" ({health.sources.get('memory_limit_bytes', 'prometheus')})"
+    where = "" if known.given else f" ({known.describe()})"
     return [Finding(
-        "memory-headroom", severity,
+        HEADROOM, severity,
         f"API server memory at {fraction:.0%} of its {limit / MIB:,.0f} MiB limit",
         (f"health.rss_bytes = {rss / MIB:,.0f} MiB{held}; limit {limit / MIB:,.0f} MiB{where}",),
         "CRDs and objects use memory the limit does not leave room for; an OOM kill restarts the server",

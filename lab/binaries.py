@@ -28,11 +28,13 @@ from typing import Any
 from collections.abc import Callable
 
 from crdscope.base.errors import LabError
-from crdscope.toolchain.gobuild import go_build, go_env, go_version
+from crdscope.toolchain.gobuild import go_build, go_env, go_version, toolchain_for
 from crdscope.base.paths import cache_dir
 
 GO_MOD = Path(__file__).with_name("go.mod")
 APISERVER_PKG = "k8s.io/kubernetes/cmd/kube-apiserver"
+#: The Deployment controller Crossplane's provider runtimes need (lab/controllermanager.py).
+CONTROLLER_MANAGER_PKG = "k8s.io/kubernetes/cmd/kube-controller-manager"
 ETCD_PKG = "go.etcd.io/etcd/server/v3"
 KUBERNETES_MODULE = "k8s.io/kubernetes"
 
@@ -52,6 +54,12 @@ OLDER_RELEASES = {
     "1.34": "v1.34.12",
     "1.35": "v1.35.8",
     "1.36": "v1.36.5",
+}
+#: Minors not released yet, each pinned to the newest pre-release tag the proxy served on 2026-12-07
+#: (``lab versions --newest`` asks for later ones).  Never the lab's default: that is the newest
+#: released minor (lab/go.mod) until the minor's release is pinned there.
+PRERELEASES = {
+    "1.38": "v1.38.0-beta.0",
 }
 
 @dataclass(frozen=True)
@@ -128,9 +136,19 @@ def pinned_versions(go_mod: Path = GO_MOD) -> Versions:
 
 
 def supported_minors() -> list[str]:
-    """Every minor ``lab up --kubernetes`` accepts, oldest first."""
-    minors = {*OLDER_RELEASES, pinned_versions().minor}
+    """Every minor ``lab up --kubernetes`` accepts, oldest first (pre-releases included)."""
+    minors = {*OLDER_RELEASES, pinned_versions().minor, *PRERELEASES}
     return sorted(minors, key=minor_key)
+
+
+def released_minors() -> list[str]:
+    """The supported minors that have a release, oldest first (the newest is the lab's default)."""
+    return [minor for minor in supported_minors() if minor not in PRERELEASES]
+
+
+def is_prerelease(version: str) -> bool:
+    """``v1.38.0-beta.0`` and ``v1.38.0-rc.1`` are; ``v1.37.2`` is not."""
+    return "-" in version.lstrip("v")
 
 
 def versions_for(minor: str | None = None) -> Versions:
@@ -143,6 +161,8 @@ def versions_for(minor: str | None = None) -> Versions:
         return newest
     if wanted in OLDER_RELEASES:
         return Versions(kubernetes=OLDER_RELEASES[wanted], etcd=newest.etcd)
+    if wanted in PRERELEASES:
+        return Versions(kubernetes=PRERELEASES[wanted], etcd=newest.etcd)
     raise LabError(f"Kubernetes {minor} is not supported by the lab (supported: {', '.join(supported_minors())})",
                    exit_code=2)
 
@@ -150,6 +170,13 @@ def versions_for(minor: str | None = None) -> Versions:
 def minor_key(minor: str) -> tuple[int, ...]:
     """``1.9`` sorts before ``1.26``."""
     return tuple(int(part) for part in minor.split("."))
+
+
+def _served(version: str, scratch: str, env: dict[str, str]) -> bool:
+    """Whether the Go module proxy serves ``k8s.io/kubernetes@version`` (its ``.info`` only, no download)."""
+    done = subprocess.run(["go", "list", "-m", f"{KUBERNETES_MODULE}@{version}"], cwd=scratch, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    return done.returncode == 0
 
 
 def newest_patch(minor: str, *, after: str = "", misses: int = 3, env: dict[str, str] | None = None) -> str:
@@ -165,14 +192,65 @@ def newest_patch(minor: str, *, after: str = "", misses: int = 3, env: dict[str,
     with tempfile.TemporaryDirectory() as scratch:  # `go list -m` wants a module or none at all
         while absent < misses:
             version = f"v{minor}.{patch}"
-            done = subprocess.run(["go", "list", "-m", f"{KUBERNETES_MODULE}@{version}"], cwd=scratch, env=env,
-                                  capture_output=True, text=True, timeout=120, check=False)
-            if done.returncode == 0:
+            if _served(version, scratch, env):
                 found, absent = version, 0
             else:
                 absent += 1
             patch += 1
     return found
+
+
+#: Pre-release kinds in the order Kubernetes tags them (``v1.38.0-alpha.1`` < ``-beta.0`` < ``-rc.0``).
+PRERELEASE_KINDS = ("alpha", "beta", "rc")
+
+
+def newest_tag(minor: str, *, after: str, env: dict[str, str] | None = None) -> str:
+    """The newest tag of ``minor`` the proxy serves, ``after`` included: for a release, its newest patch
+    (:func:`newest_patch`); for a pre-release, the release and its patches when served, else the
+    latest pre-release (each kind from ``after``'s asked number by number, up to the first absent).
+
+    The proxy lists no pre-release, so each tag is asked for by name: a handful of ``.info`` requests.
+    """
+    match = re.fullmatch(r"v\d+\.\d+\.0-(alpha|beta|rc)\.(\d+)", after)
+    if match is None:
+        return newest_patch(minor, after=after, env=env)
+    released = newest_patch(minor, env=env)
+    if released:
+        return released
+    env = {**(env or go_env()), "GOFLAGS": "-mod=mod"}
+    found, kind, number = after, match.group(1), int(match.group(2))
+    with tempfile.TemporaryDirectory() as scratch:
+        for later in PRERELEASE_KINDS[PRERELEASE_KINDS.index(kind):]:
+            candidate = number + 1 if later == kind else 0
+            while _served(f"v{minor}.0-{later}.{candidate}", scratch, env):
+                found, candidate = f"v{minor}.0-{later}.{candidate}", candidate + 1
+    return found
+
+
+def newest_record_path() -> Path:
+    """Where ``lab versions --newest`` keeps what the proxy served (``lab versions`` shows it after)."""
+    return cache_dir() / "controlplane" / "newest-tags.json"
+
+
+def record_newest(minor: str, tag: str, path: Path | None = None) -> None:
+    """Keep the newest tag asked for ``minor``, with when it was asked."""
+    path = path or newest_record_path()
+    known = read_newest(path)
+    known[minor] = {"tag": tag, "checked_at": time.time()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(f".tmp{os.getpid()}")
+    temporary.write_text(json.dumps(known, indent=1))
+    os.replace(temporary, path)
+
+
+def read_newest(path: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Minor -> ``{"tag", "checked_at"}`` as last asked (empty when never)."""
+    try:
+        known = json.loads((path or newest_record_path()).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in known.items() if isinstance(v, dict) and isinstance(v.get("tag"), str)} \
+        if isinstance(known, dict) else {}
 
 
 def build_dir(versions: Versions | None = None) -> Path:
@@ -322,9 +400,12 @@ def staging_replaces(release_go_mod: str, version: str) -> list[tuple[str, str]]
 def write_release_module(directory: Path, version: str, env: dict[str, str]) -> Path:
     """A Go module that builds ``k8s.io/kubernetes@version``, its replaces taken from that release."""
     directory.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["go", "mod", "download", "-json", f"{KUBERNETES_MODULE}@{version}"],
-                          cwd=directory, env={**env, "GOFLAGS": "-mod=mod"}, capture_output=True, text=True,
-                          check=False)
+    # Asked outside ``directory``: a module written there before may need a newer Go than ``env`` runs
+    # (the release's go.mod, read here, is what says which).
+    with tempfile.TemporaryDirectory() as scratch:
+        done = subprocess.run(["go", "mod", "download", "-json", f"{KUBERNETES_MODULE}@{version}"],
+                              cwd=scratch, env={**env, "GOFLAGS": "-mod=mod"}, capture_output=True, text=True,
+                              check=False)
     try:
         release_go_mod = Path(json.loads(done.stdout)["GoMod"]).read_text()
     except (ValueError, KeyError, OSError):
@@ -338,6 +419,20 @@ def write_release_module(directory: Path, version: str, env: dict[str, str]) -> 
     return directory
 
 
+def _module_for(versions: Versions, target: Path, env: dict[str, str],
+                say: Callable[[str], None]) -> tuple[Path, dict[str, str]]:
+    """The module that builds ``versions`` (lab/go.mod for the newest release, else one written from
+    the release's own go.mod) and the environment its ``go`` line needs (said when not the machine's Go)."""
+    if versions == pinned_versions():
+        return GO_MOD.parent, env
+    module_dir = write_release_module(target / "module", versions.kubernetes, env)
+    go_line = re.search(r"^go\s+(\S+)", (module_dir / "go.mod").read_text(), re.M)
+    env, why = toolchain_for(go_line.group(1) if go_line else "", env)
+    if why:
+        say(f"Kubernetes {versions.kubernetes} {why}")
+    return module_dir, env
+
+
 def build(kubernetes: str | None = None, *, progress: Callable[[str], None] | None = None) -> Binaries:
     """Build kube-apiserver (of ``kubernetes``, default the newest) and etcd into the cache.
 
@@ -349,23 +444,20 @@ def build(kubernetes: str | None = None, *, progress: Callable[[str], None] | No
     newest = pinned_versions()
     target = build_dir(versions)
     target.mkdir(parents=True, exist_ok=True)
-    env = go_env()
     started = time.monotonic()
-    say(f"building kube-apiserver {versions.kubernetes} and etcd {versions.etcd} from Go modules into {target}")
+    kind = " (a pre-release)" if is_prerelease(versions.kubernetes) else ""
+    say(f"building kube-apiserver {versions.kubernetes}{kind} and etcd {versions.etcd} from Go modules into {target}")
     say("(downloading modules and compiling takes several minutes on a small machine)")
+    module_dir, env = _module_for(versions, target, go_env(), say)
+    packages = [APISERVER_PKG, ETCD_PKG] if versions == newest else [APISERVER_PKG]
     with tempfile.TemporaryDirectory(dir=target) as staging:
-        built_at = time.time()
-        if versions == newest:
-            module_dir, packages = GO_MOD.parent, [APISERVER_PKG, ETCD_PKG]
-        else:
-            module_dir, packages = write_release_module(target / "module", versions.kubernetes, env), [APISERVER_PKG]
-        figures = go_build(module_dir, packages, Path(staging), ldflags=_ldflags(versions.kubernetes, built_at),
+        figures = go_build(module_dir, packages, Path(staging), ldflags=_ldflags(versions.kubernetes, time.time()),
                            say=say, env=env)
         os.replace(Path(staging) / "kube-apiserver", target / "kube-apiserver")
         # A module path ending in /v3 names its binary after the element before it.
         etcd_built = Path(staging) / "server"
         if versions != newest:
-            etcd_built = _shared_etcd(newest, Path(staging), env, say)
+            etcd_built = _shared_etcd(newest, Path(staging), go_env(), say)
         if etcd_built.parent == Path(staging):
             os.replace(etcd_built, target / "etcd")
         else:
@@ -373,9 +465,38 @@ def build(kubernetes: str | None = None, *, progress: Callable[[str], None] | No
     seconds = time.monotonic() - started
     (target / "build.json").write_text(json.dumps({
         "kubernetes": versions.kubernetes, "etcd": versions.etcd, "seconds": round(seconds, 1),
-        "modules_downloaded": figures["modules_downloaded"], "go": go_version(), "built_at": time.time()}))
-    say(f"built kube-apiserver {versions.kubernetes} and etcd {versions.etcd} in {seconds:.0f}s")
+        "modules_downloaded": figures["modules_downloaded"], "go": go_version(env), "built_at": time.time()}))
+    say(f"built kube-apiserver {versions.kubernetes} and etcd {versions.etcd} in {seconds:.0f}s with {go_version(env)}")
     return Binaries(target / "kube-apiserver", target / "etcd", "built", versions.kubernetes)
+
+
+def controller_manager(kubernetes: str | None = None, *, progress: Callable[[str], None] | None = None) -> Path:
+    """kube-controller-manager of ``kubernetes``'s minor (default the newest), built into the cache on
+    first use (minutes: most of what it compiles is shared with kube-apiserver's build).
+
+    The lab runs it only beside Crossplane, for its Deployment controller (:mod:`lab.controllermanager`).
+    """
+    versions = versions_for(kubernetes)
+    target = build_dir(versions)
+    binary = target / "kube-controller-manager"
+    if _executable(binary):
+        return binary
+    if not shutil.which("go"):
+        raise LabError(f"kube-controller-manager {versions.kubernetes} is built from Go modules and Go is "
+                       "not installed")
+    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+    target.mkdir(parents=True, exist_ok=True)
+    say(f"building kube-controller-manager {versions.kubernetes} (the Deployment controller Crossplane's "
+        f"provider runtimes need) into {target}")
+    module_dir, env = _module_for(versions, target, go_env(), say)
+    with tempfile.TemporaryDirectory(dir=target) as staging:
+        figures = go_build(module_dir, [CONTROLLER_MANAGER_PKG], Path(staging),
+                           ldflags=_ldflags(versions.kubernetes, time.time()), say=say, env=env)
+        os.replace(Path(staging) / "kube-controller-manager", binary)
+    (target / "controller-manager.json").write_text(json.dumps({"kubernetes": versions.kubernetes, **figures,
+                                                                 "go": go_version(env), "built_at": time.time()}))
+    say(f"built kube-controller-manager {versions.kubernetes} in {figures['seconds']:.0f}s")
+    return binary
 
 
 def _shared_etcd(newest: Versions, staging: Path, env: dict[str, str], say: Callable[[str], None]) -> Path:

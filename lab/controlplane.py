@@ -314,9 +314,11 @@ class Lab:
             # First, so that it does not restart what is being stopped.
             terminate(Component("supervisor", [_cmdline0(state.supervisor_pid)], "", 0,
                                 pid=state.supervisor_pid, role="supervisor"), grace=5)
-        # Crossplane first (a client of the API servers), then the API servers: they hold connections to etcd.
-        first = [c for c in state.components.values() if c.role == "crossplane"]
-        rest = [c for c in state.components.values() if c.role not in ("crossplane", "apiserver")]
+        # Crossplane and the controllers first (clients of the API servers), then the API servers: they hold
+        # connections to etcd.
+        clients = ("crossplane", "controller-manager")
+        first = [c for c in state.components.values() if c.role in clients]
+        rest = [c for c in state.components.values() if c.role not in (*clients, "apiserver")]
         for component in [*first, *state.apiservers(), *rest]:
             if component.pid:
                 terminate(component, grace)
@@ -445,7 +447,7 @@ class Lab:
         self.save(state)
         if not wait:
             return True
-        if component.role in ("crossplane", "registry"):
+        if component.role in ("crossplane", "registry", "controller-manager"):
             if wait_http(component, CROSSPLANE_RESTART_SECONDS):
                 return True
             raise LabError(f"{component.name} did not restart; last lines of {component.log}:",

@@ -10,12 +10,16 @@ would do, with plain processes instead of pods:
 3. ``crossplane core init``: TLS secrets, the core CRDs (shipped in the module's ``cluster/crds``),
    the Lock, the default DeploymentRuntimeConfig and the default MRAP of ``--activation``;
 4. ``crossplane core start`` as a supervised process (``KUBECONFIG`` names the lab), webhooks off,
-   its metrics and health ports fixed on free ports, its package cache in the run directory.
+   its metrics and health ports fixed on free ports, its package cache in the run directory;
+5. beside it, kube-controller-manager of the lab's minor with its Deployment and ReplicaSet
+   controllers only (:mod:`lab.controllermanager`), so that provider Deployments get a status.
 
-What differs from a cluster: no kubelet, so a provider's Deployment never runs (its runtime is
-never healthy, while its revision's MRDs and CRDs install normally); no webhooks; one replica
-without leader election.  The core, the CLI (``crank``, the ``crossplane xpkg`` commands) and
-``crane`` share one module graph and one ``go build`` (:mod:`toolchain.crossplane`).
+What differs from a cluster: no kubelet (and no Node), so a provider's Pod never runs: a runtime
+scaled to zero (Crossplane v2.4's safe-start providers awaiting activation) is healthy, any other
+never becomes healthy, while the revision's MRDs and CRDs install normally; no webhooks; one
+replica without leader election.  The core is v2.4.2 unless ``--crossplane-version`` names v2.0;
+the CLI (``crank``, the ``crossplane xpkg`` commands) and ``crane`` come from v2.0.0's module, the
+last that holds the CLI (:mod:`toolchain.crossplane`).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from crdscope.base.errors import LabError
 from crdscope.toolchain.crossplane import CrossplaneBinaries
 from crdscope.base.labrecord import Component, pid_alive
 
+from . import controllermanager
 from .processes import free_port, spawn, tail, wait_http
 
 if TYPE_CHECKING:
@@ -68,13 +73,20 @@ def activations_of(patterns: tuple[str, ...] | list[str]) -> list[str]:
 
 
 def start(lab: Lab, state: LabState, binaries: CrossplaneBinaries, *, activations: list[str],
-          say: Callable[[str], None]) -> None:
-    """Registry, namespace and ServiceAccount, ``core init``, then ``core start``; waits until healthy."""
+          say: Callable[[str], None], controllers: bool = True) -> None:
+    """Registry, namespace and ServiceAccount, kube-controller-manager (``controllers``; built on first use),
+    ``core init``, then ``core start``; waits until healthy.
+
+    Without ``controllers`` provider Deployments get no status, so Crossplane reports no runtime healthy
+    and never writes ``RuntimeActive``: the fleet demo, about the API server's memory, does without (no
+    extra client on a capped server, no build of the 1.26 controller manager)."""
     if "crossplane" in state.components and pid_alive(state.components["crossplane"].pid):
         raise LabError("Crossplane already runs in this lab (see `crdscope lab status`)")
     directory = Path(state.run_dir) / "crossplane"
     (directory / "xpkg-cache").mkdir(parents=True, exist_ok=True)
     _start_registry(lab, state, binaries, directory, say)
+    if controllers:
+        _start_controller_manager(lab, state, say)
     env = _environment(state)
     _namespace_and_service_account(state)
     _core_init(binaries, env, activations, Path(state.run_dir) / "logs" / "crossplane-init.log")
@@ -97,6 +109,18 @@ def start(lab: Lab, state: LabState, binaries: CrossplaneBinaries, *, activation
     if not wait_healthy(core):
         raise LabError(f"crossplane core did not become healthy; last lines of {core.log}:", detail=tail(core.log))
     say(f"crossplane {binaries.version} core running (health :{health_port}, metrics :{metrics_port})")
+
+
+def _start_controller_manager(lab: Lab, state: LabState, say: Callable[[str], None]) -> None:
+    """The Deployment controller of the lab's minor (built on first use), or a line saying why none runs."""
+    from .binaries import controller_manager, minor_of, supported_minors
+
+    minor = minor_of(state.kubernetes_version)
+    if minor not in supported_minors():
+        say(f"no kube-controller-manager for Kubernetes {state.kubernetes_version or '(unknown)'}: provider "
+            "Deployments get no status, so Crossplane reports no provider runtime healthy")
+        return
+    controllermanager.start(lab, state, controller_manager(minor, progress=say), say)
 
 
 def _environment(state: LabState) -> dict[str, str]:

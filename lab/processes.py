@@ -139,8 +139,10 @@ def _own_hostname(hostname: str) -> Callable[[], None]:
     return preexec
 
 
-#: Plain-HTTP health paths of the lab's processes (by role; kube-apiserver's is TLS): 200 means serving.
-HEALTH_PATHS = {"etcd": "/health", "crossplane": "/healthz", "registry": "/v2/"}
+#: Health paths of the lab's processes (by role; kube-apiserver's has its own wait): 200 means serving.
+HEALTH_PATHS = {"etcd": "/health", "crossplane": "/healthz", "registry": "/v2/", "controller-manager": "/healthz"}
+#: Roles that serve their health over TLS with a certificate of their own (not checked: loopback, no secret).
+TLS_HEALTH = frozenset({"controller-manager"})
 
 
 def wait_http(component: Component, timeout: float) -> bool:
@@ -148,13 +150,14 @@ def wait_http(component: Component, timeout: float) -> bool:
     or the deadline passed)."""
     import httpx
 
-    url = f"http://127.0.0.1:{component.port}{HEALTH_PATHS[component.role]}"
+    scheme = "https" if component.role in TLS_HEALTH else "http"
+    url = f"{scheme}://127.0.0.1:{component.port}{HEALTH_PATHS[component.role]}"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not pid_alive(component.pid):
             return False
         try:
-            if httpx.get(url, timeout=2).status_code == 200:
+            if httpx.get(url, timeout=2, verify=False).status_code == 200:
                 return True
         except httpx.HTTPError:
             pass

@@ -3,8 +3,8 @@
 The supervisor (:mod:`lab.supervisor`) logs every death of a lab API server, with how long
 it ran and whether its memory group's OOM-kill counter rose: every restart, at its exact
 time, including those the monitor never saw because the process died before it served a
-scrape.  The health probe never imports the lab: lab-aware callers hand it
-:func:`restart_reader`'s callable (``monitor.shared.lab_restarts``).
+scrape.  The health probe never imports the lab: lab-aware callers put
+:func:`restart_reader`'s callable into the core's facts (``base.facts.LabHooks.restarts``).
 """
 
 from __future__ import annotations

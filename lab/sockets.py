@@ -7,8 +7,8 @@ directly.  Only possible on a lab: it needs the API server's pid (to read its
 file records.
 
 The health probe never imports this module (probes stay independent of the
-lab): whoever builds a monitor on a lab puts :func:`etcd_connection_counter`'s
-callable into ``monitor.shared["lab_etcd_connections"]``.
+lab): whoever opens a core on a lab puts :func:`etcd_connection_counter`'s
+callable into the core's facts (``base.facts.LabHooks.etcd_connections``).
 """
 
 from __future__ import annotations

@@ -54,8 +54,9 @@ def outages(events: list[dict[str, Any]]) -> list[float]:
     return [float(e["outage_seconds"]) for e in events if e.get("event") == "restarted"]
 
 
-#: Processes restarted whenever they die (no memory limit needed): Crossplane's core and registry.
-ALWAYS_SUPERVISED = ("crossplane", "registry")
+#: Processes restarted whenever they die (no memory limit needed): Crossplane's core and registry, and
+#: the Deployment controller beside them.
+ALWAYS_SUPERVISED = ("crossplane", "registry", "controller-manager")
 
 
 def supervised(state: LabState) -> list[Component]:

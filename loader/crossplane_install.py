@@ -29,7 +29,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -223,7 +223,7 @@ def plan_install(packages: list[PackagePlan], registry: str) -> list[Stage]:
         raise ConfigError("no packages to install")
     anchor = next((p for p in packages if p.family == p.name), None)
     members = [p for p in packages if p is not anchor]
-    every = tuple(sorted(crd for p in packages for crd in p.crds))
+    every = _mrds_of(crd for p in packages for crd in p.crds)
     stages = [Stage(f"ImageConfig {IMAGE_CONFIG}: {PACKAGE_HOST} packages come from the lab's registry {registry}",
                     (image_config(registry),), "")]
     if anchor is not None:
@@ -238,10 +238,20 @@ def plan_install(packages: list[PackagePlan], registry: str) -> list[Stage]:
         stages[-1] = dataclasses.replace(stages[-1], wait="mrds", names=every, timeout=MRDS_TIMEOUT)
     chosen = max(members or packages, key=lambda p: (len(p.crds), p.name))
     patterns = [f"*.{group}" for group in chosen.groups]
+    activated = _mrds_of(chosen.crds)
     stages.append(Stage(f"MRAP {MRAP_NAME} activates {chosen.name} ({', '.join(patterns)}): "
-                        f"{len(chosen.crds)} CRDs to be Established", (activation_policy(patterns),),
-                        "established", chosen.crds, ESTABLISHED_TIMEOUT))
+                        f"{len(activated)} CRDs to be Established", (activation_policy(patterns),),
+                        "established", activated, ESTABLISHED_TIMEOUT))
     return stages
+
+
+def _mrds_of(crds: Iterable[str]) -> tuple[str, ...]:
+    """The CRDs of provider packages that Crossplane makes MRDs of (sorted): the stages wait for those.
+    ProviderConfig kinds stay CRDs on Crossplane v2.4 (:data:`base.crossplane.PLAIN_CRD_KINDS`), Established
+    at install; v2.0 makes MRDs of them too, which the stages then do not wait for."""
+    from crdscope.base.crossplane import becomes_mrd
+
+    return tuple(sorted(name for name in crds if becomes_mrd(name)))
 
 
 def plan_reference_install(source: OciSource) -> list[Stage]:
@@ -260,7 +270,7 @@ def plan_reference_install(source: OciSource) -> list[Stage]:
         source.prepare()
     per_package = crd_groups(source)
     named = per_package[source.packages[0].reference] or [row for rows in per_package.values() for row in rows]
-    every = tuple(sorted({name for rows in per_package.values() for name, _ in rows}))
+    every = _mrds_of({name for rows in per_package.values() for name, _ in rows})
     name = source.reference.name.replace("_", "-").strip("-.")[:63] or "provider"
     stages = []
     if any(repository.startswith(f"{PACKAGE_HOST}/") for package in source.packages
@@ -274,9 +284,10 @@ def plan_reference_install(source: OciSource) -> list[Stage]:
                         + (f" with {more} dependenc{'ies' if more != 1 else 'y'}" if more else "")
                         + f": {len(every)} MRDs", (obj,), "mrds", every, MRDS_TIMEOUT))
     patterns = sorted({f"*.{group}" for _, group in named})
+    activated = _mrds_of({crd for crd, _ in named})
     stages.append(Stage(f"MRAP {MRAP_NAME} activates {source.reference.name} ({', '.join(patterns)}): "
-                        f"{len(named)} CRDs to be Established", (activation_policy(patterns),), "established",
-                        tuple(sorted({crd for crd, _ in named})), ESTABLISHED_TIMEOUT))
+                        f"{len(activated)} CRDs to be Established", (activation_policy(patterns),), "established",
+                        activated, ESTABLISHED_TIMEOUT))
     return stages
 
 

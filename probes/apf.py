@@ -12,6 +12,7 @@ from __future__ import annotations
 from crdscope.base.samples.throttling import FlowSchemaActivity, PriorityLevel
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Collection
 from typing import Any
@@ -157,6 +158,49 @@ def level_names(scrape: Scrape) -> set[str]:
     return names
 
 
+@dataclasses.dataclass(frozen=True)
+class _Counts:
+    """The APF families of two scrapes, grouped (``older`` None: windows and rates are None)."""
+
+    interval: float | None
+    rejected_now: dict[tuple[str, ...], float]
+    rejected_window: dict[tuple[str, ...], float] | None
+    dispatched_now: dict[tuple[str, ...], float]
+    dispatched_window: dict[tuple[str, ...], float] | None
+    inqueue: dict[tuple[str, ...], float]
+    executing_requests: dict[tuple[str, ...], float]
+    executing_seats: dict[tuple[str, ...], float]
+    nominal: dict[tuple[str, ...], float]
+    current: dict[tuple[str, ...], float]
+    waits_now: dict[LabelKey, list[tuple[float, float]]]
+    waits_before: dict[LabelKey, list[tuple[float, float]]] | None
+
+
+def _counts(newer: Scrape, older: Scrape | None) -> _Counts:
+    """Group the APF families of ``newer`` and, where ``older`` is a scrape before it, their windows."""
+    interval = newer.timestamp - older.timestamp if older is not None else None
+    if interval is not None and interval <= 0:
+        older, interval = None, None
+    rejected_now = newer.by(REJECTED, "priority_level", "flow_schema", "reason")
+    dispatched_now = newer.by(DISPATCHED, "priority_level", "flow_schema")
+    return _Counts(
+        interval=interval,
+        rejected_now=rejected_now,
+        rejected_window=_window(rejected_now, older.by(REJECTED, "priority_level", "flow_schema", "reason")
+                                if older is not None else None),
+        dispatched_now=dispatched_now,
+        dispatched_window=_window(dispatched_now, older.by(DISPATCHED, "priority_level", "flow_schema")
+                                  if older is not None else None),
+        inqueue=newer.by(INQUEUE, "priority_level", "flow_schema"),
+        executing_requests=newer.by(EXECUTING_REQUESTS, "priority_level"),
+        executing_seats=newer.by(EXECUTING_SEATS, "priority_level", "flow_schema"),
+        nominal=newer.by(NOMINAL_LIMIT, "priority_level"),
+        current=newer.by(CURRENT_LIMIT, "priority_level"),
+        waits_now=buckets(newer, WAIT),
+        waits_before=buckets(older, WAIT) if older is not None else None,
+    )
+
+
 def priority_levels(newer: Scrape, older: Scrape | None, limit_responses: dict[str, str]
                     ) -> tuple[tuple[PriorityLevel, ...], tuple[FlowSchemaActivity, ...]]:
     """Priority levels and active flow schemas from two scrapes (``older`` None: current values only).
@@ -166,72 +210,58 @@ def priority_levels(newer: Scrape, older: Scrape | None, limit_responses: dict[s
     until it restarts: a level that ``limit_responses`` (the configured levels,
     when they could be listed) lacks is left out unless it is still busy.
     """
-    interval = newer.timestamp - older.timestamp if older is not None else None
-    if interval is not None and interval <= 0:
-        older, interval = None, None
-    names = level_names(newer)
+    counts = _counts(newer, older)
+    levels = (_level(name, counts, limit_responses) for name in sorted(level_names(newer)))
+    return tuple(level for level in levels if level is not None), _flow_schemas(counts)
 
-    def per(scrape: Scrape | None, family: str, *keys: str) -> dict[tuple[str, ...], float] | None:
-        return scrape.by(family, *keys) if scrape is not None else None
 
-    rejected_now = newer.by(REJECTED, "priority_level", "flow_schema", "reason")
-    rejected_before = per(older, REJECTED, "priority_level", "flow_schema", "reason")
-    dispatched_now = newer.by(DISPATCHED, "priority_level", "flow_schema")
-    dispatched_before = per(older, DISPATCHED, "priority_level", "flow_schema")
-    rejected_window = _window(rejected_now, rejected_before)
-    dispatched_window = _window(dispatched_now, dispatched_before)
-    inqueue = newer.by(INQUEUE, "priority_level", "flow_schema")
-    executing_requests = newer.by(EXECUTING_REQUESTS, "priority_level")
-    executing_seats = newer.by(EXECUTING_SEATS, "priority_level", "flow_schema")
-    nominal = newer.by(NOMINAL_LIMIT, "priority_level")
-    current = newer.by(CURRENT_LIMIT, "priority_level")
-    waits_now = buckets(newer, WAIT)
-    waits_before = buckets(older, WAIT) if older is not None else None
+def _level(name: str, counts: _Counts, limit_responses: dict[str, str]) -> PriorityLevel | None:
+    """One priority level's figures; None for a deleted level (only its stale series remain)."""
+    by_reason: dict[str, int] = {}
+    for (level, _, reason), count in (counts.rejected_window or {}).items():
+        if level == name and count:
+            by_reason[reason] = by_reason.get(reason, 0) + int(count)
+    rejected = sum(by_reason.values()) if counts.rejected_window is not None else None
+    dispatched = (int(sum(c for (level, _), c in counts.dispatched_window.items() if level == name))
+                  if counts.dispatched_window is not None else None)
+    waiting, seats = _sum_level(counts.inqueue, name), _sum_level(counts.executing_seats, name)
+    if limit_responses and name not in limit_responses and not (rejected or dispatched or waiting or seats):
+        return None
+    windowed = counts.waits_before is not None
+    return PriorityLevel(
+        name=name,
+        limit_response=limit_responses.get(name),
+        inqueue=int(waiting),
+        executing_requests=int(counts.executing_requests.get((name,), 0)),
+        executing_seats=int(seats),
+        limit_seats=_int_or_none(counts.current.get((name,))),
+        nominal_limit_seats=_int_or_none(counts.nominal.get((name,))),
+        rejected_total=int(_sum_level(counts.rejected_now, name)),
+        rejected=rejected,
+        rejected_per_s=_rate(rejected, counts.interval),
+        rejected_by_reason=by_reason,
+        dispatched=dispatched,
+        dispatched_per_s=_rate(dispatched, counts.interval),
+        wait_p99_seconds=_wait_quantile(counts.waits_now, counts.waits_before, name) if windowed else None,
+    )
 
-    levels = []
-    for name in sorted(names):
-        by_reason: dict[str, int] = {}
-        if rejected_window is not None:
-            for (level, _, reason), count in rejected_window.items():
-                if level == name and count:
-                    by_reason[reason] = by_reason.get(reason, 0) + int(count)
-        rejected = sum(by_reason.values()) if rejected_window is not None else None
-        dispatched = (int(sum(c for (level, _), c in dispatched_window.items() if level == name))
-                      if dispatched_window is not None else None)
-        waiting, seats = _sum_level(inqueue, name), _sum_level(executing_seats, name)
-        if limit_responses and name not in limit_responses and not (rejected or dispatched or waiting or seats):
-            continue  # deleted: only its stale series remain
-        levels.append(PriorityLevel(
-            name=name,
-            limit_response=limit_responses.get(name),
-            inqueue=int(waiting),
-            executing_requests=int(executing_requests.get((name,), 0)),
-            executing_seats=int(seats),
-            limit_seats=_int_or_none(current.get((name,))),
-            nominal_limit_seats=_int_or_none(nominal.get((name,))),
-            rejected_total=int(_sum_level(rejected_now, name)),
-            rejected=rejected,
-            rejected_per_s=_rate(rejected, interval),
-            rejected_by_reason=by_reason,
-            dispatched=dispatched,
-            dispatched_per_s=_rate(dispatched, interval),
-            wait_p99_seconds=_wait_quantile(waits_now, waits_before, name) if older is not None else None,
-        ))
 
+def _flow_schemas(counts: _Counts) -> tuple[FlowSchemaActivity, ...]:
+    """The flow schemas where something happened (rejected, dispatched, waiting or executing)."""
     schemas: list[FlowSchemaActivity] = []
-    for level, schema in sorted({k[:2] for k in rejected_now} | set(dispatched_now) | set(inqueue)
-                                | set(executing_seats)):
-        schema_rejected = sum(c for k, c in (rejected_window or {}).items() if k[:2] == (level, schema))
-        schema_dispatched = (dispatched_window or {}).get((level, schema), 0.0)
-        waiting = inqueue.get((level, schema), 0.0)
-        seats = executing_seats.get((level, schema), 0.0)
-        if schema_rejected or schema_dispatched or waiting or seats:
+    for level, schema in sorted({k[:2] for k in counts.rejected_now} | set(counts.dispatched_now)
+                                | set(counts.inqueue) | set(counts.executing_seats)):
+        rejected = sum(c for k, c in (counts.rejected_window or {}).items() if k[:2] == (level, schema))
+        dispatched = (counts.dispatched_window or {}).get((level, schema), 0.0)
+        waiting = counts.inqueue.get((level, schema), 0.0)
+        seats = counts.executing_seats.get((level, schema), 0.0)
+        if rejected or dispatched or waiting or seats:
             schemas.append(FlowSchemaActivity(
                 name=schema, priority_level=level, inqueue=int(waiting), executing_seats=int(seats),
-                rejected=int(schema_rejected), rejected_per_s=_rate(schema_rejected, interval) or 0.0,
-                dispatched=int(schema_dispatched), dispatched_per_s=_rate(schema_dispatched, interval) or 0.0,
+                rejected=int(rejected), rejected_per_s=_rate(rejected, counts.interval) or 0.0,
+                dispatched=int(dispatched), dispatched_per_s=_rate(dispatched, counts.interval) or 0.0,
             ))
-    return tuple(levels), tuple(schemas)
+    return tuple(schemas)
 
 
 def _window(now: dict[tuple[str, ...], float], before: dict[tuple[str, ...], float] | None

@@ -48,6 +48,7 @@ from crdscope.base.errors import ClusterError, ConfigError
 from crdscope.connection.ratelimit import ClientLimits, client_models, user_limits
 from crdscope.base.samples import percentile
 from crdscope.base.settings import Cadences
+from .probe import Pacing, ProbeBase
 from .shared import DiscoveryView, SharedState
 from crdscope.connection.traffic import origin
 from crdscope.connection.transport import TRANSPORT_ERRORS
@@ -152,16 +153,19 @@ class _RunError(Exception):
     """This run cannot go on; the message becomes the sample's error."""
 
 
-class DiscoveryProbe:
-    """The periodic discovery probe of one cluster (``name``, ``cadence``, ``run()``)."""
+class DiscoveryProbe(ProbeBase):
+    """The periodic discovery probe of one cluster."""
 
     name = "discovery"
+    #: Two conditional GETs (/api, /apis: 304 when unchanged) while CRDs change (budget 14/min),
+    #: every minute once no CRD changed for ``cadences.settle`` seconds (a change wakes it at once).
+    #: The legacy walk runs on its own cadences (``cadences.discovery_legacy``).
+    pacing = Pacing(busy=10.0, idle=60.0, budget=14.0)
 
     def __init__(self, cluster: Cluster, cadences: Cadences | None = None, *,
                  shared: SharedState | None = None, extra_limits: ClientLimits | None = None) -> None:
         cadences = cadences or Cadences()
         self.cluster = cluster
-        self.cadence = cadences.discovery
         self.settle = cadences.settle
         self.legacy_cadence = cadences.discovery_legacy
         self.legacy_refresh = max(cadences.discovery_legacy, cadences.discovery_legacy_refresh)
@@ -464,6 +468,6 @@ async def once(cluster: Cluster, legacy: bool = False, qps: float | None = None,
     return sample
 
 
-def make_probe(monitor: ProbeParts) -> DiscoveryProbe:
-    """The discovery probe on the monitor's cluster and cadences; it publishes ``monitor.shared.discovery``."""
-    return DiscoveryProbe(monitor.cluster, monitor.settings.cadences, shared=monitor.shared)
+def make_probe(parts: ProbeParts) -> DiscoveryProbe:
+    """The discovery probe on the monitor's cluster and cadences; it publishes ``parts.shared.discovery``."""
+    return DiscoveryProbe(parts.cluster, parts.settings.cadences, shared=parts.shared)

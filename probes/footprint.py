@@ -5,9 +5,9 @@ No request of its own: every run reads the shared client's counts
 for crdscope's side and cost nothing.  The loader's requests (the install being
 watched) are counted apart.
 
-Each part of the monitor has a request budget (``[budgets]`` in config.toml,
-:class:`probes.settings.RequestBudgets`, written beside the cadences they follow);
-the sample names the parts over theirs, averaged over the last
+Each part of the monitor has a request budget (each probe declares its own beside its
+cadences, ``pacing``; ``[budgets]`` in config.toml overrides it and holds the shared parts'
+ones, :class:`base.settings.RequestBudgets`); the sample names the parts over theirs, averaged over the last
 :data:`BUDGET_WINDOW_SECONDS`, and what the guard holds back (heavy optional reads
 while the server is near its memory limit, see :mod:`probes.guard`).
 """
@@ -20,11 +20,12 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING
 
-from crdscope.base.settings import RequestBudgets
 from crdscope.connection.traffic import LOADER, Traffic
 
+from .probe import Pacing, ProbeBase
+
 if TYPE_CHECKING:
-    from .monitor import Monitor
+    from .probe import ProbeParts
 
 #: Rates (requests and bytes per second) are over this window.
 RATE_WINDOW_SECONDS = 60.0
@@ -58,20 +59,15 @@ def summarize(traffic: Traffic) -> tuple[dict[str, Tally], dict[str, Tally], Tal
             total, Tally(requests=loader[0], bytes=loader[1]), walks)
 
 
-def budget_of(budgets: RequestBudgets, origin: str) -> float | None:
-    """Requests per minute allowed to one part of the monitor (None: not budgeted)."""
-    value = getattr(budgets, origin.replace("-", "_"), None)
-    return float(value) if isinstance(value, (int, float)) else None
-
-
-class FootprintProbe:
+class FootprintProbe(ProbeBase):
     """Reads the shared client's counts every few seconds; sends nothing."""
 
     name = "footprint"
+    #: No request: reads the shared client's counts.
+    pacing = Pacing(busy=5.0)
 
-    def __init__(self, monitor: Monitor) -> None:
+    def __init__(self, monitor: ProbeParts) -> None:
         self.monitor = monitor
-        self.cadence = 5.0
         self.budgets = monitor.settings.budgets
         self._started = time.monotonic()
         #: (monotonic time, monitor total, by origin) per run, for windowed rates.
@@ -96,7 +92,7 @@ class FootprintProbe:
             for origin, tally in by_origin.items():
                 before = oldest[2].get(origin, Tally())
                 per_minute[origin] = (tally.requests - before.requests) * 60.0 / span
-                budget = budget_of(self.budgets, origin)
+                budget = self.monitor.budget_of(origin)
                 if budget is not None and per_minute[origin] > budget:
                     over.append(origin)
             if (walks - oldest[3]) * 3600.0 / span > self.budgets.legacy_walks_per_hour:
@@ -110,14 +106,14 @@ class FootprintProbe:
             over_budget=tuple(over), legacy_walks=walks,
             loader_requests_total=loader.requests, loader_bytes_total=loader.bytes,
             openapi_v2=self.monitor.settings.cadences.openapi_v2 > 0,
-            held_back=dict(self.monitor.shared.guard.held_back),
+            held_back=self.monitor.shared.guard.held_back(),
             viewers=viewers, viewer_cpu_seconds_total=viewer_cpu, viewer_cpu_share=viewer_share,
         )
 
     def _viewers(self, now: float) -> tuple[int, float, float]:
         """Viewers and their CPU (a collector's): how many, seconds since start, the share of a core
         over the rate window."""
-        hook = self.monitor.shared.viewer_load
+        hook = self.monitor.facts.viewer_load
         if hook is None:
             return 0, 0.0, 0.0
         load = hook()
@@ -129,9 +125,9 @@ class FootprintProbe:
         return load.viewers, load.cpu_seconds, share
 
 
-def make_probe(monitor: Monitor) -> FootprintProbe:
+def make_probe(parts: ProbeParts) -> FootprintProbe:
     """The footprint probe of a monitor (reads its cluster's traffic counts)."""
-    return FootprintProbe(monitor)
+    return FootprintProbe(parts)
 
 
 # --------------------------------------------------------------------------- words for people

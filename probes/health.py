@@ -6,7 +6,12 @@ Kubernetes 1.37 names the object counts ``apiserver_resource_objects``,
 older servers ``apiserver_storage_objects``).  Where ``/metrics`` is forbidden
 or absent, a Prometheus server (:mod:`connection.prometheus`, ``--prometheus
 URL``) fills what it can; ``sources`` names where each filled figure came
-from, and every figure left empty has its reason in ``unobservable``.
+from, and every figure left empty has its reason in ``unobservable``.  Each
+source has its reader (:mod:`probes.health_figures`: ``/metrics``, the process
+and its cgroup through Prometheus, etcd; restarts: :mod:`probes.health_tracker`),
+a typed function from the source to typed figures; this module runs them and
+makes the sample.  The container limit Prometheus shows is reported as observed:
+the session's facts decide the limit (:class:`base.facts.ClusterFacts`).
 
 Across runs the probe keeps:
 
@@ -17,16 +22,20 @@ Across runs the probe keeps:
   How many replicas exist comes from their identity Leases
   (:mod:`probes.leases`), read at most every :data:`LEASE_INTERVAL_SECONDS`;
 * outage windows (:mod:`probes.health_tracker` keeps them, with the replicas, Leases, restarts
-  and fits): from the first run that finds the server unreachable or not
-  ready to the first that finds it ready again (resolution: the cadence);
+  and fits): from the first attempt that found the server unreachable or not ready (its own, or
+  the first the session's "not answering" verdict left unanswered: ``ClusterFacts.server_away``)
+  to the first that finds it ready again.  While the server is away the probe is ``dating``: it
+  runs every :data:`OUTAGE_CADENCE_SECONDS` and each run costs the server at most one cheap check
+  (:mod:`probes.outage`: every second while refused, one in flight with a back-off while requests
+  time out), so ``down_seconds`` is known to the second; a run whose reads a hung server holds
+  ends as soon as the session judges the server away, its reads left in flight as that check;
 * least-squares fits (:mod:`base.fit`) of resident memory, heap and open
   descriptors against the CRD count, one per API server process.
 
 On a lab, the API server's established TCP connections to etcd are counted
-from ``/proc``: the wiring that knows it watches a lab puts
-``lab.sockets.etcd_connection_counter(server)`` into
-``monitor.shared.lab_etcd_connections``;
-probes never import ``lab``.
+from ``/proc`` and its supervisor's restarts read from its log: the session
+that knows it watches a lab puts the lab's hooks into its facts
+(``ClusterFacts.lab``); probes never import ``lab``.
 """
 
 from __future__ import annotations
@@ -34,28 +43,34 @@ from __future__ import annotations
 from crdscope.base.samples.health import HealthSample
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
+from typing import TYPE_CHECKING
 
+from crdscope.base.facts import ClusterFacts, LabHooks, ServerAway
+from crdscope.base.restarts import IDENTITY_LEASE, KUBE_STATE_METRICS, PlatformRestarts, RestartEvent
 from crdscope.connection.cluster import Cluster
-from crdscope.base.activation import MRD_BYTES, MRDS_RESOURCE
-from crdscope.base.fit import ProcessFits
-from .health_checks import LIVE_BECAUSE_READY, CheckResult, count_crds, health_check
-from .leases import LeaseReading, read_leases
 from crdscope.connection.metrics import PROCESS_FAMILIES, SHARED_SCRAPE_AGE, MetricsSource, Scrape
 from crdscope.connection.prometheus import PrometheusReading, PrometheusSource
-from .health_tracker import FITS, HealthTracker
-from .replicas import REPLICA_GAUGES, from_instances
-from crdscope.base.restarts import IDENTITY_LEASE, KUBE_STATE_METRICS, PlatformRestarts, RestartEvent
+
+from .health_checks import LIVE_BECAUSE_READY, CheckResult, count_crds, health_check
+from .health_figures import (OBJECT_FAMILIES, SIZE_FAMILIES, ContainerFigures, Gauge, ProcessFigures, Storage,
+                             missing_of, read_container, read_etcd_connections, read_process, read_storage,
+                             scraped_gauges, sources_of, with_prometheus)
+from .health_tracker import HealthTracker, OwnShare, Restarts, Slope
+from .leases import LeaseReading, read_leases
+from .outage import Attempt, OutageCheck
+from .probe import Pacing, ProbeBase
+from .replicas import from_instances
+from .shared import SharedState
 
 if TYPE_CHECKING:
     from .probe import ProbeParts
 
 log = logging.getLogger("crdscope.health")
 
-MIB = float(1 << 20)
 TOP_RESOURCES = 10
 UNUSED_EXAMPLES = 5
 IN_USE_KEPT = 1000  # CRDs in use named in a sample: a cluster uses a few hundred kinds at most
@@ -67,9 +82,12 @@ SEEK_SCRAPES_PER_RUN = 3
 SEEK_RUNS = 3
 #: Restart events carried by each sample (the crash-loop finding needs the last ten minutes').
 RESTART_EVENTS_IN_SAMPLE = 30
+#: While the server is away, a sample this often (each run costs at most the outage check, which paces
+#: itself): a ``down_seconds`` threshold crosses within this of its value.
+OUTAGE_CADENCE_SECONDS = 0.5
+#: While a run's reads wait, how often it looks whether the session judged the server away.
+AWAY_POLL_SECONDS = 0.25
 
-OBJECT_FAMILIES = ("apiserver_resource_objects", "apiserver_storage_objects")  # 1.37 name first
-SIZE_FAMILIES = ("apiserver_storage_size_bytes", "etcd_db_total_size_in_bytes")
 HEALTH_FAMILIES = (*PROCESS_FAMILIES.values(), *OBJECT_FAMILIES, *SIZE_FAMILIES)
 
 
@@ -79,31 +97,71 @@ HEALTH_FAMILIES = (*PROCESS_FAMILIES.values(), *OBJECT_FAMILIES, *SIZE_FAMILIES)
 CrdCounter = Callable[[], Awaitable[tuple[int | None, str | None]]]
 
 
-class HealthProbe:
-    """Runs the health checks, reads the scrape, and keeps :class:`HealthTracker` state."""
+@dataclasses.dataclass(frozen=True)
+class _Gathered:
+    """What one run read from every source, before anything is judged."""
+
+    sent: float
+    ready: CheckResult
+    live: CheckResult
+    scrape: Scrape
+    crds: int | None
+    crds_reason: str | None
+    #: The CRD names the unused ones are taken from (None: not known), from the same moment as ``crds``.
+    crd_names: tuple[str, ...] | None
+    reading: PrometheusReading | None
+    etcd_connections: Gauge
+    leases: LeaseReading
+    platform: PlatformRestarts | None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Judged:
+    """What the readers made of a run: the typed figures the sample is made from."""
+
+    now: float
+    process: ProcessFigures
+    container: ContainerFigures
+    storage: Storage
+    restarts: Restarts
+    down: bool
+    slopes: dict[str, Slope]
+    own: OwnShare
+    unused: list[str] | None
+
+
+class HealthProbe(ProbeBase):
+    """Runs the health checks and the readers, and keeps :class:`HealthTracker` state."""
 
     name = "health"
+    #: /readyz every run (/livez only when not ready), the identity Leases every 30 s (budget
+    #: 10/min); the process figures from the shared /metrics scrape.  While the server is away, a run
+    #: every half second that sends at most the outage check (refused: unsent; timing out: one in flight).
+    pacing = Pacing(busy=10.0, idle=20.0, budget=10.0, outage=OUTAGE_CADENCE_SECONDS)
 
     def __init__(self, cluster: Cluster, metrics: MetricsSource, *, crd_count: CrdCounter,
-                 cadence: float = 5.0, prometheus: PrometheusSource | None = None,
-                 etcd_counter: Callable[[], Callable[[], int | None] | None] = lambda: None,
+                 cadence: float | None = None, prometheus: PrometheusSource | None = None,
+                 facts: ClusterFacts | None = None,
                  crd_names: Callable[[], Collection[str] | None] = lambda: None,
-                 platform_restarts: Callable[[], Callable[[], PlatformRestarts | None] | None] = lambda: None,
-                 known_limit: Callable[[], int | None] = lambda: None, since_start: bool = True,
-                 publish_in_use: Callable[[frozenset[str] | None], None] = lambda _names: None) -> None:
+                 since_start: bool = True, shared: SharedState | None = None) -> None:
         self.cluster = cluster
-        self._platform_restarts = platform_restarts
-        self._known_limit = known_limit
-        self._publish_in_use = publish_in_use
-        self._crd_names = crd_names
         self.metrics = metrics
-        self.cadence = cadence
         self.prometheus = prometheus
+        #: The session's facts: the lab's hooks (etcd connections, the supervisor's restarts).
+        self.facts = facts if facts is not None else ClusterFacts()
+        #: Where the CRDs in use are handed to the inventory probe.
+        self.shared = shared if shared is not None else SharedState()
+        self._crd_count = crd_count
+        self._crd_names = crd_names
+        if cadence is not None:  # a one-shot run: its own age for the shared scrape
+            self.cadence = cadence
         self.tracker = HealthTracker(since_start=since_start)
+        #: The one check of the server while it is away, and when it last answered one.
+        self.outage_check = OutageCheck(lambda: health_check(self.cluster, "readyz"))
+        #: The session's verdict at the last run that read it.
+        self._told: ServerAway | None = None
         self._seek_marker: tuple[int, int] | None = None
         self._seek_runs = SEEK_RUNS
-        self._crd_count = crd_count
-        self._etcd_counter = etcd_counter
         metrics.want(*HEALTH_FAMILIES)
         # Every scrape names the replica that answered, whichever probe asked for it: a probe on
         # half this cadence would otherwise hand this one every other replica only.
@@ -113,19 +171,50 @@ class HealthProbe:
         """Attribute one shared scrape to its replica (figures, restarts; fits need the CRD count of a run)."""
         start = scrape.value(PROCESS_FAMILIES["start_time"]) if scrape.ok else None
         if start is not None:
-            figures = {name: value for name, family in REPLICA_GAUGES.items()
-                       if (value := scrape.value(family)) is not None}
-            self.tracker.observe_start(start, scrape.timestamp, figures)
+            self.tracker.observe_start(start, scrape.timestamp, scraped_gauges(scrape))
+
+    @property
+    def busy(self) -> bool:
+        """While an outage is open (a server not ready answers), the busy cadence rather than the idle one."""
+        return self.tracker.open_outage is not None
+
+    @property
+    def dating(self) -> bool:
+        """While the server is away: runs on the outage cadence, each one the outage check at most."""
+        return self._away_since() is not None
+
+    def _away_since(self) -> float | None:
+        """The first attempt left unanswered since the server last answered a check of this probe: the
+        session's verdict's (PINGs and requests every half second) or this probe's own (None: it answers)."""
+        told = self.facts.server_away
+        check = self.outage_check
+        known = [since for since in (told.since if told is not None and told.since > check.answered_at else None,
+                                     check.failing_since) if since is not None]
+        return min(known) if known else None
 
     async def run(self) -> HealthSample:
         """One observation; an unreachable server is a sample with ``error`` and an open outage."""
-        unobservable: dict[str, str] = {}
+        if self.dating:
+            away = await self._outage_run()
+            if away is not None:
+                return away
         if self.tracker.lease_reading is None:
             # Read the Leases before the first scrape: with several API servers every scrape then
             # goes out on its own connection from the start, and each replica is seen in the first
             # rounds instead of whenever a kept-alive connection happens to move.
             await self._leases()
             self._spread_scrapes()
+        run = await self._gather_unless_away()
+        if isinstance(run, Attempt):
+            return await self._down_sample(run)
+        unobservable: dict[str, str] = {}
+        judged = await self._judge(run, unobservable)
+        in_use = frozenset(n for n, count in judged.storage.objects.items() if count > 0)
+        self.shared.crds_in_use = in_use if judged.unused is not None else None  # for the inventory's MRDs
+        return self._sample(run, judged, unobservable)
+
+    async def _gather(self) -> _Gathered:
+        """Every source read once, side by side (the lab's files in threads)."""
         sent = time.time()
         platform_read = asyncio.ensure_future(self._platform())  # a file read in a thread, beside the requests
         ready, scrape, (crds, crds_reason), reading, etcd_connections, leases = await asyncio.gather(
@@ -133,7 +222,8 @@ class HealthProbe:
             self.metrics.scrape(max_age=self.cadence * SHARED_SCRAPE_AGE),
             self._crd_count(),
             self._prometheus(),
-            self._etcd_connections(unobservable),  # beside the scrape: open_fds and this compare
+            # Beside the scrape: open_fds and this compare.
+            read_etcd_connections(self.facts.lab.etcd_connections),
             self._leases(),
         )
         platform = await platform_read
@@ -146,102 +236,138 @@ class HealthProbe:
         # /readyz runs every /livez check and more: a ready server is live, and only a server that
         # is not ready (or will not say) costs the second request that tells "not ready" from "dead".
         live = LIVE_BECAUSE_READY if ready.ok else await health_check(self.cluster, "livez")
-        now = time.time()
-        values = _process_figures(scrape, unobservable)
-        sources: dict[str, str] = {}
-        if reading is not None:
-            _fill_from_prometheus(reading, values, sources, unobservable)
-        else:
-            reason = "needs --prometheus (a kubelet/cAdvisor and kube-state-metrics figure)"
-            unobservable.update(working_set_bytes=reason, pod_restarts=reason, memory_limit_bytes=reason)
-        if crds is None:
-            unobservable["crds"] = crds_reason or "CRD count unknown"
+        return _Gathered(sent, ready, live, scrape, crds, crds_reason, crd_names, reading, etcd_connections,
+                         leases, platform)
 
-        if "memory_limit_bytes" not in values and (known := self._known_limit()):
-            values["memory_limit_bytes"] = float(known)
-            sources["memory_limit_bytes"] = "--memory-limit or the lab's cap"
-            unobservable.pop("memory_limit_bytes", None)
-        restarts, replica = self._restarts(values, reading, unobservable, scrape.timestamp, crds)
-        if leases.error:
-            unobservable["apiservers"] = unobservable["lease_replacements"] = leases.error
-        self._spread_scrapes()
-        await self._seek_unseen_replicas()
-        if replica is not None:
-            self.tracker.replicas.answering = replica  # this run's figures are its main scrape's
-        down, reason = _availability(ready, live)
-        # A hang counts from when the check was sent (it failed only at its read timeout), a
-        # recovery from when it answered.
-        self.tracker.observe_availability(sent if down else now, down, reason)
+    async def _gather_unless_away(self) -> _Gathered | Attempt:
+        """The run's reads; once the session judges the server away before they finish (a hung server
+        holds them to their timeouts), they stay in flight as the outage's one check (its attempt)."""
+        sent = time.time()
+        gathering = asyncio.ensure_future(self._gather())
+        held = False
+        try:
+            while not gathering.done():
+                await asyncio.wait({gathering}, timeout=AWAY_POLL_SECONDS)
+                if not gathering.done() and self.facts.server_away is not None and self._away_since() is not None:
+                    self.outage_check.hold(_ready_of(gathering), sent)
+                    held = True
+                    return Attempt(sent, None)
+        finally:
+            if not held and not gathering.done():  # the run was cancelled: nothing left behind
+                gathering.cancel()
+        return gathering.result()
+
+    async def _outage_run(self) -> HealthSample | None:
+        """While the server is away: the outage check only, a down sample (None: the server answered the
+        check, and a full run says how it is)."""
+        told = self.facts.server_away
+        back = self._told is not None and told is None  # the session hears the server again: check now
+        self._told = told
+        attempt = await self.outage_check.poll(now_if_between=back)
+        if attempt.answered:
+            return None
+        return await self._down_sample(attempt)
+
+    async def _down_sample(self, attempt: Attempt) -> HealthSample:
+        """A sample of a server away: the outage dated from its first unanswered attempt, the restarts
+        the platform counts meanwhile; no figure of the server's own."""
+        now = time.time()
+        told = self.facts.server_away
+        if attempt.result is not None and attempt.result.error:
+            reason = attempt.result.error
+        else:
+            reason = f"GET /readyz unanswered for {max(0.0, now - attempt.sent):.1f} s"
+            reason = f"{told.why} ({reason})" if told is not None else reason
+        self.tracker.observe_availability(self._away_since() or attempt.sent or now, True, reason)
+        platform = await self._platform()
         if platform is not None:
             self.tracker.ledger.platform(platform)
-        if reading is not None and reading.pod_restarts:
-            # kube-state-metrics' restart counter: one more source (see probes.restarts).
-            self.tracker.ledger.counter(KUBE_STATE_METRICS, sum(reading.pod_restarts.values()), reading.timestamp,
-                                        oom_killed=True if reading.oom_killed_pods else None)
-        ledger = self.tracker.ledger
-        if ledger.total() is not None:
-            restarts = ledger.total()
-            unobservable.pop("restarts", None)
-        open_outage = self.tracker.open_outage
-        if ready.ok is None:
-            unobservable["ready"] = ready.error or "readiness not observable"
-        if live.ok is None:
-            unobservable["live"] = live.error or "liveness not observable"
+        return away_sample(self.tracker, self.cluster.server, now, reason)
 
-        fitted = self._fit(values, crds, unobservable, replica)
-        objects, size = _storage(scrape, unobservable)
-        own_share = self._own_share(values, crds, objects, unobservable)
-        top = dict(sorted(objects.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_RESOURCES])
-        unused = _unused_crds(objects, crd_names, unobservable)
-        self._publish_in_use(frozenset(n for n, count in objects.items() if count > 0) if unused is not None else None)
-        rss_fit = self._fits(replica)["rss"].current()
+    async def _judge(self, run: _Gathered, unobservable: dict[str, str]) -> _Judged:
+        """The readers' figures of one run, the tracker's restarts, outages and fits updated."""
+        now = time.time()
+        container = read_container(run.reading)
+        process = with_prometheus(read_process(run.scrape), run.reading, container)
+        restarts = await self._count_restarts(run, process, unobservable)
+        down, reason = _availability(run.ready, run.live)
+        self.outage_check.saw(run.sent, run.ready)
+        # A hang counts from when the check was sent (it failed only at its read timeout) or the first
+        # attempt the session saw unanswered, a recovery from when it answered.
+        self.tracker.observe_availability((self._away_since() or run.sent) if down else now, down, reason)
+        storage = read_storage(run.scrape)
+        slopes = self.tracker.slopes(process, run.crds, restarts.replica, unobservable)
+        own = self.tracker.own_share(process, run.crds, storage.objects, unobservable)
+        return _Judged(now, process, container, storage, restarts, down, slopes, own,
+                       _unused_crds(storage, run.crd_names, unobservable))
+
+    async def _count_restarts(self, run: _Gathered, process: ProcessFigures,
+                              unobservable: dict[str, str]) -> Restarts:
+        """Restarts from every source: start times (this run's replica), the Leases, the lab's
+        supervisor and kube-state-metrics, as the ledger counts them."""
+        restarts = self.tracker.restarts_of(process, run.reading, run.scrape.timestamp, run.crds)
+        if run.leases.error:
+            unobservable["apiservers"] = unobservable["lease_replacements"] = run.leases.error
+        self._spread_scrapes()
+        await self._seek_unseen_replicas()
+        if restarts.replica is not None:
+            self.tracker.replicas.answering = restarts.replica  # this run's figures are its main scrape's
+        ledger = self.tracker.ledger
+        if run.platform is not None:
+            ledger.platform(run.platform)
+        if run.reading is not None and run.reading.pod_restarts:
+            # kube-state-metrics' restart counter: one more source (see probes.restarts).
+            ledger.counter(KUBE_STATE_METRICS, sum(run.reading.pod_restarts.values()), run.reading.timestamp,
+                           oom_killed=True if run.reading.oom_killed_pods else None)
+        total = ledger.total()
+        if total is not None:
+            return Restarts(total, restarts.replica)
+        if restarts.missing:
+            unobservable["restarts"] = restarts.missing
+        return restarts
+
+    def _sample(self, run: _Gathered, judged: _Judged, unobservable: dict[str, str]) -> HealthSample:
+        """The sample of one run, made from the typed figures of each reader."""
+        now, process, storage, tracker = judged.now, judged.process, judged.storage, self.tracker
+        ledger, reading, unused, fits = tracker.ledger, run.reading, judged.unused, judged.slopes
+        rss_fit = tracker.fits_of(judged.restarts.replica)["rss"].current()
+        sources = sources_of(process.by_field(), judged.container.by_field())
         return HealthSample(
-            timestamp=now,
-            error=ready.error if ready.unreachable else None,
-            server=self.cluster.server,
-            rss_bytes=_int(values.get("rss_bytes")),
-            heap_bytes=_int(values.get("heap_bytes")),
-            goroutines=_int(values.get("goroutines")),
-            start_time=values.get("start_time"),
-            open_fds=_int(values.get("open_fds")),
-            max_fds=_int(values.get("max_fds")),
-            etcd_connections=etcd_connections,
-            storage_objects_total=sum(objects.values()) if objects else None,
-            storage_objects_top=top,
+            timestamp=now, error=run.ready.error if run.ready.unreachable else None, server=self.cluster.server,
+            rss_bytes=process.rss_bytes.whole(), heap_bytes=process.heap_bytes.whole(),
+            goroutines=process.goroutines.whole(), start_time=process.start_time.value,
+            open_fds=process.open_fds.whole(), max_fds=process.max_fds.whole(),
+            etcd_connections=run.etcd_connections.whole(),
+            storage_objects_total=sum(storage.objects.values()) if storage.objects else None,
+            storage_objects_top=dict(sorted(storage.objects.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_RESOURCES]),
             crds_without_objects=len(unused) if unused is not None else None,
             unused_crd_examples=tuple(sorted(unused or ())[:UNUSED_EXAMPLES]),
-            crds_with_objects=_in_use(objects, crd_names) if unused is not None else (),
-            storage_size_bytes=size,
-            restarts=restarts,
-            restarts_source=ledger.best() if ledger.total() is not None else None,
-            restarts_by_source=dict(ledger.counts),
-            restart_events=ledger.recent()[-RESTART_EVENTS_IN_SAMPLE:],
-            lease_restarts=dict(self.tracker.leases.replaced_hosts),
-            oom_kills=ledger.oom_kills,
+            crds_with_objects=_in_use(storage.objects, run.crd_names) if unused is not None else (),
+            storage_size_bytes=storage.size_bytes,
+            restarts=judged.restarts.count, restarts_source=ledger.best() if ledger.total() is not None else None,
+            restarts_by_source=dict(ledger.counts), restart_events=ledger.recent()[-RESTART_EVENTS_IN_SAMPLE:],
+            lease_restarts=dict(tracker.leases.replaced_hosts), oom_kills=ledger.oom_kills,
             oom_killed_pods=reading.oom_killed_pods if reading is not None else (),
-            down_seconds=round(now - open_outage.start, 1) if open_outage is not None else 0.0,
-            replica=replica,
-            replicas=self.tracker.replicas.figures() or from_instances(reading, sources),
-            prometheus=reading.figures if reading is not None else None,
-            apiservers=self.tracker.apiservers,
-            lease_replacements=None if leases.error else self.tracker.leases.replacements,
-            ready=ready.ok,
-            live=live.ok,
-            failing_checks=ready.failing,
-            failing_live_checks=live.failing,
-            down=down,
-            outages=self.tracker.outage_windows(now),
-            crds=crds,
-            fit_points=rss_fit.n if rss_fit else 0,
-            fit_crd_counts=rss_fit.distinct_x if rss_fit else 0,
-            working_set_bytes=_int(values.get("working_set_bytes")),
-            memory_limit_bytes=_int(values.get("memory_limit_bytes")),
-            pod_restarts=dict(reading.pod_restarts) if reading else {},
-            sources=sources,
-            unobservable=unobservable,
-            **fitted,
-            **own_share,
+            down_seconds=round(now - tracker.open_outage.start, 1) if tracker.open_outage is not None else 0.0,
+            replica=judged.restarts.replica, replicas=tracker.replicas.figures() or from_instances(reading, sources),
+            prometheus=reading.figures if reading is not None else None, apiservers=tracker.apiservers,
+            lease_replacements=None if run.leases.error else tracker.leases.replacements,
+            ready=run.ready.ok, live=run.live.ok, failing_checks=run.ready.failing,
+            failing_live_checks=run.live.failing, down=judged.down, outages=tracker.outage_windows(now),
+            crds=run.crds, fit_points=rss_fit.n if rss_fit else 0, fit_crd_counts=rss_fit.distinct_x if rss_fit else 0,
+            working_set_bytes=judged.container.working_set_bytes.whole(),
+            memory_limit_bytes=judged.container.memory_limit_bytes.whole(),
+            pod_restarts=dict(reading.pod_restarts) if reading else {}, sources=sources,
+            unobservable=_reasons(run, judged, unobservable),
+            mib_per_crd=fits["rss"].per_crd, r2=fits["rss"].r2, heap_mib_per_crd=fits["heap"].per_crd,
+            heap_r2=fits["heap"].r2, fds_per_crd=fits["fds"].per_crd, fds_r2=fits["fds"].r2,
+            mrds=judged.own.mrds, mib_per_crd_own=judged.own.mib_per_crd_own, mib_per_mrd=judged.own.mib_per_mrd,
+            own_share_by=judged.own.own_share_by,
         )
+
+    async def aclose(self) -> None:
+        """Cancel the outage check still waiting on a hung server."""
+        await self.outage_check.aclose()
 
     async def _prometheus(self) -> PrometheusReading | None:
         return await self.prometheus.read() if self.prometheus else None
@@ -261,7 +387,7 @@ class HealthProbe:
 
     async def _platform(self) -> PlatformRestarts | None:
         """The platform's account of restarts (the lab's supervisor), read in a thread."""
-        reader = self._platform_restarts()
+        reader = self.facts.lab.restarts
         if reader is None:
             return None
         try:
@@ -301,143 +427,31 @@ class HealthProbe:
             log.info("several API servers: each /metrics scrape opens its own connection")
             self.metrics.spread_over_replicas()
 
-    def _fits(self, replica: str | None) -> dict[str, ProcessFits]:
-        """The answering replica's fits; the tracker's when no start time names the process."""
-        return self.tracker.replicas.slot_fits(replica) if replica else self.tracker.fits
 
-    def _restarts(self, values: dict[str, float], reading: PrometheusReading | None,
-                  unobservable: dict[str, str], now: float, crds: int | None) -> tuple[int | None, str | None]:
-        if "start_time" in values:
-            figures = {name: values[name] for name in REPLICA_GAUGES if name in values}
-            replica = self.tracker.replicas.name_of(values["start_time"])
-            if replica is None:  # a scrape the listener did not see
-                replica = self.tracker.observe_start(values["start_time"], now, figures, crds)
-            elif crds is not None:  # this run's CRD count goes with this run's scrape
-                self.tracker.replicas.fit(replica, crds, figures)
-            self.tracker.replicas.answering = replica
-            return self.tracker.restarts, replica
-        return self._restarts_without_start(reading, unobservable), None
-
-    def _restarts_without_start(self, reading: PrometheusReading | None, unobservable: dict[str, str]) -> int | None:
-        if self.tracker.start_time is not None:
-            return self.tracker.restarts  # seen before: the server is away, the count stands
-        instance_restarts = [i.restarts for i in reading.figures.instances if i.restarts is not None] \
-            if reading is not None and reading.figures is not None else []
-        if instance_restarts:  # start-time changes per instance, within Prometheus' window
-            return sum(instance_restarts)
-        unobservable["restarts"] = "needs process_start_time_seconds (see start_time)"
-        return None
-
-    async def _etcd_connections(self, unobservable: dict[str, str]) -> int | None:
-        counter = self._etcd_counter()
-        if counter is None:
-            unobservable["etcd_connections"] = ("counted from /proc on a lab only "
-                                                "(this session did not wire the lab's counter)")
-            return None
-        count = await asyncio.to_thread(counter)
-        if count is None:
-            unobservable["etcd_connections"] = "the lab's API server process is not running"
-        return count
-
-    def _fit(self, values: dict[str, float], crds: int | None, unobservable: dict[str, str],
-             replica: str | None) -> dict[str, Any]:
-        start = values.get("start_time", self.tracker.start_time or 0.0)
-        fitted: dict[str, Any] = {}
-        for name, (figure, slope_field, r2_field, unit) in FITS.items():
-            fits = self._fits(replica)[name]
-            if replica is None and crds is not None and figure in values:  # a replica's fits: filled by it
-                fits.add(start, crds, values[figure])
-            result = fits.result()
-            fitted[slope_field] = result.slope / unit if result else None
-            fitted[r2_field] = result.r2 if result else None
-            if result is None:
-                unobservable[slope_field] = unobservable[r2_field] = self._no_fit_reason(
-                    name, figure, values, crds, replica)
-            elif result.r2 is None:
-                unobservable[r2_field] = f"{figure} did not vary"
-        return fitted
-
-    def _own_share(self, values: dict[str, float], crds: int | None, objects: dict[str, int],
-                   unobservable: dict[str, str]) -> dict[str, Any]:
-        """The CRDs' own MiB per CRD where Crossplane's MRDs arrived too (they cost memory of their own).
-
-        Both counts varying apart: a least-squares plane through RSS against CRDs and MRDs gives each
-        its slope.  Grown together (a provider install makes each MRD's CRD at once): the MRDs'
-        measured cost is taken out of RSS first.  MRD count constant: ``mib_per_crd`` is the CRDs' own.
-        """
-        if not objects:
-            return {}
-        mrds = objects.get(MRDS_RESOURCE, 0)
-        rss = values.get("rss_bytes")
-        start = values.get("start_time", self.tracker.start_time or 0.0)
-        fits = self.tracker.mrd_fits
-        if crds is not None and rss is not None:
-            fits["plane"].add(start, crds, mrds, rss)
-            fits["rss_less_mrds"].add(start, crds, rss - mrds * MRD_BYTES)
-        plane = fits["plane"].result()
-        found: dict[str, Any] = {"mrds": mrds}
-        if plane is None or plane.state == "x2-constant":
-            unobservable["mib_per_crd_own"] = ("no MRD count changed while this API server ran: mib_per_crd is "
-                                               "the CRDs' own")
-            return found
-        if plane.state == "separated" and (plane.slope1 or 0) > 0 and (plane.slope2 or 0) > 0:
-            return {**found, "mib_per_crd_own": plane.slope1 / MIB, "mib_per_mrd": (plane.slope2 or 0) / MIB,
-                    "own_share_by": "fit"}
-        line = fits["rss_less_mrds"].result()
-        unobservable["mib_per_mrd"] = (f"MRDs and CRDs grew together: their shares cannot be told apart, so "
-                                       f"each MRD is taken at its measured {MRD_BYTES / MIB:.1f} MiB")
-        if line is None:
-            return found
-        return {**found, "mib_per_crd_own": line.slope / MIB, "own_share_by": "mrd-cost"}
-
-    def _no_fit_reason(self, name: str, figure: str, values: dict[str, float], crds: int | None,
-                       replica: str | None) -> str:
-        if crds is None:
-            return "no CRD count (see crds)"
-        if figure not in values:
-            return f"no {figure} (see {figure})"
-        current = self._fits(replica)[name].current()
-        seen = current.distinct_x if current else 0
-        return f"needs samples at two or more CRD counts from one API server process (seen {seen})"
+async def _ready_of(run: Awaitable[_Gathered]) -> CheckResult:
+    """The /readyz answer of a run left in flight (a failure of the run reads as unreachable)."""
+    try:
+        return (await run).ready
+    except Exception as exc:  # a run's failures are results; this one ended otherwise
+        log.exception("a health run left in flight failed")
+        return CheckResult(ok=False, unreachable=True, error=f"the health run failed: {type(exc).__name__}")
 
 
-def _int(value: float | None) -> int | None:
-    return None if value is None else int(value)
-
-
-def _process_figures(scrape: Scrape, unobservable: dict[str, str]) -> dict[str, float]:
-    """Process and runtime gauges from the scrape; a reason in ``unobservable`` for each one missing."""
-    values: dict[str, float] = {}
-    for field_name, family in PROCESS_FAMILIES.items():
-        value = scrape.value(family) if scrape.ok else None
-        if value is not None:
-            values[field_name] = value
-        elif scrape.ok:
-            unobservable[field_name] = f"/metrics has no {family}"
-        else:
-            unobservable[field_name] = scrape.error or "/metrics failed"
-    return values
-
-
-def _fill_from_prometheus(reading: PrometheusReading, values: dict[str, float], sources: dict[str, str],
-                          unobservable: dict[str, str]) -> None:
-    """Fill figures /metrics could not give from Prometheus (same meaning first)."""
-    for field_name, value in reading.values.items():
-        if field_name == "working_set_bytes" or field_name not in values:
-            values[field_name] = value
-            sources[field_name] = reading.sources[field_name]
-            unobservable.pop(field_name, None)
-    if "rss_bytes" not in values and "working_set_bytes" in values:
-        # A pod's working set is not the process's RSS, but the closest a managed cluster shows.
-        values["rss_bytes"] = values["working_set_bytes"]
-        sources["rss_bytes"] = reading.sources["working_set_bytes"]
-        unobservable.pop("rss_bytes", None)
-    if reading.pod_restarts:
-        sources["pod_restarts"] = reading.sources["pod_restarts"]
-    for field_name, reason in reading.unobservable.items():
-        if field_name not in values and field_name not in sources:
-            previous = unobservable.get(field_name)
-            unobservable[field_name] = f"{previous}; {reason}" if previous else reason
+def away_sample(tracker: HealthTracker, server: str, now: float, reason: str) -> HealthSample:
+    """The sample of a run while the server is away: what outlives it (restarts its sources count, the
+    outage windows, the replicas last seen); its own figures unknown."""
+    ledger = tracker.ledger
+    total = ledger.total()
+    restarts = total if total is not None else (tracker.restarts if tracker.start_time is not None else None)
+    opened = tracker.open_outage
+    return HealthSample(
+        timestamp=now, error=reason, server=server, restarts=restarts,
+        restarts_source=ledger.best() if total is not None else None, restarts_by_source=dict(ledger.counts),
+        restart_events=ledger.recent()[-RESTART_EVENTS_IN_SAMPLE:], lease_restarts=dict(tracker.leases.replaced_hosts),
+        oom_kills=ledger.oom_kills, apiservers=tracker.apiservers, replicas=tracker.replicas.figures(),
+        ready=False, down=True, down_seconds=round(now - opened.start, 1) if opened is not None else 0.0,
+        outages=tracker.outage_windows(now),
+        unobservable={"figures": "the API server is away: only its outage check runs (probes.outage)"})
 
 
 def _availability(ready: CheckResult, live: CheckResult) -> tuple[bool, str]:
@@ -456,64 +470,50 @@ def _in_use(objects: dict[str, int], crd_names: Collection[str] | None) -> tuple
     return tuple(sorted(name for name in crd_names or () if objects.get(name, 0) > 0)[:IN_USE_KEPT])
 
 
-def _unused_crds(objects: dict[str, int], crd_names: Collection[str] | None,
+def _unused_crds(storage: Storage, crd_names: Collection[str] | None,
                  unobservable: dict[str, str]) -> list[str] | None:
     """CRDs ("plural.group", the object-count family's "resource.group") with no stored objects."""
     if crd_names is None:
         unobservable["crds_without_objects"] = "needs the CRD watch's list of CRDs"
         return None
-    if not objects:
-        unobservable["crds_without_objects"] = unobservable.get("storage_objects_total", "no object counts")
+    if not storage.objects:
+        unobservable["crds_without_objects"] = storage.objects_missing or "no object counts"
         return None
-    return [name for name in crd_names if objects.get(name, 0) <= 0]
+    return [name for name in crd_names if storage.objects.get(name, 0) <= 0]
 
 
-def _storage(scrape: Scrape, unobservable: dict[str, str]) -> tuple[dict[str, int], int | None]:
-    """Stored objects per resource ("resource.group") and the database size, as the server reports."""
-    if not scrape.ok:
-        reason = scrape.error or "/metrics failed"
-        unobservable.update(storage_objects_total=reason, storage_size_bytes=reason)
-        return {}, None
-    objects: dict[str, int] = {}
-    for family in OBJECT_FAMILIES:
-        grouped = scrape.by(family, "group", "resource")
-        if grouped:
-            for (group, resource), value in grouped.items():
-                if value >= 0:  # -1: the server failed to count this resource
-                    objects[f"{resource}.{group}" if group else resource] = int(value)
-            break
-    else:
-        unobservable["storage_objects_total"] = f"/metrics has none of {', '.join(OBJECT_FAMILIES)}"
-    size = None
-    for family in SIZE_FAMILIES:
-        total = scrape.total(family)
-        if total is not None:
-            size = int(total)
-            break
-    else:
-        unobservable["storage_size_bytes"] = f"/metrics has none of {', '.join(SIZE_FAMILIES)}"
-    return objects, size
+def _reasons(run: _Gathered, judged: _Judged, found: dict[str, str]) -> dict[str, str]:
+    """Every figure left empty with why: the readers' reasons, then what the run itself found."""
+    reasons = missing_of(judged.process.by_field(), judged.container.by_field(),
+                         {"etcd_connections": run.etcd_connections})
+    if run.crds is None:
+        reasons["crds"] = run.crds_reason or "CRD count unknown"
+    if judged.storage.objects_missing:
+        reasons["storage_objects_total"] = judged.storage.objects_missing
+    if judged.storage.size_missing:
+        reasons["storage_size_bytes"] = judged.storage.size_missing
+    if run.ready.ok is None:
+        reasons["ready"] = run.ready.error or "readiness not observable"
+    if run.live.ok is None:
+        reasons["live"] = run.live.error or "liveness not observable"
+    return {**reasons, **found}
 
 
 # --------------------------------------------------------------------------- wiring
 
 
-def make_probe(monitor: ProbeParts) -> HealthProbe:
-    """The health probe on the monitor's shared scrape, CRD watch and settings."""
-    prometheus = PrometheusSource(monitor.settings.prometheus_url) if monitor.settings.prometheus_url else None
+def make_probe(parts: ProbeParts) -> HealthProbe:
+    """The health probe on the monitor's shared scrape, CRD watch, settings and the session's facts."""
+    prometheus = PrometheusSource(parts.settings.prometheus_url) if parts.settings.prometheus_url else None
 
     async def crd_count() -> tuple[int | None, str | None]:
-        if monitor.crds.status.synced:
-            return len(monitor.crds.crds), None
-        return await count_crds(monitor.cluster)  # until the watch has listed once
+        if parts.crds.status.synced:
+            return len(parts.crds.crds), None
+        return await count_crds(parts.cluster)  # until the watch has listed once
 
-    return HealthProbe(monitor.cluster, monitor.metrics, crd_count=crd_count,
-                       cadence=monitor.settings.cadences.health, prometheus=prometheus,
-                       etcd_counter=lambda: monitor.shared.lab_etcd_connections,
-                       crd_names=lambda: monitor.crds.crds.keys() if monitor.crds.status.synced else None,
-                       platform_restarts=lambda: monitor.shared.lab_restarts,
-                       known_limit=lambda: monitor.shared.guard.known_limit_bytes,
-                       publish_in_use=lambda names: setattr(monitor.shared, "crds_in_use", names))
+    return HealthProbe(parts.cluster, parts.metrics, crd_count=crd_count, prometheus=prometheus,
+                       facts=parts.facts, shared=parts.shared,
+                       crd_names=lambda: parts.crds.crds.keys() if parts.crds.status.synced else None)
 
 
 #: ``probe health`` scrapes again, up to this many times per replica, until it has read each one.
@@ -533,9 +533,9 @@ async def once(cluster: Cluster, prometheus_url: str | None = None,
     server the Leases count has answered once, so the sample lists each replica's figures.
     """
     prometheus = PrometheusSource(prometheus_url) if prometheus_url else None
+    facts = ClusterFacts(lab=LabHooks(etcd_connections=etcd_counter, restarts=platform_restarts))
     probe = HealthProbe(cluster, MetricsSource(cluster), crd_count=lambda: count_crds(cluster),
-                        prometheus=prometheus, cadence=0.0, etcd_counter=lambda: etcd_counter,
-                        platform_restarts=lambda: platform_restarts, since_start=False)
+                        prometheus=prometheus, cadence=0.0, facts=facts, since_start=False)
     try:
         sample = await probe.run()
         for _ in range(SCRAPES_PER_REPLICA * (sample.apiservers or 1)):

@@ -39,8 +39,10 @@ from .replicas import KEEP_SLOTS, PROCESS_FAMILY, process_of, start_time_of
 from crdscope.base.samples import percentile
 from crdscope.connection.transport import TRANSPORT_ERRORS
 
+from .probe import Pacing, ProbeBase
+
 if TYPE_CHECKING:
-    from .monitor import Monitor
+    from .probe import ProbeParts
 
 #: The SLOs are defined over 5 minutes; rolling canary percentiles use the same window.
 WINDOW_SECONDS = 300.0
@@ -177,17 +179,21 @@ def custom_resource_path(record: CRDRecord) -> str:
     return f"/apis/{record.group}/{version}/{record.plural}?limit=1"
 
 
-class LatencyProbe:
+class LatencyProbe(ProbeBase):
     """Canaries plus windowed server-side p99 (state: canary history and past reduced scrapes)."""
 
     name = "latency"
+    #: Four canary requests per run: every 15 s while busy (budget 16/min; a hang of 20 s then always
+    #: catches a round of canaries), every minute when idle.
+    pacing = Pacing(busy=15.0, idle=60.0, budget=16.0)
 
     def __init__(self, cluster: Cluster, metrics: MetricsSource, *,
-                 pick_cr: Callable[[], Awaitable[tuple[CRDRecord | None, str]]], cadence: float = 5.0,
+                 pick_cr: Callable[[], Awaitable[tuple[CRDRecord | None, str]]], cadence: float | None = None,
                  window: float = WINDOW_SECONDS) -> None:
         self.cluster = cluster
         self.metrics = metrics
-        self.cadence = cadence
+        if cadence is not None:  # a one-shot run: its own age for the shared scrape
+            self.cadence = cadence
         self.window = window
         self._pick_cr = pick_cr  # -> (a CRD to list, or None and why)
         self._times: dict[str, deque[tuple[float, float]]] = {name: deque() for name in CANARIES}
@@ -298,7 +304,7 @@ class LatencyProbe:
 # --------------------------------------------------------------------------- wiring
 
 
-def make_probe(monitor: Monitor) -> LatencyProbe:
+def make_probe(monitor: ProbeParts) -> LatencyProbe:
     """The latency probe on the monitor's cluster, shared scrape and CRD watch."""
     probe: LatencyProbe
 
@@ -310,7 +316,7 @@ def make_probe(monitor: Monitor) -> LatencyProbe:
             return None, f"the CRD watch has not listed yet ({monitor.crds.status.last_error or 'starting'})"
         return None, "no Established CRD to list"
 
-    probe = LatencyProbe(monitor.cluster, monitor.metrics, pick_cr=pick, cadence=monitor.settings.cadences.latency)
+    probe = LatencyProbe(monitor.cluster, monitor.metrics, pick_cr=pick)
     return probe
 
 

@@ -3,8 +3,9 @@
 The TUI, the headless watcher and the benchmarks all build a :class:`Monitor`
 and add their sinks; nothing else wires probes together.
 
-Probes are built from the table in :mod:`probes.registry` as
-``factory(monitor) -> Probe`` (their modules are imported when the monitor is built).
+Probes are built from the table in :mod:`probes.registry` as ``make_probe(parts) -> Probe``
+(``parts`` is the monitor, a :class:`probes.probe.ProbeParts`; their modules are imported when
+the monitor is built), each paced as it declares with ``config.toml``'s overrides.
 """
 
 from __future__ import annotations
@@ -13,20 +14,20 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
+from crdscope.base.facts import ClusterFacts
+from crdscope.base.samples import Sample, Sink
+from crdscope.base.settings import Settings
 from crdscope.connection.cluster import Cluster
 from crdscope.connection.crdwatch import MANAGED_BY_VALUE, CRDEvent, CRDWatch
-from crdscope.base.samples.health import HealthSample
 from crdscope.connection.heap import give_back_freed_memory
 from crdscope.connection.metrics import MetricsSource
-from .registry import factory, monitor_probes
-from crdscope.base.samples import Sample
-from .probe import Probe
-from crdscope.base.samples import Sink
 
+from .guard import Guard
+from .probe import Pacing, Probe, paced
+from .registry import factory, monitor_probes, pacing_of
 from .scheduler import Scheduler
-from crdscope.base.settings import Settings
 from .shared import SharedState
 
 log = logging.getLogger("crdscope.monitor")
@@ -35,42 +36,60 @@ log = logging.getLogger("crdscope.monitor")
 TRIM_EVERY_SECONDS = 30.0
 
 
+def shared_budgets(settings: Settings) -> dict[str, float]:
+    """Requests per minute of the parts every probe shares: the ``metrics`` scrape, the ``crd-watch``."""
+    return {"metrics": settings.budgets.metrics, "crd-watch": settings.budgets.crd_watch}
+
+
+def request_budgets(settings: Settings, probes: Iterable[str] | None = None) -> dict[str, float]:
+    """Part -> requests per minute for a monitor running ``probes`` (default: every one), as
+    :meth:`Monitor.budget_of` answers (the probes' declarations with config.toml's keys over them)."""
+    budgets = shared_budgets(settings)
+    for name in probes if probes is not None else monitor_probes():
+        pacing = pacing_of(name, settings.cadences, settings.budgets)
+        if pacing is not None and pacing.budget is not None:
+            budgets[name] = pacing.budget
+    return budgets
+
+
 class Monitor:
-    """Everything that observes one cluster, wired together."""
+    """Everything that observes one cluster, wired together (a :class:`probes.probe.ProbeParts`)."""
 
     def __init__(self, cluster: Cluster, settings: Settings | None = None,
-                 probes: list[str] | None = None, *, latest: Mapping[str, Sample]) -> None:
+                 probes: list[str] | None = None, *, latest: Mapping[str, Sample],
+                 facts: ClusterFacts | None = None) -> None:
         self.cluster = cluster
         self.settings = settings or Settings()
         #: Probe name -> its latest sample, read where the samples are kept (the session core's
         #: store; a monitor keeps none): the throttling probe reads discovery's client models there.
         self.latest = latest
+        #: What the session knows beyond the samples (its core owns it; probes only read it).
+        self.facts = facts if facts is not None else ClusterFacts()
         self.metrics = MetricsSource(cluster)
         self.crds = CRDWatch(cluster, protobuf=self.settings.budgets.crd_watch_protobuf,
                              coalesce=self.settings.budgets.crd_watch_coalesce_seconds)
-        #: Probes with an ``*_idle`` cadence slow down once no CRD changed for ``cadences.settle`` s.
+        #: Probes with an idle cadence slow down once no CRD changed for ``cadences.settle`` s.
         self.scheduler = Scheduler(quiet=self.quiet)
         self._tasks: list[asyncio.Task[None]] = []
-        #: What probes share beyond metrics and CRDs (e.g. the discovery view for OpenAPI's stages).
-        self.shared = SharedState()
+        #: What probes hand each other beyond metrics and CRDs (e.g. the discovery view for OpenAPI's stages).
+        self.shared = SharedState(guard=Guard(self.facts))
         self._started = time.time()
-        self.shared.guard.fraction = self.settings.thresholds.memory_limit_fraction_warn
         for name in probes if probes is not None else monitor_probes():
             probe = factory(name)(self)
-            idle = getattr(self.settings.cadences, f"{name}_idle", None)
-            if idle is not None:  # the scheduler paces it (Scheduler.pace)
-                probe.busy_cadence, probe.idle_cadence = probe.cadence, idle  # type: ignore[attr-defined]
-            self.scheduler.add(probe)
-        self.scheduler.add_sink(self._guard_memory)
+            self.scheduler.add(probe, paced(name, probe.pacing, self.settings.cadences, self.settings.budgets))
         self.crds.add_listener(self._wake_on_change)
 
-    def set_memory_limit(self, limit_bytes: int | None) -> None:
-        """The API server's memory limit as the front end knows it (flag, lab cap); None: unknown."""
-        self.shared.guard.known_limit_bytes = limit_bytes
+    def pacing(self, name: str) -> Pacing | None:
+        """Probe ``name``'s pacing as this monitor runs it (None: it does not run it)."""
+        return self.scheduler.pacing(name)
 
-    def _guard_memory(self, sample: Sample) -> None:
-        if isinstance(sample, HealthSample) and sample.ok:
-            self.shared.guard.observe_memory(sample.rss_bytes, sample.memory_limit_bytes)
+    def budget_of(self, part: str) -> float | None:
+        """Requests per minute allowed to one part of the monitor: a probe (its declared budget, or
+        config.toml's), the shared ``metrics`` scrape or the ``crd-watch``; None: not budgeted."""
+        pacing = self.pacing(part)
+        if pacing is not None:
+            return pacing.budget
+        return shared_budgets(self.settings).get(part)
 
     def quiet(self) -> bool:
         """True once no CRD changed for ``cadences.settle`` seconds, counting the monitor's start
@@ -83,9 +102,7 @@ class Monitor:
         if not self.crds.status.synced:
             return  # the first list tells what exists, not what changes: no install in progress
         self.shared.last_crd_change = time.time()
-        for probe in self.scheduler.probes:
-            if getattr(probe, "busy_cadence", None) is not None:
-                self.scheduler.nudge(probe.name)
+        self.scheduler.nudge_idle()
 
     def probe(self, name: str) -> Probe:
         """A registered probe by name."""
@@ -150,10 +167,8 @@ class Monitor:
         """Close what probes hold beyond the shared client (the responsiveness probe's PING
         connection and task, a heartbeat in flight): every front end stops the monitor here."""
         for probe in self.scheduler.probes:
-            close = getattr(probe, "aclose", None)
-            if close is not None:
-                with contextlib.suppress(Exception):
-                    await close()
+            with contextlib.suppress(Exception):
+                await probe.aclose()
 
     async def _trim_heap(self) -> None:
         """Every :data:`TRIM_EVERY_SECONDS`, give the memory big answers left freed back to the system

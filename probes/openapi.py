@@ -38,6 +38,7 @@ from the shared ``/metrics`` scrape other probes take anyway.
 from __future__ import annotations
 
 from crdscope.base.samples.openapi import GroupVersionPublication, OpenAPISample
+from crdscope.base.samples.version import VersionSample
 
 import asyncio
 import dataclasses
@@ -54,8 +55,11 @@ from .publication import PublicationTracker
 from crdscope.connection.ratelimit import Allowance
 from crdscope.connection.transport import TRANSPORT_ERRORS
 
+from .probe import Pacing, ProbeBase
+from .shared import DiscoveryView
+
 if TYPE_CHECKING:
-    from .monitor import Monitor
+    from .probe import ProbeParts
 
 DISCOVERY_ACCEPT = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
                     "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,"
@@ -235,7 +239,7 @@ class OpenAPIObserver:
         self._view_timestamp: float | None = None
         self._last_index: tuple[float, int] = (0.0, 0)  # the last read's seconds and paths
 
-    async def observe(self, crds: dict[str, CRDRecord], discovery_view: Any = None, *,
+    async def observe(self, crds: dict[str, CRDRecord], discovery_view: DiscoveryView | None = None, *,
                       index_deferred: str = "") -> OpenAPISample:
         """One round: v3 index and discovery, stage bookkeeping, and a sample (v2 fields left empty).
 
@@ -270,7 +274,7 @@ class OpenAPIObserver:
         return self._sample(crds, received, v3_seconds, changed, len(index.get("paths") or {}),
                             discovery_unobservable)
 
-    async def _discovery_round(self, crds: dict[str, CRDRecord], discovery_view: Any) -> str | None:
+    async def _discovery_round(self, crds: dict[str, CRDRecord], discovery_view: DiscoveryView | None) -> str | None:
         """The discovery stage from the shared view when given, else from this probe's own fetch."""
         if discovery_view is None:
             return await self._observe_discovery(crds)
@@ -375,15 +379,18 @@ async def once(cluster: Cluster, openapi_v2: bool = False, **_options: object) -
     return with_v2(sample, await observer.v2.fetch())
 
 
-class OpenAPIProbe:
-    """The v3 index every ``cadences.openapi`` (idle: ``openapi_idle``); /openapi/v2 only when asked."""
+class OpenAPIProbe(ProbeBase):
+    """The v3 index on its pacing; /openapi/v2 only when asked (``cadences.openapi_v2``)."""
 
     name = "openapi"
+    #: The /openapi/v3 index while CRDs change or wait for publication (budget 12/min with the
+    #: group-version documents, at most ``budgets.openapi_v3_documents`` of them), every minute once
+    #: nothing changed or waits (a CRD change wakes it at once).
+    pacing = Pacing(busy=10.0, idle=60.0, budget=12.0)
 
-    def __init__(self, monitor: Monitor) -> None:
+    def __init__(self, monitor: ProbeParts) -> None:
         self.monitor = monitor
         cadences = monitor.settings.cadences
-        self.cadence = cadences.openapi
         self.v2_cadence = cadences.openapi_v2
         documents = Allowance(monitor.settings.budgets.openapi_v3_documents, CONTENT_FETCHES_PER_ROUND)
         self.observer = OpenAPIObserver(monitor.cluster, documents, monitor.shared.guard)
@@ -427,7 +434,7 @@ class OpenAPIProbe:
         """True on a server before 1.27, whose index read marshals every changed group-version
         under its OpenAPI controller's lock (module doc); False while the version is unknown."""
         version = self.monitor.latest.get("version")
-        minor = server_minor(getattr(version, "minor", ""))
+        minor = server_minor(version.minor) if isinstance(version, VersionSample) else None
         return minor is not None and minor < LAZY_INDEX_MINOR
 
     def _place_by_regenerations(self, crds: dict[str, CRDRecord]) -> None:
@@ -440,11 +447,12 @@ class OpenAPIProbe:
         self._regenerations_read = scrape.timestamp
         self.tracker.observe_regenerations(scrape.timestamp, published_versions(scrape), crds)
 
-    def _discovery_view(self) -> Any:
+    def _discovery_view(self) -> DiscoveryView | None:
         """The discovery probe's view when it is fresh (then /apis is not fetched twice), else None."""
         view = self.monitor.shared.discovery
-        max_age = max(30.0, 3 * self.monitor.settings.cadences.discovery_idle)
-        if view is None or time.time() - getattr(view, "timestamp", 0.0) > max_age or not hasattr(view, "served"):
+        discovery = self.monitor.pacing("discovery")
+        slowest = discovery.cadence(quiet=True) if discovery is not None else 0.0
+        if view is None or time.time() - view.timestamp > max(30.0, 3 * slowest):
             return None
         return view
 
@@ -499,6 +507,6 @@ def with_server_builds(sample: OpenAPISample, scrape: Scrape | None) -> OpenAPIS
                                v2_server_seconds=seconds)
 
 
-def make_probe(monitor: Monitor) -> OpenAPIProbe:
+def make_probe(parts: ProbeParts) -> OpenAPIProbe:
     """The OpenAPI readiness probe on the monitor's cluster and shared CRD watch."""
-    return OpenAPIProbe(monitor)
+    return OpenAPIProbe(parts)

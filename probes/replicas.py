@@ -33,19 +33,22 @@ from crdscope.base.samples.health import ReplicaFigures, same_process
 import logging
 from dataclasses import dataclass, field
 
+from collections.abc import Callable
+
 from crdscope.base.fit import ProcessFits
-from crdscope.connection.metrics import PROCESS_FAMILIES, Scrape
+from crdscope.connection.metrics import Scrape
 from crdscope.connection.prometheus import RESTART_WINDOW, PrometheusReading
+
+from .health_figures import ProcessGauges
 
 log = logging.getLogger("crdscope.replicas")
 
 #: Slots kept (a cluster scaled down leaves slots that are no longer seen; the oldest go first).
 KEEP_SLOTS = 8
 MIB = float(1 << 20)
-#: Per-replica gauges: the process gauges but the start time (which names the replica instead).
-REPLICA_GAUGES = {name: family for name, family in PROCESS_FAMILIES.items() if name != "start_time"}
-#: fit name -> (figure it fits, divisor of the slope)
-REPLICA_FITS = {"rss": ("rss_bytes", MIB), "heap": ("heap_bytes", MIB), "fds": ("open_fds", 1.0)}
+#: fit name -> (the figure it fits against the CRD count, divisor of the slope)
+REPLICA_FITS: dict[str, tuple[Callable[[ProcessGauges], float | None], float]] = {
+    "rss": (lambda g: g.rss_bytes, MIB), "heap": (lambda g: g.heap_bytes, MIB), "fds": (lambda g: g.open_fds, 1.0)}
 
 
 @dataclass
@@ -62,7 +65,7 @@ class _Slot:
     since: float = 0.0
     #: Start times of the processes this slot held before (newest last), for take-backs.
     replaced: list[float] = field(default_factory=list)
-    figures: dict[str, float] = field(default_factory=dict)
+    figures: ProcessGauges = ProcessGauges()
     fits: dict[str, ProcessFits] = field(default_factory=lambda: {name: ProcessFits() for name in REPLICA_FITS})
 
 
@@ -103,7 +106,7 @@ class ReplicaTracker:
         """How many replicas were told apart so far."""
         return len(self._slots)
 
-    def observe(self, start_time: float, now: float, figures: dict[str, float], *,
+    def observe(self, start_time: float, now: float, figures: ProcessGauges, *,
                 replicas: int | None = None, crds: int | None = None) -> str:
         """Record one scrape's process and figures; returns the name of the replica that answered.
 
@@ -115,11 +118,9 @@ class ReplicaTracker:
         slot = self._slot_for(start_time, now, replicas)
         slot.last_seen = now
         slot.scrapes += 1
-        slot.figures = dict(figures)
+        slot.figures = figures
         if crds is not None:
-            for name, (figure, _unit) in REPLICA_FITS.items():
-                if figure in figures:
-                    slot.fits[name].add(slot.start_time, crds, figures[figure])
+            _fit(slot, crds, figures)
         self.answering = slot.name
         return slot.name
 
@@ -200,13 +201,11 @@ class ReplicaTracker:
         while len(self._slots) > KEEP_SLOTS:
             self._slots.remove(min(self._slots, key=lambda s: s.last_seen))
 
-    def fit(self, name: str, crds: int, figures: dict[str, float]) -> None:
+    def fit(self, name: str, crds: int, figures: ProcessGauges) -> None:
         """Add one observation at ``crds`` CRDs to replica ``name``'s fits."""
         for slot in self._slots:
             if slot.name == name:
-                for fit_name, (figure, _unit) in REPLICA_FITS.items():
-                    if figure in figures:
-                        slot.fits[fit_name].add(slot.start_time, crds, figures[figure])
+                _fit(slot, crds, figures)
 
     def name_of(self, start_time: float) -> str | None:
         """The replica whose current process started at ``start_time``, if known."""
@@ -227,7 +226,7 @@ class ReplicaTracker:
         return tuple(self._figures(slot) for slot in sorted(self._slots, key=lambda s: s.first_seen))
 
     def _figures(self, slot: _Slot) -> ReplicaFigures:
-        values = {name: (None if (v := slot.figures.get(name)) is None else int(v)) for name in REPLICA_GAUGES}
+        gauges = slot.figures
         slopes: dict[str, float | None] = {}
         r2 = None
         for name, (_figure, unit) in REPLICA_FITS.items():
@@ -241,8 +240,21 @@ class ReplicaTracker:
             scrapes=slot.scrapes, answering=slot.name == self.answering,
             mib_per_crd=slopes["rss"], r2=r2, heap_mib_per_crd=slopes["heap"], fds_per_crd=slopes["fds"],
             fit_points=current.n if current else 0, fit_crd_counts=current.distinct_x if current else 0,
-            **values,
+            rss_bytes=_whole(gauges.rss_bytes), heap_bytes=_whole(gauges.heap_bytes),
+            goroutines=_whole(gauges.goroutines), open_fds=_whole(gauges.open_fds), max_fds=_whole(gauges.max_fds),
         )
+
+
+def _whole(value: float | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def _fit(slot: _Slot, crds: int, figures: ProcessGauges) -> None:
+    """One observation of each figure the scrape had, at ``crds`` CRDs, into the slot's fits."""
+    for name, (figure, _unit) in REPLICA_FITS.items():
+        value = figure(figures)
+        if value is not None:
+            slot.fits[name].add(slot.start_time, crds, value)
 
 
 def from_instances(reading: PrometheusReading | None, sources: dict[str, str]) -> tuple[ReplicaFigures, ...]:

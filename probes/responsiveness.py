@@ -36,8 +36,10 @@ import httpx
 from crdscope.connection.cluster import Cluster, effective_proxy
 from crdscope.connection.h2ping import H2Pinger
 
+from .probe import Pacing, ProbeBase
+
 if TYPE_CHECKING:
-    from .monitor import Monitor
+    from .probe import ProbeParts
 
 #: With nothing in flight and no answer for this long, a heartbeat request is sent: while CRDs
 #: change (and in the monitor's first minute), a hang right after an answer is critical within
@@ -53,13 +55,16 @@ HEARTBEAT_TIMEOUT = httpx.Timeout(connect=5.0, read=30.0, write=10.0, pool=10.0)
 ONCE_PING_SECONDS = 5.0
 
 
-class ResponsivenessProbe:
+class ResponsivenessProbe(ProbeBase):
     """Reads the shared client's in-flight requests and the PING's wait; sends a heartbeat when
     all is quiet and PINGs cannot be sent."""
 
     name = "responsiveness"
+    #: Reads the shared client's in-flight requests and the HTTP/2 PING's wait (no request; the
+    #: heartbeats, where PINGs cannot go, are its budget: 12/min).
+    pacing = Pacing(busy=0.5, budget=12.0)
 
-    def __init__(self, cluster: Cluster, cadence: float = 0.5,
+    def __init__(self, cluster: Cluster,
                  heartbeat_seconds: float = HEARTBEAT_SECONDS, *,
                  quiet: Callable[[], bool] | None = None,
                  quiet_heartbeat_seconds: float = HEARTBEAT_QUIET_SECONDS,
@@ -67,7 +72,6 @@ class ResponsivenessProbe:
         self.cluster = cluster
         #: The cluster's PINGs (None: none, the heartbeat alone); started by the first run.
         self.ping = ping
-        self.cadence = cadence
         self.heartbeat_seconds = heartbeat_seconds
         #: True while nothing changes (the monitor's): heartbeats then wait longer.
         self.quiet = quiet
@@ -139,11 +143,10 @@ def pinger(cluster: Cluster, interval: float) -> H2Pinger:
     return H2Pinger(cluster.config, interval=interval, proxy=effective_proxy(cluster.config))
 
 
-def make_probe(monitor: Monitor) -> ResponsivenessProbe:
+def make_probe(parts: ProbeParts) -> ResponsivenessProbe:
     """The responsiveness probe on the monitor's shared client, with the cluster's PINGs."""
-    cadences = monitor.settings.cadences
-    return ResponsivenessProbe(monitor.cluster, cadence=cadences.responsiveness, quiet=monitor.quiet,
-                               ping=pinger(monitor.cluster, cadences.responsiveness_ping))
+    return ResponsivenessProbe(parts.cluster, quiet=parts.quiet,
+                               ping=pinger(parts.cluster, parts.settings.cadences.responsiveness_ping))
 
 
 async def once(cluster: Cluster) -> ResponsivenessSample:

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from collections.abc import Awaitable, Callable
 
-from .probe import Probe
+from .probe import DEFAULT_DEADLINE_SECONDS, Pacing, Probe, ProbeBase
 from .registry import sample_type
 from crdscope.base.samples import Sample, Sink, deliver
 from crdscope.connection.traffic import REQUEST_ORIGIN
@@ -23,19 +23,16 @@ from crdscope.connection.traffic import REQUEST_ORIGIN
 log = logging.getLogger("crdscope.scheduler")
 
 
-#: A probe run that has not finished after this long ends as an error sample.  httpx's timeouts
-#: bound each read, not a whole answer: a server trickling a byte a second would hold a probe
-#: (and, through it, the panel's freshness) forever.  A probe may set its own ``deadline``.
-DEFAULT_DEADLINE_SECONDS = 120.0
-
-
 @dataclass
-class FunctionProbe:
-    """Adapts ``async def f() -> Sample`` to the :class:`Probe` protocol."""
+class FunctionProbe(ProbeBase):
+    """Adapts ``async def f() -> Sample`` to the :class:`Probe` contract, run every ``every`` seconds."""
 
     name: str
-    cadence: float
+    every: float
     function: Callable[[], Awaitable[Sample]]
+
+    def __post_init__(self) -> None:
+        self.pacing = Pacing(busy=self.every)
 
     async def run(self) -> Sample:
         return await self.function()
@@ -44,6 +41,8 @@ class FunctionProbe:
 @dataclass
 class _Entry:
     probe: Probe
+    #: How it is paced: its declaration, with config.toml's overrides (``probes.probe.paced``).
+    pacing: Pacing
     #: Whether its last run failed: the log says "down" and "recovered" once each.  Runs and failures
     #: are counted where the samples are kept (the session core's store), not here.
     failing: bool = False
@@ -76,11 +75,13 @@ class Scheduler:
             self.add(probe)
 
     # -- configuration -----------------------------------------------------------
-    def add(self, probe: Probe) -> None:
-        """Register a probe (starts at once if the scheduler is running)."""
+    def add(self, probe: Probe, pacing: Pacing | None = None) -> None:
+        """Register a probe, paced as it declares or by ``pacing`` (starts at once if the scheduler
+        is running)."""
         if probe.name in self._entries:
             raise ValueError(f"probe {probe.name!r} registered twice")
-        entry = _Entry(probe)
+        entry = _Entry(probe, pacing or probe.pacing)
+        probe.cadence = entry.pacing.busy
         self._entries[probe.name] = entry
         if self._started:
             entry.task = asyncio.create_task(self._loop(entry), name=f"probe:{probe.name}")
@@ -92,8 +93,14 @@ class Scheduler:
     def probes(self) -> list[Probe]:
         return [entry.probe for entry in self._entries.values()]
 
+    def pacing(self, name: str) -> Pacing | None:
+        """How probe ``name`` is paced (None: no such probe here)."""
+        entry = self._entries.get(name)
+        return entry.pacing if entry is not None else None
+
     # -- control -------------------------------------------------------------------
     _started = False
+    _stopped: asyncio.Event | None = None
 
     async def run(self) -> None:
         """Run every probe until :meth:`stop` is called or the task is cancelled."""
@@ -114,7 +121,7 @@ class Scheduler:
 
     def stop(self) -> None:
         """Ask :meth:`run` to cancel every probe loop and return."""
-        if self._started:
+        if self._started and self._stopped is not None:
             self._stopped.set()
 
     def pause(self) -> None:
@@ -139,6 +146,12 @@ class Scheduler:
         busy one, counted from the end of its last run); a run in flight is not doubled."""
         self._entries[name].wake.set()
 
+    def nudge_idle(self) -> None:
+        """Something changed: every probe with an idle cadence waits by its busy one (:meth:`nudge`)."""
+        for entry in self._entries.values():
+            if entry.pacing.idle is not None:
+                entry.wake.set()
+
     # -- the loop ------------------------------------------------------------------
     async def run_probe_once(self, name: str) -> Sample:
         """Run one probe now (outside its cadence) and deliver the sample."""
@@ -146,7 +159,7 @@ class Scheduler:
 
     async def _run_once(self, entry: _Entry) -> Sample:
         probe = entry.probe
-        deadline = float(getattr(probe, "deadline", None) or DEFAULT_DEADLINE_SECONDS)
+        deadline = probe.deadline or DEFAULT_DEADLINE_SECONDS
         token = REQUEST_ORIGIN.set(probe.name)  # its requests (and its tasks') count as this probe's
         try:
             # asyncio.timeout, not wait_for: 3.11's wait_for swallows a cancellation that arrives
@@ -173,6 +186,14 @@ class Scheduler:
 
     async def _deliver(self, sample: Sample) -> None:
         await deliver(self.sinks, sample)
+        self._repace()
+
+    def _repace(self) -> None:
+        """A sample can change how another probe is paced (once the session judges the server away,
+        the health probe dates the outage): wake each probe whose wait would now be shorter."""
+        for entry in self._entries.values():
+            if self._cadence_of(entry) < entry.probe.cadence:
+                entry.wake.set()
 
     async def _loop(self, entry: _Entry) -> None:
         # The stop check is belt and braces: cancellation ends the loop, but a loop that lost
@@ -181,7 +202,7 @@ class Scheduler:
             await self._running.wait()
             entry.wake.clear()
             entry.forced = False
-            self.pace(entry.probe)
+            self.pace(entry)
             await self._run_once(entry)
             await self._wait_for_next_run(entry, time.monotonic())
 
@@ -189,7 +210,7 @@ class Scheduler:
         """Until the probe's cadence has passed since ``ended``, a :meth:`trigger`, or a
         :meth:`nudge` that shortens the wait (the cadence is read again after each one)."""
         while True:
-            remaining = ended + self.pace(entry.probe) - time.monotonic()
+            remaining = ended + self.pace(entry) - time.monotonic()
             if remaining <= 0:
                 return
             try:
@@ -201,20 +222,21 @@ class Scheduler:
                 return
             entry.wake.clear()
 
-    def pace(self, probe: Probe) -> float:
-        """Set and return ``probe.cadence`` for its next run and wait.
+    def pace(self, entry: _Entry) -> float:
+        """Set and return the probe's ``cadence`` for its next run and wait.
 
-        A probe with ``busy_cadence`` and ``idle_cadence`` runs on the idle one while all is quiet
-        (and the probe is not ``busy``), else on the busy one.  The probe's ``cadence`` itself
-        changes, so what a probe derives from it (how old a shared scrape it takes) follows.
+        A probe whose pacing has an idle cadence runs on it while all is quiet (and the probe is
+        not ``busy``), else on the busy one; a probe ``dating`` an outage runs on its outage
+        cadence.  The probe's ``cadence`` itself changes, so what a probe derives from it (how old
+        a shared scrape it takes) follows.
         """
-        idle = getattr(probe, "idle_cadence", None)
-        busy = getattr(probe, "busy_cadence", None)
-        if idle is not None and busy is not None:
-            quiet = self._quiet is not None and self._quiet() and not getattr(probe, "busy", False)
-            probe.cadence = max(busy, idle) if quiet else busy
-        return float(probe.cadence)
+        entry.probe.cadence = self._cadence_of(entry)
+        return entry.probe.cadence
+
+    def _cadence_of(self, entry: _Entry) -> float:
+        probe = entry.probe
+        quiet = entry.pacing.idle is not None and self._quiet is not None and self._quiet() and not probe.busy
+        return entry.pacing.cadence(quiet, dating=probe.dating)
 
     def _stopping(self) -> bool:
-        stopped = getattr(self, "_stopped", None)
-        return stopped is not None and stopped.is_set()
+        return self._stopped is not None and self._stopped.is_set()

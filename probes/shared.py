@@ -1,11 +1,13 @@
 """What probes of one monitor share beyond the ``/metrics`` scrape and the CRD watch.
 
-One :class:`SharedState` per :class:`probes.monitor.Monitor` (``monitor.shared``):
-the discovery probe publishes its view there, and callers that know more than
-probes may (the loader, the lab) fill the hooks.  Probes never import the
-loader or the lab: they read these fields, None meaning "not here".
+One :class:`SharedState` per :class:`probes.monitor.Monitor` (``monitor.shared``): only what
+probes hand each other.  The discovery probe publishes its view, the health probe the CRDs in
+use, the CRD watch's listener when CRDs last changed, and the guard keeps which heavy reads
+waited.  What the session knows (the memory limit, the lab's hooks, the viewers' load, the
+loader's limiter, the guard's verdict) is not here: it is the core's
+:class:`base.facts.ClusterFacts` (``ProbeParts.facts``).
 
-Samples are not shared here: a probe that reads another probe's sample reads
+Samples are not shared here either: a probe that reads another probe's sample reads
 ``Monitor.latest``, a view over the one store the session core keeps.
 """
 
@@ -14,16 +16,9 @@ from __future__ import annotations
 from crdscope.base.samples.discovery import DiscoveryMode
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from .guard import Guard
-
-if TYPE_CHECKING:
-    from crdscope.connection.ratelimit import TokenBucket
-    from crdscope.base.restarts import PlatformRestarts
-    from crdscope.base.samples.footprint import ViewerLoad
 
 
 @dataclass(frozen=True)
@@ -60,22 +55,14 @@ class SharedState:
 
     #: The discovery probe's latest view (the OpenAPI probe reads it instead of fetching /apis again).
     discovery: DiscoveryView | None = None
-    #: crdscope's own client-side token bucket: whoever starts the loader on a monitor puts the
-    #: loader's bucket here, and the throttling probe reports it.
-    client_limiter: TokenBucket | None = None
-    #: On crdscope's lab only: counts the API server's etcd connections (the health probe reports it).
-    lab_etcd_connections: Callable[[], int | None] | None = None
-    #: On crdscope's lab only: the supervisor's account of API server deaths (read in a thread).
-    lab_restarts: Callable[[], PlatformRestarts | None] | None = None
     #: When the shared CRD watch last saw a change (time.time()); None: none since the monitor began.
     #: Probes idle on slower cadences and the legacy walk waits while CRDs change (an install).
     last_crd_change: float | None = None
     #: CRDs that have stored objects, as the health probe last counted them (None: not countable);
     #: the inventory tells Crossplane's active MRDs in use from those nobody uses.
     crds_in_use: frozenset[str] | None = None
-    #: On a collector serving viewers (``--serve-view``): what they cost it (the footprint reports it).
-    viewer_load: Callable[[], ViewerLoad] | None = None
-    #: Holds heavy optional reads back while the server is near its memory limit (:mod:`probes.guard`).
+    #: Holds heavy optional reads back while the session's facts say memory is near its limit
+    #: (:mod:`probes.guard`); which ones waited, for the footprint.
     guard: Guard = field(default_factory=Guard)
 
     def crds_changing(self, settle: float) -> bool:

@@ -10,15 +10,15 @@ Of crdscope's own requests (:class:`connection.cluster.RequestLog`): every 429
 with its ``Retry-After``, and the ``X-Kubernetes-PF-*-UID`` headers mapped to
 names through the flowcontrol API (:class:`FlowcontrolNames`, listed rarely).
 
-Client side, two hooks a monitor fills (the probe never imports the loader):
+Client side (the probe never imports the loader):
 
-* ``monitor.shared.client_limiter`` (:class:`probes.shared.SharedState`): the token
-  bucket crdscope itself runs; whoever starts the loader on a monitor puts the
-  loader's :class:`connection.ratelimit.TokenBucket` there.  Any object with
-  ``qps``, ``burst`` and the running totals ``acquired`` (requests that passed),
-  ``throttled`` (those that had to wait) and ``waited_seconds`` will do.
+* ``facts.client_limiter`` (:class:`base.facts.ClusterFacts`): the token bucket crdscope
+  itself runs; whoever starts the loader on a monitor gives the session's facts the
+  loader's :class:`connection.ratelimit.TokenBucket`.  Any :class:`base.facts.ClientBucket`
+  will do: ``qps``, ``burst`` and the running totals ``acquired`` (requests that passed),
+  ``throttled`` (those that had to wait) and ``waited_seconds``.
 * the client models (client-go, kubectl) of the discovery probe's latest sample
-  (``monitor.latest["discovery"].client_models``), copied as they are.
+  (``parts.latest["discovery"]``, a :class:`DiscoverySample`), copied as they are.
 
 What cannot be seen (``/metrics`` forbidden, no limiter in a one-shot run) is
 named with its reason in ``unobservable``; the rest of the sample stays filled.
@@ -29,21 +29,24 @@ from __future__ import annotations
 from crdscope.base.samples.throttling import ClientLimiter, OwnFlow, Response429, Responses429, ThrottlingSample
 
 import asyncio
+import dataclasses
 from typing import TYPE_CHECKING
 
 from .apf import APF_FAMILIES, CURRENT_LIMIT, NOMINAL_LIMIT, FlowcontrolNames, level_names, priority_levels
 from crdscope.base.samples.throttling import FlowSchemaActivity, PriorityLevel
 from crdscope.connection.cluster import Cluster, RequestLog
 from crdscope.connection.metrics import SHARED_SCRAPE_AGE, MetricsSource, Scrape
-from crdscope.base.samples.discovery import ClientModel
+from crdscope.base.facts import ClientBucket, ClusterFacts
+from crdscope.base.samples.discovery import ClientModel, DiscoverySample
 from .replicas import KEEP_SLOTS, PROCESS_FAMILY, process_of, start_time_of
 from crdscope.base.samples import Sample
-from .shared import SharedState
+
+from .probe import Pacing, ProbeBase
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from .monitor import Monitor
+    from .probe import ProbeParts
 
 #: Seconds between the two scrapes of :func:`once`: long enough for a rate, short for a CLI.
 ONCE_INTERVAL_SECONDS = 2.0
@@ -89,41 +92,46 @@ def header_uids(log: RequestLog) -> set[str]:
 # --------------------------------------------------------------------------- client side
 
 
-def client_limiter(limiter: object | None, previous_waited: float | None) -> ClientLimiter | None:
-    """A view of crdscope's own token bucket (see the module docstring for the protocol)."""
+def client_limiter(limiter: ClientBucket | None, previous_waited: float | None) -> ClientLimiter | None:
+    """A view of crdscope's own token bucket (see the module docstring)."""
     if limiter is None:
         return None
-    waited = float(getattr(limiter, "waited_seconds", 0.0))
+    waited = float(limiter.waited_seconds)
     return ClientLimiter(
-        qps=float(getattr(limiter, "qps", 0.0)),
-        burst=int(getattr(limiter, "burst", 0)),
-        acquired=int(getattr(limiter, "acquired", 0)),
-        throttled=int(getattr(limiter, "throttled", 0)),
+        qps=float(limiter.qps),
+        burst=int(limiter.burst),
+        acquired=int(limiter.acquired),
+        throttled=int(limiter.throttled),
         waited_seconds=waited,
         waited_seconds_since_last_run=None if previous_waited is None else waited - previous_waited,
     )
 
 
-def client_models(discovery_sample: object | None) -> tuple[ClientModel, ...]:
+def client_models(discovery_sample: Sample | None) -> tuple[ClientModel, ...]:
     """The client models of the discovery probe's latest sample (none before its first run)."""
-    models = getattr(discovery_sample, "client_models", None) or ()
-    return tuple(model for model in models if isinstance(model, ClientModel))
+    if not isinstance(discovery_sample, DiscoverySample):
+        return ()
+    return tuple(discovery_sample.client_models)
 
 
 # --------------------------------------------------------------------------- the probe
 
 
-class ThrottlingProbe:
+class ThrottlingProbe(ProbeBase):
     """The throttling probe of a monitor (or of :func:`once`): keeps its previous scrape."""
 
     name = "throttling"
+    #: Throttling, health and latency share one /metrics scrape (megabytes on a big cluster, most of
+    #: the monitor's bytes): 10 s keeps it under 50 KB/s with 2,000 CRDs (budget 6 scrapes/min, the
+    #: ``metrics`` part's); idle, every 20 s (the server builds the whole text for each scrape).  Its
+    #: own requests (the flowcontrol names, listed rarely): 2/min.
+    pacing = Pacing(busy=10.0, idle=20.0, budget=2.0)
 
-    def __init__(self, cluster: Cluster, metrics: MetricsSource, *, cadence: float = 5.0,
-                 shared: SharedState | None = None, latest: Mapping[str, Sample] | None = None) -> None:
+    def __init__(self, cluster: Cluster, metrics: MetricsSource, *, facts: ClusterFacts | None = None,
+                 latest: Mapping[str, Sample] | None = None) -> None:
         self.cluster = cluster
         self.metrics = metrics
-        self.cadence = cadence
-        self.shared = shared if shared is not None else SharedState()
+        self.facts = facts if facts is not None else ClusterFacts()
         self.latest = latest if latest is not None else {}
         self.names = FlowcontrolNames(cluster)
         metrics.want(*APF_FAMILIES, PROCESS_FAMILY)
@@ -144,36 +152,12 @@ class ThrottlingProbe:
         await self.names.refresh(header_uids(self.cluster.requests), level_names(scrape))
         if self.names.error:
             unobservable["names"] = self.names.error
-
-        levels: tuple[PriorityLevel, ...] = ()
-        schemas: tuple[FlowSchemaActivity, ...] = ()
-        interval = None
-        error = None
-        if scrape.ok:
-            process = process_of(scrape)
-            older = self._previous.get(process)
-            if not scrape.has(NOMINAL_LIMIT) and not scrape.has(CURRENT_LIMIT):
-                unobservable["priority_levels"] = ("the server exports no API Priority and Fairness "
-                                                   "metrics (APF disabled?)")
-            else:
-                levels, schemas = priority_levels(scrape, older, self.names.limit_responses)
-                if older is not None and scrape.timestamp > older.timestamp:
-                    interval = scrape.timestamp - older.timestamp
-                else:
-                    unobservable["rates"] = "one scrape so far: rates need the next run"
-            self._previous[process] = scrape
-            while len(self._previous) > KEEP_SLOTS:
-                self._previous.pop(min(self._previous, key=lambda key: self._previous[key].timestamp))
-        elif scrape.status in (401, 403):
-            reason = scrape.error or "/metrics forbidden"
-            unobservable["priority_levels"] = unobservable["flow_schemas"] = reason
-        else:
-            error = scrape.error
-
+        server = self._server_side(scrape, unobservable)
+        levels = server.levels
         log = self.cluster.requests
         answered = responses_429(log, self.names, self._previous_429)
         self._previous_429 = log.throttled_total
-        limiter = client_limiter(self.shared.client_limiter, self._previous_waited)
+        limiter = client_limiter(self.facts.client_limiter, self._previous_waited)
         if limiter is None:
             unobservable["client_limiter"] = "no client-side limiter runs here (the loader's, while it loads)"
         else:
@@ -184,10 +168,10 @@ class ThrottlingProbe:
         rejected = [level.rejected_per_s for level in levels if level.rejected_per_s is not None]
         return ThrottlingSample(
             server=self.cluster.server,
-            error=error,
-            interval_seconds=interval,
+            error=server.error,
+            interval_seconds=server.interval,
             priority_levels=levels,
-            flow_schemas=schemas,
+            flow_schemas=server.schemas,
             rejected_per_s=sum(rejected) if rejected else None,
             responses_429=answered,
             own_flows=own_flows(log, self.names),
@@ -199,6 +183,37 @@ class ThrottlingProbe:
             process_start_time_seconds=start_time_of(scrape),
             unobservable=unobservable,
         )
+
+    def _server_side(self, scrape: Scrape, unobservable: dict[str, str]) -> _ServerSide:
+        """APF per priority level and flow schema, rates against this process's previous scrape."""
+        if not scrape.ok:
+            if scrape.status not in (401, 403):
+                return _ServerSide(error=scrape.error)
+            unobservable["priority_levels"] = unobservable["flow_schemas"] = scrape.error or "/metrics forbidden"
+            return _ServerSide()
+        process = process_of(scrape)
+        older = self._previous.get(process)
+        self._previous[process] = scrape
+        while len(self._previous) > KEEP_SLOTS:
+            self._previous.pop(min(self._previous, key=lambda key: self._previous[key].timestamp))
+        if not scrape.has(NOMINAL_LIMIT) and not scrape.has(CURRENT_LIMIT):
+            unobservable["priority_levels"] = "the server exports no API Priority and Fairness metrics (APF disabled?)"
+            return _ServerSide()
+        levels, schemas = priority_levels(scrape, older, self.names.limit_responses)
+        if older is not None and scrape.timestamp > older.timestamp:
+            return _ServerSide(levels, schemas, interval=scrape.timestamp - older.timestamp)
+        unobservable["rates"] = "one scrape so far: rates need the next run"
+        return _ServerSide(levels, schemas)
+
+
+@dataclasses.dataclass(frozen=True)
+class _ServerSide:
+    """What the server's APF families say (empty: not observable, or the scrape failed: ``error``)."""
+
+    levels: tuple[PriorityLevel, ...] = ()
+    schemas: tuple[FlowSchemaActivity, ...] = ()
+    interval: float | None = None
+    error: str | None = None
 
 
 async def once(cluster: Cluster) -> ThrottlingSample:
@@ -212,7 +227,6 @@ async def once(cluster: Cluster) -> ThrottlingSample:
     return await probe.observe(await probe.metrics.scrape())
 
 
-def make_probe(monitor: Monitor) -> ThrottlingProbe:
-    """The throttling probe on the monitor's shared scrape, hooks and cadence."""
-    return ThrottlingProbe(monitor.cluster, monitor.metrics, cadence=monitor.settings.cadences.throttling,
-                           shared=monitor.shared, latest=monitor.latest)
+def make_probe(parts: ProbeParts) -> ThrottlingProbe:
+    """The throttling probe on the monitor's shared scrape, the session's facts and the latest samples."""
+    return ThrottlingProbe(parts.cluster, parts.metrics, facts=parts.facts, latest=parts.latest)

@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING
 
 from crdscope.connection.cluster import Cluster, explain, raise_for_status
 from crdscope.base.errors import ClusterError
-from .scheduler import FunctionProbe
 from crdscope.connection.transport import TRANSPORT_ERRORS
 
+from .probe import Pacing, ProbeBase
+
 if TYPE_CHECKING:
-    from .monitor import Monitor
+    from .probe import ProbeParts
 
 
 async def probe_version(cluster: Cluster) -> VersionSample:
@@ -38,6 +39,20 @@ async def probe_version(cluster: Cluster) -> VersionSample:
     )
 
 
-def make_probe(monitor: Monitor) -> FunctionProbe:
-    """The version probe on the monitor's cluster and cadence."""
-    return FunctionProbe("version", monitor.settings.cadences.version, lambda: probe_version(monitor.cluster))
+class VersionProbe(ProbeBase):
+    """One GET /version per run."""
+
+    name = "version"
+    #: One request a run: every 30 s, every 2 min once all is quiet (budget 2/min).
+    pacing = Pacing(busy=30.0, idle=120.0, budget=2.0)
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    async def run(self) -> VersionSample:
+        return await probe_version(self.cluster)
+
+
+def make_probe(parts: ProbeParts) -> VersionProbe:
+    """The version probe on the monitor's cluster."""
+    return VersionProbe(parts.cluster)

@@ -34,11 +34,10 @@ from crdscope.connection.crdwatch import CRDWatch
 from crdscope.connection.metrics import (SHARED_SCRAPE_AGE, MetricsSource, Scrape, buckets, delta_buckets,
                                          histogram_quantile, merge_buckets)
 
+from .probe import Pacing, ProbeBase
 from .replicas import KEEP_SLOTS, PROCESS_FAMILY, process_of
 
 if TYPE_CHECKING:
-    from crdscope.base.settings import Settings
-
     from .probe import ProbeParts
 
 #: The per-CRD conversion histogram, named twice: 1.26's name, then 1.33's and 1.37's (a fleet mixes minors).
@@ -233,32 +232,22 @@ def windows(newer: Mapping[str, Counted], older: Mapping[str, Counted] | None) -
 # --------------------------------------------------------------------------- the probe
 
 
-@dataclasses.dataclass(frozen=True)
-class Pacing:
-    """How often the probe runs: while CRDs change, and at rest."""
-
-    busy: float
-    idle: float
-
-
-class WebhooksProbe:
+class WebhooksProbe(ProbeBase):
     """The webhooks probe of a monitor (or of :func:`once`): keeps its previous scrape per process
     and its verdicts."""
 
     name = "webhooks"
-    #: Declared pacing: the shared scrape's (throttling and health scrape every 10 s while CRDs
-    #: change, every 20 s at rest), so that taking theirs adds no scrape; ``[cadences] webhooks`` and
-    #: ``webhooks_idle`` override it (:func:`pacing`).
-    PACING = Pacing(busy=10.0, idle=20.0)
-    #: Requests per minute of its own: none (the shared scrape is budgeted as ``metrics``).
-    budget = 0.0
+    #: The shared scrape's pacing (throttling and health scrape every 10 s while CRDs change, every
+    #: 20 s at rest), so that taking theirs adds no scrape; no request of its own (the shared scrape
+    #: is budgeted as ``metrics``).  ``[cadences] webhooks`` and ``webhooks_idle`` override it.
+    pacing = Pacing(busy=10.0, idle=20.0)
 
-    def __init__(self, metrics: MetricsSource, crds: CRDWatch, server: str, pacing: Pacing = PACING) -> None:
+    def __init__(self, metrics: MetricsSource, crds: CRDWatch, server: str, pacing: Pacing | None = None) -> None:
         self.metrics = metrics
         self.crds = crds
         self.server = server
-        self.busy_cadence, self.idle_cadence = pacing.busy, pacing.idle
-        self.cadence = pacing.busy
+        if pacing is not None:
+            self.pacing = pacing
         metrics.want(*FAMILIES, PROCESS_FAMILY)
         #: The previous scrape's counts per API server process.
         self._previous: dict[int | None, tuple[float, dict[str, Counted], dict[str, Counted]]] = {}
@@ -350,13 +339,6 @@ class WebhooksProbe:
         return tuple(records)
 
 
-def pacing(settings: Settings) -> Pacing:
-    """The probe's declared pacing with the settings' override (``[cadences] webhooks``, ``webhooks_idle``):
-    the one place the settings are read."""
-    busy = settings.cadences.webhooks or WebhooksProbe.PACING.busy
-    return Pacing(busy=busy, idle=max(busy, settings.cadences.webhooks_idle or WebhooksProbe.PACING.idle))
-
-
 async def once(cluster: Cluster) -> WebhooksSample:
     """The CRDs listed once, then two scrapes :data:`ONCE_INTERVAL_SECONDS` apart, so that the sample
     says what fails now (totals since the server started are in the first already)."""
@@ -372,4 +354,4 @@ async def once(cluster: Cluster) -> WebhooksSample:
 
 def make_probe(parts: ProbeParts) -> WebhooksProbe:
     """The webhooks probe on the monitor's shared scrape and CRD watch."""
-    return WebhooksProbe(parts.metrics, parts.crds, parts.cluster.server, pacing(parts.settings))
+    return WebhooksProbe(parts.metrics, parts.crds, parts.cluster.server, parts.pacing(WebhooksProbe.name))

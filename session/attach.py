@@ -31,6 +31,7 @@ from crdscope.connection.transport import TRANSPORT_ERRORS
 from crdscope.base.silences import Silence
 from crdscope.findings.engine import finding_kinds
 from crdscope.findings.kubectl import KubectlClient
+from crdscope.base.facts import ClusterFacts, MemoryLimit
 from crdscope.probes.registry import sample_type
 
 from .core import SessionStore, WatchCore
@@ -136,7 +137,8 @@ class StreamFeed:
         self._clock = clock
         #: What the collector judges by (``/v1/clusters``, then each stream's header).
         self.settings = settings or StreamSettings()
-        self.memory_limit: int | None = None
+        #: The memory limit given to the collector (``--memory-limit``, its lab's cap; None: none).
+        self.memory_limit: MemoryLimit | None = None
         #: The collector's local kubectl (its findings judge discovery by it).
         self.kubectl: KubectlClient | None = None
         #: True while the stream is open and live.
@@ -267,8 +269,9 @@ class StreamFeed:
         if header.get("type") != "header" or not isinstance(stream, dict) or stream.get("protocol") != PROTOCOL:
             raise _StreamBrokenError("the collector's stream has no header")
         self.settings = StreamSettings.from_json(stream)
-        limit = stream.get("memory_limit")
-        self.memory_limit = limit if isinstance(limit, int) and not isinstance(limit, bool) else None
+        # A collector before the limit's origin was sent: its limit was given, so taken as a flag's.
+        self.memory_limit = MemoryLimit.from_json({"memory_limit_bytes": stream.get("memory_limit"),
+                                                   "memory_limit_origin": stream.get("memory_limit_origin")})
         self.collector_session = str(header.get("session_id", ""))
         self.kubectl = _kubectl(stream.get("kubectl"))
 
@@ -313,13 +316,15 @@ def _record(line: str) -> JSONObject:
 def attach_core(feed: StreamFeed) -> WatchCore:
     """The viewer's core for one cluster: judged by the collector's thresholds and memory limit,
     reset (and refilled from the history) on each reconnection."""
+    facts = ClusterFacts()
+    facts.give_limit(feed.memory_limit)
     core = WatchCore(feed, store=SessionStore(), thresholds=feed.settings.thresholds, cluster=feed.cluster.name,
-                     memory_limit=feed.memory_limit)
+                     facts=facts)
     core.accept(known_silences(feed.settings.silences))
 
     def judge_as_the_collector() -> None:
         core.thresholds = feed.settings.thresholds
-        core.set_memory_limit(feed.memory_limit)
+        core.facts.give_limit(feed.memory_limit)
         core.silences = known_silences(feed.settings.silences)
         core.reset()
         if feed.kubectl is not None:
@@ -359,4 +364,5 @@ def record_core(core: WatchCore, cluster: CollectorCluster, record: str | None, 
     recorder = Recorder(Path(recording_path(record, cluster.info.context or cluster.name, fleet)), cluster.info)
     recording = TakenRecorder(recorder, log_record_failure)
     core.add_listener(recording)
+    recording.follow_limits(core.facts)  # the collector's given limit, for a replay to judge by
     return recording

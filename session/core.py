@@ -9,7 +9,8 @@ A :class:`WatchCore` holds, for one cluster:
   :class:`session.replay.ReplayFeed`; each of its samples goes straight to :meth:`WatchCore.take`;
 * one :class:`findings.engine.FindingsEngine` reading that store, the events detector, and what
   is known beyond the samples: the local kubectl (its version, limits and own cache TTL) and the
-  API server's memory limit.
+  cluster's :class:`base.facts.ClusterFacts` (the API server's memory limit by one precedence, the
+  lab's hooks, the guard's verdict...), which the core owns: its probes and findings read it.
 
 What a sample caused (:class:`Taken`: the sample, the events it raised, the findings it changed)
 goes to the core's listeners: the headless lines, the recording, the TUI's redraws.  Many clusters
@@ -26,11 +27,15 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
+from crdscope.base.facts import ClusterFacts
 from crdscope.base.samples import Sample
+from crdscope.base.samples.health import HealthSample
 from crdscope.base.settings import Thresholds
 from crdscope.base.silences import Silence
 from crdscope.base.store import SampleStore
+from crdscope.findings.checks import server_away
 from crdscope.findings.engine import FindingsEngine, check_silences
+from crdscope.findings.resources import memory_pressure
 from crdscope.findings.kubectl import KubectlClient, read_local_kubectl
 from crdscope.findings.kubectl_discovery import KUBECTL_DISCOVERY_CHECK
 from crdscope.findings.model import Finding, FindingChange
@@ -121,16 +126,16 @@ class Taken:
     changes: tuple[FindingChange, ...] = ()
 
 
-def engine_on(store: SampleStore, thresholds: Thresholds, memory_limit: int | None) -> FindingsEngine:
-    """A findings engine whose checks read ``store``."""
-    return FindingsEngine(thresholds, memory_limit_bytes=memory_limit, store=store)
+def engine_on(store: SampleStore, thresholds: Thresholds, facts: ClusterFacts) -> FindingsEngine:
+    """A findings engine whose checks read ``store`` and ``facts``."""
+    return FindingsEngine(thresholds, facts=facts, store=store)
 
 
 class WatchCore:
     """One cluster's store, source, findings engine, events detector and local knowledge."""
 
     def __init__(self, source: SampleSource | None, *, store: SessionStore, thresholds: Thresholds | None = None,
-                 memory_limit: int | None = None, kubectl: KubectlClient | None = None,
+                 facts: ClusterFacts | None = None, kubectl: KubectlClient | None = None,
                  cluster: str = "") -> None:
         #: None: the caller hands samples to :meth:`take` itself (a report reading a recording).
         self.source = source
@@ -139,9 +144,11 @@ class WatchCore:
         self.thresholds = thresholds or Thresholds()
         self.store = store
         self.detector = EventDetector(self.thresholds)
-        self.memory_limit = memory_limit
+        #: What is known of the cluster beyond the samples: made by whoever opens the core (or here),
+        #: owned here, read by the probes (``ProbeParts.facts``) and the findings (``Observations.facts``).
+        self.facts = facts if facts is not None else ClusterFacts()
         self.kubectl: KubectlClient | None = None
-        self.findings = engine_on(self.store, self.thresholds, memory_limit)
+        self.findings = engine_on(self.store, self.thresholds, self.facts)
         #: Called with what each sample caused (the headless lines, the recording, the TUI's redraws).
         self.listeners: list[Callable[[Taken], None]] = []
         #: Called after a reset (the TUI redraws its panels).
@@ -163,13 +170,19 @@ class WatchCore:
         self.samples += 1
         # Kept first, so a findings bug cannot lose it (the engine sees it is there already).
         self.store.add(sample)
+        if isinstance(sample, HealthSample):  # the limit Prometheus shows, for the facts to weigh
+            self.facts.observe_limit(sample.memory_limit_bytes, sample.sources.get("memory_limit_bytes", ""))
         try:
             changes = tuple(self.findings.observe(sample))
         except Exception:  # a findings bug must not lose the sample or the events
             log.exception("findings failed on a %s sample", sample.probe)
             changes = ()
+        # The memory finding's verdict holds the monitor's heavy reads back (probes.guard reads it); the
+        # "not answering" one dates the health probe's outage and hurries its checks.
+        self.facts.memory_pressure = memory_pressure(self.findings.open)
+        self.facts.server_away = server_away(self.findings.open)
         try:
-            events = tuple(self.detector.observe(sample))
+            events = tuple(self.detector.observe(sample, self.findings.open))
         except Exception:
             log.exception("events detector failed on a %s sample", sample.probe)
             events = ()
@@ -196,7 +209,10 @@ class WatchCore:
         self.store.clear()
         self.samples = 0
         self.detector = EventDetector(self.thresholds)
-        self.findings = engine_on(self.store, self.thresholds, self.memory_limit)
+        self.facts.forget_observed()
+        self.facts.memory_pressure = None
+        self.facts.server_away = None
+        self.findings = engine_on(self.store, self.thresholds, self.facts)
         self.findings.accept(self.silences, self.cluster)
         self.know_kubectl(self.kubectl)
         for listener in list(self.reset_listeners):
@@ -227,12 +243,6 @@ class WatchCore:
     def acceptances(self, now: float) -> list[Silence]:
         """The acceptances in force for this cluster at ``now`` (the exporter's series)."""
         return self.findings.acceptances(now)
-
-    def set_memory_limit(self, limit: int | None) -> None:
-        """The API server's memory limit (``--memory-limit``, a lab's cap; None: unknown): the
-        findings judge by it (a live core's monitor is told by :class:`session.live.LiveCore`)."""
-        self.memory_limit = limit
-        self.findings.observations.memory_limit_bytes = limit
 
     # -- findings out --------------------------------------------------------------------
     def open_findings(self) -> list[Finding]:

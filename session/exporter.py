@@ -56,7 +56,9 @@ from crdscope.base.silences import Silence
 from crdscope.findings.model import Finding, Severity
 from crdscope.base.version import __version__
 from crdscope.base.errors import ConfigError
+from crdscope.base.facts import ClusterFacts
 from crdscope.base.samples import PLAIN, Figure, Sample, figure_of, known_while_down
+from crdscope.base.samples.health import HealthSample
 from crdscope.base.store import SampleStore
 
 from .recorder import ClusterInfo
@@ -167,6 +169,8 @@ class Exported:
     info: ClusterInfo | None = None
     #: The acceptances in force for it at a given time (``[[silence]]``).
     acceptances: Callable[[float], list[Silence]] = lambda _now: []
+    #: The core's facts: ``crdscope_health_memory_limit_bytes`` is their limit.
+    facts: ClusterFacts | None = None
 
 
 class SampleCollector(Collector):
@@ -189,7 +193,8 @@ class SampleCollector(Collector):
         with its cluster name; ``info`` adds its ``crdscope_info``."""
         with self._lock:
             name = core.cluster or (info.context if info is not None else "")
-            self._watched.append(Exported(name, core.store, core.open_findings, info, core.acceptances))
+            self._watched.append(Exported(name, core.store, core.open_findings, info, core.acceptances,
+                                          core.facts))
 
     def clusters(self) -> list[Exported]:
         """What is served: the watched cores."""
@@ -201,7 +206,7 @@ class SampleCollector(Collector):
         store = exported.store
         with self._lock:
             found = {name: store.latest(name) for name in list(store.health())}
-        return {name: sample for name, sample in found.items() if sample is not None}
+        return {name: with_known_limit(sample, exported.facts) for name, sample in found.items() if sample is not None}
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
@@ -247,6 +252,15 @@ class SampleCollector(Collector):
             acceptances_series(exported.acceptances(time.time()), head, family_of)
         yield from families.values()
 
+
+
+def with_known_limit(sample: Sample, facts: ClusterFacts | None) -> Sample:
+    """A health sample as exported: its memory limit is the one the session knows (``base.facts``:
+    ``--memory-limit``, else the lab's cap, else the one Prometheus shows), not only what Prometheus
+    showed the probe."""
+    if facts is None or not isinstance(sample, HealthSample):
+        return sample
+    return dataclasses.replace(sample, memory_limit_bytes=facts.memory_limit_bytes)
 
 
 def findings_series(findings: list[Finding], head: dict[str, str],

@@ -36,10 +36,10 @@ OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
     ">": operator.gt, "<": operator.lt,
 }
-_EXPRESSION = re.compile(
-    r"^\s*(?P<probe>[A-Za-z_][\w-]*)\.(?P<path>[A-Za-z_][\w-]*(?:\.[\w-]+)*)\s*"
-    r"(?P<op>>=|<=|==|!=|>|<)\s*(?P<number>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$"
-)
+_COMPARE = r"\s*(?P<op>>=|<=|==|!=|>|<)\s*(?P<number>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$"
+_EXPRESSION = re.compile(r"^\s*(?P<probe>[A-Za-z_][\w-]*)\.(?P<path>[A-Za-z_][\w-]*(?:\.[\w-]+)*)" + _COMPARE)
+#: A one-shot command's figure: a ``--json`` key, nested ones joined by dots (``memory.held_added_mib``).
+_FIGURE_EXPRESSION = re.compile(r"^\s*(?P<path>[A-Za-z_][\w-]*(?:\.[\w-]+)*)" + _COMPARE)
 
 
 _HOLDING = re.compile(r"^(?P<expression>.*\S)\s+for\s+(?P<duration>\S+)\s*$")
@@ -113,6 +113,38 @@ def parse_threshold(text: str, probes: Iterable[str] | None = None) -> Threshold
     path = _check_path(text, probe, cls, tuple(match["path"].split(".")))
     return Threshold(text=text.strip(), probe=probe, path=path, op=match["op"], limit=float(match["number"]),
                      for_seconds=for_seconds)
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """One ``--fail-if`` on a one-shot command's own figures (``estimate``, ``mrap``): the same
+    operators and numbers as a watch's thresholds, on a ``--json`` key instead of a probe's field."""
+
+    text: str
+    path: tuple[str, ...]
+    op: str
+    limit: float
+
+    @property
+    def name(self) -> str:
+        return ".".join(self.path)
+
+    def holds(self, value: float) -> bool:
+        return OPERATORS[self.op](value, self.limit)
+
+
+def parse_comparison(text: str, example: str) -> Comparison:
+    """Parse ``<figure><op><number>``; :class:`ConfigError` (exit 2) names what is wrong.  A one-shot
+    command's figures are read once, so ``for DURATION`` is refused, not ignored."""
+    if _HOLDING.match(text):
+        raise ConfigError(f"--fail-if '{text}': 'for DURATION' is for watch --headless; this command's figures "
+                          "are computed once")
+    match = _FIGURE_EXPRESSION.match(text)
+    if not match:
+        raise ConfigError(f"--fail-if '{text}' is not <figure><op><number> (ops: {' '.join(OPERATORS)}; "
+                          f"e.g. '{example}')")
+    return Comparison(text=text.strip(), path=tuple(match["path"].split(".")), op=match["op"],
+                      limit=float(match["number"]))
 
 
 class Holding:

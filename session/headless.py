@@ -298,7 +298,7 @@ class _Serving:
         if self.hub is None or self.view is None or plan.view is None:
             return
         self.hub.watch(each.core, each.info)
-        each.live.monitor.shared.viewer_load = self.hub.load
+        each.live.facts.viewer_load = self.hub.load
         if plan.view.allow_control:
             from .control import ClusterControl
 

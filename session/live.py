@@ -6,11 +6,12 @@ call it, so the live wiring is written once:
 * one :class:`session.core.SessionStore`, made here and handed to the core (which fills it) and to
   the monitor (whose probes read each other's latest samples from it): one store per core;
 * the monitor (:class:`probes.monitor.Monitor`: the probes and their scheduler), the core's source;
-* the lab's hooks when the cluster is a crdscope lab (its etcd connection count, its supervisor's
-  account of restarts), which probes cannot fetch themselves (probes never import the lab);
-* the API server's memory limit (``--memory-limit``, else a capped lab's cap), followed while the
-  monitor runs when it is the lab's (``crdscope lab limit`` resizes it live);
-* the recording, as one listener of what each sample caused.
+* the cluster's :class:`base.facts.ClusterFacts`, made here and owned by the core, which the
+  monitor's probes read: the lab's hooks when the cluster is a crdscope lab (its etcd connection
+  count, its supervisor's account of restarts), which probes cannot fetch themselves (probes never
+  import the lab), and the API server's memory limit given (``--memory-limit``, else a capped lab's
+  cap, followed while the monitor runs: ``crdscope lab limit`` resizes it live);
+* the recording, as one listener of what each sample caused (and of each given limit).
 
 The local kubectl is learned by the front end (``core.learn_local_kubectl``): a fleet learns it once,
 ``doctor`` times it for real beside the probes.
@@ -21,9 +22,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+from crdscope.base.facts import ClusterFacts, LabHooks, LimitRecord, MemoryLimit
 from crdscope.base.settings import Settings
 from crdscope.connection.cluster import Cluster
 from crdscope.findings.model import FindingChange
@@ -49,6 +52,7 @@ class TakenRecorder:
         #: The recorder, kept after a failure stopped the recording (where it went).
         self.opened = recorder
         self.on_failure = on_failure
+        self._given: MemoryLimit | None = None
 
     def __call__(self, taken: Taken) -> None:
         self.record(taken.sample)
@@ -57,7 +61,19 @@ class TakenRecorder:
         for change in taken.changes:
             self.record(change)
 
-    def record(self, item: Sample | Event | FindingChange) -> None:
+    def follow_limits(self, facts: ClusterFacts) -> None:
+        """Record the given memory limit now and each time it changes (a replay judges by it)."""
+
+        def changed(_limit: MemoryLimit | None = None) -> None:
+            if facts.given_limit != self._given:
+                self._given = facts.given_limit
+                self.record(LimitRecord(time.time(), self._given))
+
+        if facts.given_limit is not None:
+            changed()
+        facts.limit_listeners.append(changed)
+
+    def record(self, item: Sample | Event | FindingChange | LimitRecord) -> None:
         """Record one item (also what the core learned beyond a sample: a finding re-judged)."""
         if self.recorder is None:
             return
@@ -74,9 +90,9 @@ class TakenRecorder:
 
 
 class LiveCore:
-    """One live cluster: its connection, monitor and core, its recording, and the memory limit the
-    findings and the monitor's guard judge by.  :meth:`run` runs the monitor (and follows a lab's
-    cap) until cancelled, then closes the cluster's client."""
+    """One live cluster: its connection, monitor and core, its recording.  :meth:`run` runs the
+    monitor (and follows a lab's cap into the core's facts) until cancelled, then closes the
+    cluster's client."""
 
     def __init__(self, cluster: Cluster, monitor: Monitor, core: WatchCore, *, recording: TakenRecorder | None,
                  follows_limit: bool, lab_home: Path | None) -> None:
@@ -88,27 +104,29 @@ class LiveCore:
         self.follows_limit = follows_limit
         #: The lab's directory when the caller holds the lab (None: the default lab's is looked up).
         self.lab_home = lab_home
-        #: Told each new memory limit, after the findings and the monitor (the TUI redraws).
-        self.limit_listeners: list[Callable[[int | None], None]] = []
 
     @property
     def store(self) -> SessionStore:
         return self.core.store
 
-    def set_memory_limit(self, limit: int | None) -> None:
-        """The API server's memory limit changed: the findings, the monitor's guard, the listeners."""
-        self.monitor.set_memory_limit(limit)
-        self.core.set_memory_limit(limit)
-        for listener in list(self.limit_listeners):
-            listener(limit)
+    @property
+    def facts(self) -> ClusterFacts:
+        """The core's facts (the monitor's probes read the same object)."""
+        return self.core.facts
+
+    @property
+    def limit_listeners(self) -> list[Callable[[MemoryLimit | None], None]]:
+        """Told each new memory limit (the TUI redraws)."""
+        return self.core.facts.limit_listeners
 
     async def run(self) -> None:
         """Run the monitor until cancelled (following a lab's cap), then close the cluster's client."""
         follower = None
-        if self.follows_limit:
+        lab = self.facts.given_limit
+        if self.follows_limit and lab is not None:
             follower = asyncio.create_task(
-                follow_memory_limit(self.cluster.server, self.lab_home, self.core.memory_limit,
-                                    self.set_memory_limit), name=f"memory-limit {self.core.cluster}")
+                follow_memory_limit(self.cluster.server, self.lab_home, lab.bytes, self.facts.set_lab_limit),
+                name=f"memory-limit {self.core.cluster}")
         try:
             await self.monitor.run()
         finally:
@@ -122,25 +140,24 @@ class LiveCore:
 def open_live_core(cluster: Cluster, settings: Settings, *, lab_home: Path | None = None,
                    memory_limit: int | None = None, recorder: Recorder | None = None,
                    on_record_failure: Callable[[Recorder, Exception], None] | None = None) -> LiveCore:
-    """The live core of ``cluster``: its store, monitor (with the lab's hooks), findings core and
-    memory limit, and ``recorder`` as a listener (``on_record_failure``: told when writing fails).
+    """The live core of ``cluster``: its store, facts, monitor and findings core, and ``recorder`` as a
+    listener (``on_record_failure``: told when writing fails).
 
     ``memory_limit`` (bytes, ``--memory-limit``) is the API server's limit when the caller knows it;
     else a capped crdscope lab's cap (``lab_home``: the lab's directory when the caller holds the
     lab, else the default lab's is looked up), followed while the core runs.
     """
     store = SessionStore()
-    monitor = Monitor(cluster, settings, latest=LatestSamples(store))
-    wire_lab(monitor, lab_home)
-    limit = known_memory_limit(cluster.server, memory_limit, lab_home)
-    core = WatchCore(monitor, store=store, thresholds=settings.thresholds, cluster=cluster.context,
-                     memory_limit=limit)
-    monitor.set_memory_limit(limit)
+    facts = ClusterFacts(flag_limit=memory_limit, lab=lab_hooks(cluster.server, lab_home),
+                         lab_limit=None if memory_limit else lab_cap(cluster.server, lab_home))
+    monitor = Monitor(cluster, settings, latest=LatestSamples(store), facts=facts)
+    core = WatchCore(monitor, store=store, thresholds=settings.thresholds, cluster=cluster.context, facts=facts)
     core.accept(settings.silences)
     recording = None
     if recorder is not None:
         recording = TakenRecorder(recorder, on_record_failure or log_record_failure)
         core.add_listener(recording)
+        recording.follow_limits(facts)
     # A lab's cap changes under the monitor (`crdscope lab limit`); a limit given as a flag does not.
     return LiveCore(cluster, monitor, core, recording=recording, follows_limit=not memory_limit,
                     lab_home=lab_home)
@@ -150,11 +167,8 @@ def log_record_failure(recorder: Recorder, exc: Exception) -> None:
     log.error("recording to %s failed and stopped: %s", recorder.path, exc)
 
 
-def known_memory_limit(server: str, explicit: int | None = None, lab_home: Path | None = None) -> int | None:
-    """The API server's memory limit: the one given (``--memory-limit``), else the lab's cap when
-    ``server`` is a capped crdscope lab, else None (unknown: no headroom finding)."""
-    if explicit:
-        return explicit
+def lab_cap(server: str, lab_home: Path | None = None) -> int | None:
+    """The memory cap of the crdscope lab serving ``server`` (None: no lab, or not capped)."""
     try:
         from crdscope.lab.lookup import lab_memory_limit
     except ImportError:
@@ -192,21 +206,18 @@ async def follow_memory_limit(server: str, lab_home: Path | None, known: int | N
             apply(now)
 
 
-def wire_lab(monitor: Monitor, lab_home: Path | None = None) -> None:
-    """When the monitor watches crdscope's lab, give the health probe the lab's etcd connection count
-    and its supervisor's account of restarts.
+def lab_hooks(server: str, lab_home: Path | None = None) -> LabHooks | None:
+    """When ``server`` is crdscope's lab, its etcd connection count and its supervisor's account of
+    restarts, for the health probe (probes never import ``lab``); None otherwise.
 
-    The health probe reads ``monitor.shared.lab_etcd_connections`` (a callable) if set: probes never
-    import ``lab``.  ``lab_home`` is the lab's directory when the caller holds the lab (``crdscope
-    lab``); otherwise the default lab's is looked up.
+    ``lab_home`` is the lab's directory when the caller holds the lab (``crdscope lab``); otherwise
+    the default lab's is looked up.
     """
     try:
         from crdscope.lab.sockets import etcd_connection_counter
     except ImportError:
-        return
+        return None
     from crdscope.lab.restarts import restart_reader
 
-    counter = etcd_connection_counter(monitor.cluster.server, lab_home)
-    if counter is not None:
-        monitor.shared.lab_etcd_connections = counter
-    monitor.shared.lab_restarts = restart_reader(monitor.cluster.server, lab_home)
+    return LabHooks(etcd_connections=etcd_connection_counter(server, lab_home),
+                    restarts=restart_reader(server, lab_home))

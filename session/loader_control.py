@@ -2,9 +2,9 @@
 and a collector's when it allows its viewers control).
 
 It drives :class:`loader.engine.LoadEngine` on the monitor's own cluster
-client and CRD watch (no second watch, no polling), publishes the engine's
-token bucket to the throttling probe, and hands every progress sample to the
-app's sink like any probe's.  The safety rules are the command line's: a
+client and CRD watch (no second watch, no polling), gives the session's facts
+the engine's token bucket (the throttling probe reports it), and hands every
+progress sample to the app's sink like any probe's.  The safety rules are the command line's: a
 cluster that is not a crdscope lab is written to only when ``--context`` named it.
 """
 
@@ -121,8 +121,8 @@ class LoaderControl(LoaderChoice):
         except CrdscopeError as exc:
             self._refuse(str(exc))
             return None
-        if self.engine.limiter is not None:
-            self.monitor.shared.client_limiter = self.engine.limiter
+        if self.engine.limiter is not None:  # into the session's facts: the throttling probe reports it
+            self.monitor.facts.client_limiter = self.engine.limiter
         final = await self.engine.run()  # its error, if any, says why the run ended early
         self._emit(final)
         return final

@@ -21,7 +21,10 @@ Layout: the first line is the header ::
 then one record per line: ``{"type": "sample", "probe": "<name>", "data": {...}}`` (the
 sample's ``to_json()``), ``{"type": "event", "data": {...}}`` (:class:`session.events.Event`),
 ``{"type": "finding", "data": {"timestamp", "change", "finding"}}`` (a finding opened, closed
-or changed severity: :class:`findings.model.FindingChange`), and on a clean close
+or changed severity: :class:`findings.model.FindingChange`), ``{"type": "limit", "data":
+{"timestamp", "memory_limit_bytes", "memory_limit_origin", "memory_limit_source"}}`` (the memory
+limit given from then on, ``--memory-limit`` or the lab's cap: :class:`base.facts.LimitRecord`;
+without the size, none; readers before it skip it), and on a clean close
 ``{"type": "end", "timestamp": ..., "reason": "closed" | "rotated",
 "next": "<file of the next part>"}``.  The header names the cluster by its server
 address, context name and Kubernetes version only: never a user, token, key or
@@ -59,6 +62,7 @@ import msgspec
 from crdscope.base.version import __version__
 from crdscope.base.errors import ConfigError
 from crdscope.base.paths import data_dir
+from crdscope.base.facts import LimitRecord
 from crdscope.base.samples import Sample
 from crdscope.findings.model import FindingChange
 
@@ -222,12 +226,14 @@ class Recorder:
         """Record a sample or an event (the monitor's sink signature)."""
         self.record(item)
 
-    def record(self, item: Sample | Event | FindingChange) -> None:
-        """Record a sample, an event or a finding's transition now."""
+    def record(self, item: Sample | Event | FindingChange | LimitRecord) -> None:
+        """Record a sample, an event, a finding's transition or a given memory limit now."""
         if isinstance(item, Event):
             self.write(event_record(item))
         elif isinstance(item, FindingChange):
             self.write(finding_record(item))
+        elif isinstance(item, LimitRecord):
+            self.write({"type": "limit", "data": item.to_json()})
         else:
             self._append(sample_line(item))
 

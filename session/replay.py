@@ -32,6 +32,7 @@ from collections.abc import Callable, Generator, Iterator
 
 from crdscope.base.version import __version__
 from crdscope.base.errors import ConfigError
+from crdscope.base.facts import ClusterFacts, LimitRecord, limit_at
 from crdscope.probes.registry import sample_type
 from crdscope.base.samples import Sample
 from crdscope.base.samples import Sink, deliver
@@ -136,7 +137,7 @@ class RecordingReader:
             )
         return header
 
-    def __iter__(self) -> Iterator[Sample | Event]:
+    def __iter__(self) -> Iterator[Sample | Event | LimitRecord]:
         number = int(self.header.get("part", 1) or 1)
         path = self.path
         while True:
@@ -160,7 +161,7 @@ class RecordingReader:
             self.parts.append(following)
             path = following
 
-    def _read_part(self, path: Path) -> Generator[Sample | Event, None, str | None]:
+    def _read_part(self, path: Path) -> Generator[Sample | Event | LimitRecord, None, str | None]:
         """Yield one part's records; return the next part's file name ("" = by number) or None."""
         offset = line_number = 0
         with open_recording(path) as handle:
@@ -201,18 +202,20 @@ class RecordingReader:
                                 else f"not valid JSON ({exc.msg} at column {exc.colno})") from None
         if not isinstance(record, dict) or not isinstance(record.get("type"), str):
             raise _DamagedError("not a record (no type)")
-        if record["type"] not in ("sample", "event", "end"):
+        if record["type"] not in ("sample", "event", "limit", "end"):
             return None  # a record kind of a later minor revision: skip it
         return record
 
     @staticmethod
-    def _rebuild(record: dict[str, Any]) -> Sample | Event:
+    def _rebuild(record: dict[str, Any]) -> Sample | Event | LimitRecord:
         data = record.get("data")
         if not isinstance(data, dict):
             raise _DamagedError(f"{record['type']} record without data")
         try:
             if record["type"] == "event":
                 return Event.from_json(data)
+            if record["type"] == "limit":
+                return LimitRecord.from_json(data)
             sample = sample_type(str(record.get("probe", ""))).from_json(data)
         except (TypeError, ValueError, AttributeError) as exc:
             raise _DamagedError(f"{record.get('probe', 'event')} record does not rebuild: {exc}") from None
@@ -234,6 +237,8 @@ class Recording:
     damage: Damage | None
     ended: bool
     parts: list[Path]
+    #: The memory limits given while it was recorded (``--memory-limit``, the lab's cap), in time order.
+    limits: list[LimitRecord] = dataclasses.field(default_factory=list)
 
     @property
     def start(self) -> float | None:
@@ -249,15 +254,19 @@ def read_recording(path: str | Path) -> Recording:
     reader = RecordingReader(path)
     samples: list[Sample] = []
     events: list[Event] = []
+    limits: list[LimitRecord] = []
     for item in reader:
         if isinstance(item, Event):
             events.append(item)
+        elif isinstance(item, LimitRecord):
+            limits.append(item)
         else:
             samples.append(item)
     # Probes finish out of order by a few milliseconds; replay by when each sample was taken.
     samples.sort(key=lambda s: s.timestamp)
+    limits.sort(key=lambda r: r.timestamp)
     return Recording(path=reader.path, header=reader.header, cluster=reader.cluster, samples=samples,
-                     events=events, damage=reader.damage, ended=reader.ended, parts=reader.parts)
+                     events=events, damage=reader.damage, ended=reader.ended, parts=reader.parts, limits=limits)
 
 
 
@@ -422,8 +431,17 @@ class ReplayFeed:
 
 def replay_core(feed: ReplayFeed, thresholds: Thresholds | None = None) -> WatchCore:
     """The session core a recording's replay feeds: its own store, named after the recorded
-    context; a seek backwards resets it (the store stays the same object: views keep working)."""
-    core = WatchCore(feed, store=SessionStore(), thresholds=thresholds, cluster=feed.context)
+    context; a seek backwards resets it (the store stays the same object: views keep working).
+
+    Its facts know the memory limit given while the recording was made, as of each sample's time
+    (a recording of an older crdscope carries none: its health samples held the limit).
+    """
+    facts = ClusterFacts()
+    limits = feed.recording.limits
+    if limits:
+        # Before the core's own sink: each sample is judged by the limit given at its time.
+        feed.add_sink(lambda sample: facts.give_limit(limit_at(limits, sample.timestamp)))
+    core = WatchCore(feed, store=SessionStore(), thresholds=thresholds, cluster=feed.context, facts=facts)
     feed.add_reset_listener(core.reset)
     return core
 

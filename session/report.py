@@ -17,6 +17,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from crdscope.base.facts import LimitRecord
 from crdscope.base.samples.discovery import DiscoverySample
 from crdscope.base.samples.health import HealthSample
 from crdscope.base.samples.latency import LatencySample
@@ -27,9 +28,10 @@ from crdscope.base.settings import load_settings
 from crdscope.base.store import SampleStore
 from crdscope.findings.kubectl import KubectlClient, read_local_kubectl
 from crdscope.findings.model import Finding, FindingChange
+from crdscope.findings.kubectl_discovery import kubectl_124_seconds
 
 from .core import SessionStore, WatchCore
-from .events import Event, kubectl_124_seconds
+from .events import Event
 from .recorder import ClusterInfo
 from .replay import Damage, RecordingReader
 from .values import finite_number, members, names_of, read_field
@@ -156,6 +158,9 @@ def summarise(path: str | Path, *, kubectl: KubectlClient | None | bool = True) 
     for item in reader:
         if isinstance(item, Event):
             summary.recorded_events.append(item)
+            continue
+        if isinstance(item, LimitRecord):  # the memory limit given from then on
+            core.facts.give_limit(item.limit)
             continue
         probe = type(item).probe
         summary.samples[probe] = summary.samples.get(probe, 0) + 1

@@ -114,7 +114,8 @@ def _known_fields(kind: type[SettingsT], data: object) -> SettingsT:
     values: JSONObject = {}
     for field in dataclasses.fields(kind):
         value = data.get(field.name)
-        default = field.default
+        # A key unset by default (a probe's cadence: the probe declares it) takes a number.
+        default = 0.0 if field.default is None else field.default
         if value is None or default is dataclasses.MISSING or isinstance(value, bool) != isinstance(default, bool):
             continue
         if isinstance(default, float) and isinstance(value, (int, float)):
@@ -179,8 +180,10 @@ class ViewChannel:
     def header(self, history: int) -> bytes:
         record = header_record(self.info, self.hub.session_id, 1, self.hub.started)
         kubectl = self.core.kubectl
+        given = self.core.facts.given_limit  # viewers observe Prometheus' limit in the health samples
         record["stream"] = {"protocol": PROTOCOL, "version": PROTOCOL_VERSION, "collector": __version__,
-                            "cluster": self.name, "memory_limit": self.core.memory_limit, "history": history,
+                            "cluster": self.name, "memory_limit": given.bytes if given else None,
+                            "memory_limit_origin": given.origin.name if given else None, "history": history,
                             # the collector's kubectl judges discovery (its cache TTL): so do its viewers
                             "kubectl": dataclasses.asdict(kubectl) if kubectl is not None else None,
                             **self.settings.to_json()}

@@ -2,12 +2,15 @@
 
 The lab's kube-apiserver and etcd (:mod:`lab.binaries`) and Crossplane's core, CLI and crane
 (:mod:`toolchain.crossplane`) are built the same way: the machine's Go, static binaries, modules
-through the Go module proxy, progress reported every 5 s.
+through the Go module proxy, progress reported every 5 s.  A release that needs a newer Go than
+the machine's (Kubernetes 1.38 needs 1.27) is built with :data:`NEWER_TOOLCHAIN`, which the go
+command itself fetches from the Go module proxy (``golang.org/toolchain``), saying so.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -15,6 +18,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from crdscope.base.errors import LabError
+
+
+#: The one Go toolchain newer than the machine's that a build may use (the environment's notes name it):
+#: ``GOTOOLCHAIN=go1.27.3`` makes the go command fetch it from the Go module proxy (about 76 MB, once;
+#: kept in the module cache with the other modules).
+NEWER_TOOLCHAIN = "go1.27.3"
 
 
 def go_env() -> dict[str, str]:
@@ -84,7 +93,28 @@ def go_build(module_dir: Path, packages: list[str], target: Path, *, ldflags: st
     return {"seconds": round(time.monotonic() - started, 1), "modules_downloaded": downloaded}
 
 
-def go_version() -> str:
-    """The machine's Go (``go1.26.8``), recorded with each build."""
-    done = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True, check=False)
+def go_version(env: dict[str, str] | None = None) -> str:
+    """The Go a build's environment runs (``go1.26.8``; the machine's by default), recorded with each build."""
+    done = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True, check=False, env=env)
     return done.stdout.strip()
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """``go1.26.8``, ``1.27.0`` and ``1.27`` as comparable numbers (``1.27`` is ``1.27.0``)."""
+    numbers = [int(n) for n in re.findall(r"\d+", version.split("-")[0])[:3]]
+    return tuple(numbers + [0] * (3 - len(numbers)))
+
+
+def toolchain_for(required: str, env: dict[str, str]) -> tuple[dict[str, str], str]:
+    """The environment that builds a module whose ``go`` line is ``required``, and a line saying why
+    when it is not the machine's Go (empty otherwise); a one-line error when even
+    :data:`NEWER_TOOLCHAIN` is too old."""
+    local = go_version(env)
+    if not required or version_key(required) <= version_key(local):
+        return env, ""
+    if version_key(required) > version_key(NEWER_TOOLCHAIN):
+        raise LabError(f"needs Go {required}: newer than the machine's {local} and than {NEWER_TOOLCHAIN}")
+    return ({**env, "GOTOOLCHAIN": NEWER_TOOLCHAIN},
+            f"needs Go {required} (its go.mod) and the machine has {local}: building with "
+            f"GOTOOLCHAIN={NEWER_TOOLCHAIN}, which the go command fetches from the Go module proxy "
+            "(about 76 MB, once; kept in the module cache)")

@@ -183,7 +183,8 @@ def prepare_demo(provider: str, *, prefix: str = "demo", memory_limit: int | Non
 
         lab, state = _lab_up(name, kubernetes=kubernetes, options=LabOptions(name=name, memory_limit=cap),
                              say=said)
-        stages = activating_every_kind(crossplane_install_stages(lab, state, source, binaries, say=said)) \
+        stages = activating_every_kind(crossplane_install_stages(lab, state, source, binaries, say=said,
+                                                                  controllers=False)) \
             if binaries else None
         state = lab.require()
         installs.append(LabInstall(lab, state, kubernetes, state.memory_limit, stages))

@@ -74,7 +74,7 @@ def figures_of(session: ClusterSession) -> ClusterFigures:
     openapi = store.last_good_of(OpenAPISample)
     latency = store.last_good_of(LatencySample)
     total, _ = crd_counts(session)
-    limit = session.memory_limit or (health.memory_limit_bytes if health is not None else None)
+    limit = session.memory_limit  # the session's facts: the flag, the lab's cap or Prometheus'; one precedence
     p99s = [p for c in (latency.canaries.values() if latency is not None else ())
             if (p := finite_number(c.p99_seconds)) is not None]
     findings = session.current_findings()

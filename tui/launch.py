@@ -305,10 +305,11 @@ def open_crossplane_demo(provider: str | None = None, name: str = "", source: st
 
 
 def crossplane_install_stages(lab: Lab, state: LabState, provider: Source, binaries: CrossplaneBinaries, *,
-                              say: Callable[[str], None] = _say) -> list[Stage]:
+                              say: Callable[[str], None] = _say, controllers: bool = True) -> list[Stage]:
     """The stages of ``provider``'s install (a ``loader.sources`` source) through the Crossplane of
-    ``lab``: Crossplane started there if it is not running, the packages built (or taken from the
-    cache) and pushed to the lab's registry; a package reference is named as it is (nothing built)."""
+    ``lab``: Crossplane started there if it is not running (``controllers``: with the Deployment
+    controller beside it), the packages built (or taken from the cache) and pushed to the lab's
+    registry; a package reference is named as it is (nothing built)."""
     from crdscope.lab import crossplane
     from crdscope.base.labrecord import lab_registry
     from crdscope.base.labrecord import pid_alive
@@ -322,13 +323,14 @@ def crossplane_install_stages(lab: Lab, state: LabState, provider: Source, binar
         # No default MRAP (`--activation none`), rather than upstream's '*': the packages are safe-start,
         # so the install shows each stage of Crossplane v2 (MRDs, Inactive; then an MRAP's CRDs
         # Established) instead of 800 CRDs at once, and the findings can price the kinds left inactive.
-        crossplane.start(lab, state, binaries, activations=[], say=say)
+        crossplane.start(lab, state, binaries, activations=[], say=say, controllers=controllers)
         lab.start_supervisor(state)
     if isinstance(provider, OciSource):  # REGISTRY/REPO:TAG: Crossplane pulls it itself
         return plan_reference_install(provider)
     registry = lab_registry(lab.name)
     packages = prepare_packages(provider, name=package_name_of(provider.spec), registry=registry,
-                                crank=binaries.crank, crossplane_version=binaries.version, say=say)
+                                crank=binaries.crank, crossplane_version=binaries.cli_version or binaries.version,
+                                say=say)
     return plan_install([p.plan for p in packages], registry)
 
 

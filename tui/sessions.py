@@ -19,6 +19,7 @@ from crdscope.base.settings import Cadences, Thresholds
 from crdscope.base.store import ProbeHealth
 from crdscope.findings.kubectl import KubectlClient
 from crdscope.findings.model import Finding, FindingChange
+from crdscope.probes.registry import pacing_of
 from crdscope.session.core import SampleSource, SessionStore, WatchCore
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ class ClusterSession:
         self._clock = clock
         #: The probes' cadences (a panel's figures are stale after three cadences without a sample).
         self.cadences = cadences or Cadences()
+        self._stale_after: dict[str, float] = {}
         #: Where the samples come from when that is news (an attached viewer: the collector, the
         #: newest sample's age, a reconnection), told the time; the header shows it.
         self.origin = origin
@@ -81,8 +83,9 @@ class ClusterSession:
 
     @property
     def memory_limit(self) -> int | None:
-        """The API server's memory limit in bytes when known (``--memory-limit``, the lab's cap)."""
-        return self.core.memory_limit
+        """The API server's memory limit in bytes when known: the core's facts, by their one
+        precedence (``--memory-limit``, else the lab's cap, else the one Prometheus shows)."""
+        return self.core.facts.memory_limit_bytes
 
     @property
     def thresholds(self) -> Thresholds:
@@ -101,8 +104,11 @@ class ClusterSession:
 
     def stale_after(self, probe: str) -> float:
         """Seconds without a new sample of ``probe`` after which its figures are stale."""
-        cadence = getattr(self.cadences, probe, None)  # a probe without a cadence setting: 30 s
-        return 3 * float(cadence) + 5 if isinstance(cadence, (int, float)) else 30.0
+        known = self._stale_after.get(probe)
+        if known is None:
+            pacing = pacing_of(probe, self.cadences)  # as declared, with config.toml's keys over it
+            known = self._stale_after[probe] = 3 * pacing.busy + 5 if pacing is not None else 30.0  # the loader: 30 s
+        return known
 
     def now(self) -> float:
         """The feed's clock: wall time live, recording time in a replay."""

@@ -48,6 +48,7 @@ class Collected:
 async def running_monitor(lab, probes: list[str], *, kubeconfig: str | None = None,
                           context: str | None = None, count_etcd: bool = True, **cadences: float):
     """A Monitor on the lab running in the background; yields (monitor, collected)."""
+    from crdscope.base.facts import ClusterFacts, LabHooks
     from crdscope.lab.sockets import etcd_connection_counter
     from crdscope.connection.cluster import Cluster
     from crdscope.probes.monitor import Monitor
@@ -56,12 +57,14 @@ async def running_monitor(lab, probes: list[str], *, kubeconfig: str | None = No
     cluster = Cluster.connect(kubeconfig or lab.kubeconfig, context or (None if kubeconfig else ADMIN_CONTEXT))
     from tests.helpers import steady_cadences
 
-    monitor = Monitor(cluster, Settings().override("cadences", **steady_cadences(**cadences)), probes=probes, latest={})
+    facts = ClusterFacts()
     if count_etcd:
-        # What the TUI/headless wiring does when the server is the lab's.
+        # What the TUI/headless wiring does when the server is the lab's (session.live.lab_hooks).
         counter = etcd_connection_counter(lab.server, Path(lab.lab.home))
         assert counter is not None, "the lab was not recognised from its state file"
-        monitor.shared.lab_etcd_connections = counter
+        facts = ClusterFacts(lab=LabHooks(etcd_connections=counter))
+    monitor = Monitor(cluster, Settings().override("cadences", **steady_cadences(**cadences)), probes=probes,
+                      latest={}, facts=facts)
     collected = Collected()
     monitor.add_sink(collected)
     task = asyncio.create_task(monitor.run())

@@ -1,7 +1,8 @@
 """Every Kubernetes minor the lab supports: each built one serves its own version, what
 ``lab versions`` says it serves, and crdscope's probes and loader work on it.
 
-CI builds and runs the oldest (1.26), one in between (1.33) and the newest (``make lab-binaries``);
+CI builds and runs the oldest (1.26), one in between (1.33), the newest released (1.37) and the
+newest pre-release (1.38, built with the Go it needs) (``make lab-binaries``);
 ``CRDSCOPE_TEST_MINORS=all`` (or ``1.27,1.28``) runs the same checks on others, after
 ``crdscope lab build --all``: one not built is skipped with the command that builds it.
 """
@@ -16,14 +17,16 @@ import sys
 import httpx
 import pytest
 
-from crdscope.lab.binaries import cached_binaries, served_defaults, supported_minors, versions_for
+from crdscope.lab.binaries import cached_binaries, is_prerelease, released_minors, served_defaults, \
+    supported_minors, versions_for
 from crdscope.lab.controlplane import Lab, LabOptions, admin_tls
 
 pytestmark = pytest.mark.lab
 
 CRDSCOPE = [sys.executable, "-m", "crdscope.cli.main"]
-#: The minors `make lab-binaries` builds: the oldest, one in between and the newest.
-CI_MINORS = (supported_minors()[0], "1.33", supported_minors()[-1])
+#: The minors `make lab-binaries` builds: the oldest, one in between, the newest released and the newest
+#: pre-release (when one is supported).
+CI_MINORS = tuple(dict.fromkeys((supported_minors()[0], "1.33", released_minors()[-1], supported_minors()[-1])))
 
 
 def chosen_minors() -> list[str]:
@@ -58,8 +61,18 @@ def minor_lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
             pytest.fail(f"Kubernetes {minor} is not built, and `make lab-binaries` builds it")
         pytest.skip(f"Kubernetes {minor} is not built (crdscope lab build --kubernetes {minor})")
     name = "m" + minor.replace(".", "")
-    lab = Lab(tmp_path_factory.mktemp(f"lab-{name}"), name=name)
-    state = lab.up(binaries, options=LabOptions(name=name))
+    if is_prerelease(binaries.kubernetes_version):
+        # A pre-release through the command a user types: `lab up --kubernetes 1.38`.
+        lab = Lab(name=name)
+        done = crdscope("lab", "up", "--kubernetes", minor, "--name", name)
+        if done.returncode != 0:
+            lab.down()
+            pytest.fail(done.stderr)
+        assert f"Kubernetes {binaries.kubernetes_version}" in done.stdout
+        state = lab.require()
+    else:
+        lab = Lab(tmp_path_factory.mktemp(f"lab-{name}"), name=name)
+        state = lab.up(binaries, options=LabOptions(name=name))
     yield minor, lab, state
     lab.down()
 
@@ -83,8 +96,9 @@ def test_each_minor_serves_itself_as_lab_versions_says(minor_lab):
     assert throttling["error"] is None and throttling["flowcontrol_api"] == expected.flowcontrol
 
     listed = crdscope("lab", "versions", "--json")
-    row = next(json.loads(line) for line in listed.stdout.splitlines() if json.loads(line)["minor"] == minor)
+    row = next(json.loads(line) for line in listed.stdout.splitlines() if json.loads(line).get("minor") == minor)
     assert row["kubernetes"] == pinned and row["built"] and row["serves"] == expected.notes()
+    assert row["prerelease"] is is_prerelease(pinned)
 
 
 def test_each_minor_takes_a_load_and_reports_its_health(minor_lab):

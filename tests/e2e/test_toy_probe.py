@@ -9,17 +9,24 @@ from __future__ import annotations
 
 import pytest
 
+from crdscope.probes.registry import ProbeEntry
+
 pytestmark = pytest.mark.lab
 
-LIVEZ_ROW = ("livez", "tests.toy.livez", "LivezSample")
+def livez() -> ProbeEntry:
+    """What the registry imports when the toy probe is first asked for (a built-in probe's row has
+    one such function in probes/registry.py)."""
+    from tests.toy import livez
+
+    return ProbeEntry(livez.LivezProbe, livez.LivezSample, livez.make_probe, livez.once)
 
 
 @pytest.fixture
 def livez_registered(monkeypatch):
-    """The one registration: a row of ``probes.registry.PROBES``."""
+    """The one registration: a row of ``probes.registry.PROBES`` (its name, its samples' module, its loader)."""
     from crdscope.probes import registry
 
-    monkeypatch.setattr(registry, "PROBES", (*registry.PROBES, registry.ProbeKind(*LIVEZ_ROW)))
+    monkeypatch.setattr(registry, "PROBES", (*registry.PROBES, registry.ProbeKind("livez", "tests.toy.livez", livez)))
 
 
 async def test_a_toy_probe_reaches_the_tui_the_exporter_and_a_recording(lab, tmp_path, livez_registered):
@@ -33,6 +40,7 @@ async def test_a_toy_probe_reaches_the_tui_the_exporter_and_a_recording(lab, tmp
     from crdscope.tui.launch import build_app
     from tests.helpers import async_wait_for
     from tests.toy.livez import LivezSample
+    from tests.tui.conftest import widget_text
 
     recording = tmp_path / "toy.jsonl"
     # Opening a recording asks the server who it is (its own event loop): off this test's loop.
@@ -47,7 +55,7 @@ async def test_a_toy_probe_reaches_the_tui_the_exporter_and_a_recording(lab, tmp
         header = app.monitor_screen.query_one(ClusterHeader)
         await async_wait_for(lambda: "livez" in header.markup(), timeout=10, message="the toy probe's chip")
         await pilot.pause()
-        assert "livez" in str(header.render())
+        assert "livez" in widget_text(header)
 
         # The exporter: its figures, from the same store, with nothing declared for it.
         collector = SampleCollector()

@@ -57,6 +57,9 @@ async def test_the_chain_is_on_the_inventory_panel_at_80_columns():
     assert any(line.startswith("MRAP grants grant[s]\\.s3.aws.test, [bad → activated 0 · 1 matching still Inactive")
                for line in lines)
     assert "1 MRDs not listed by any revision (yet)" in lines
+    # No Node: said once for every runtime, under the table.
+    assert any(line.startswith("runtimes: no Node: no kubelet runs provider pods here (1 that should run")
+               for line in lines)
     table = lines[lines.index(header): lines.index(header) + 3]  # free text (MRAP lines) may wrap, rows do not
     assert all(len(line) <= 78 for line in table), table
     assert "unhealthy" not in text  # a Deployment no kubelet will run is not a fault

@@ -107,7 +107,7 @@ async def test_pause_stops_the_probes_and_resume_starts_them(lab):
                              and "probes paused" in status_text(shown(screen, InventoryPanel)),
                              timeout=10, message="paused on screen")
         # Inventory runs every 2 s; this can only come true while the probes are paused.
-        cadence = app.settings.cadences.inventory
+        cadence = app.session.live.monitor.pacing("inventory").busy
         await async_wait_for(lambda: time.time() - app.session.probe_health()["inventory"].last_run > 3 * cadence,
                              timeout=30, message="no inventory run for three cadences")
         assert all(app.session.probe_health()[name].runs <= count + 1 for name, count in runs.items())  # in flight only

@@ -10,7 +10,11 @@ a reader who must know the other room).  What is checked:
 * no room holds more than 20% of the product's lines;
 * widgets and the session read typed values: at most 5 ``getattr(x, "name")`` reads in tui/,
   session/ and findings/, and explicit ``Any`` in tui/ and session/ at most half the 131 the issue
-  counted.
+  counted;
+* (issue 45) members are read by name nowhere: at most 5 reads by a literal name (``getattr``,
+  ``hasattr``, ``setattr``, ``operator.attrgetter``) in the whole product outside connection/,
+  whose reads of third-party objects are each allowed with a reason; no product function over 60
+  lines.
 
 ``tests/unit/test_import_cycles.py`` checks that no two modules import each other.
 """
@@ -31,6 +35,22 @@ LONGEST_CHAIN = 8
 SIDE_BY_SIDE = ("probes", "lab", "loader")
 LARGEST_SHARE = 0.20
 GETATTR_READS = 5
+#: Reads by a literal name in the whole product outside connection/ (issue 45: 26 when filed, 15 in probes/).
+BY_NAME_READS = 5
+BY_NAME = ("getattr", "hasattr", "setattr", "attrgetter")
+#: connection/ reads third-party objects whose members vary by version or platform: (file, name) -> why.
+THIRD_PARTY_READS = {
+    ("connection/cluster.py", "reason"): "ssl.SSLError carries the OpenSSL reason only when OpenSSL gave one",
+    ("connection/heap.py", "malloc_trim"): "ctypes' libc has malloc_trim on glibc only (musl, macOS have none)",
+    ("connection/kubeconfig.py", "problem_mark"): "PyYAML's YAMLError subclasses: only MarkedYAMLError has a mark",
+    ("connection/kubeconfig.py", "problem"): "PyYAML's YAMLError subclasses: only MarkedYAMLError has a problem",
+    ("connection/kubeconfig.py", "cert_file"): "the kubernetes package's Configuration sets it only for a client certificate",
+    ("connection/kubeconfig.py", "key_file"): "the kubernetes package's Configuration sets it only for a client certificate",
+    ("connection/kubeconfig.py", "tls_server_name"): "the kubernetes package's Configuration has it from client 21 on",
+    ("connection/kubeconfig.py", "value"): "the kubernetes package's kubeconfig nodes (ConfigNode) wrap their value",
+}
+#: No product function is longer than this (issue 45), from ``def`` to its last line.
+LONGEST_FUNCTION = 60
 #: Half the explicit ``Any`` annotations in tui/ and session/ when issue 38 was filed (131).
 ANY_ANNOTATIONS = 65
 
@@ -83,6 +103,31 @@ def getattr_reads(tree: ast.AST) -> list[int]:
             and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)]
 
 
+def by_name_reads(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, name) of every member read by a name written in the code: ``getattr(x, "n")``,
+    ``hasattr(x, "n")``, ``setattr(x, "n", v)``, ``operator.attrgetter("n")`` (called by name or as
+    ``module.function``); a name made by an f-string (``f"{probe}_idle"``) counts too."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        called = node.func.id if isinstance(node.func, ast.Name) else (
+            node.func.attr if isinstance(node.func, ast.Attribute) else "")
+        if called not in BY_NAME:
+            continue
+        names = node.args if called == "attrgetter" else node.args[1:2]
+        found += [(node.lineno, arg.value if isinstance(arg, ast.Constant) else ast.unparse(arg)) for arg in names
+                  if isinstance(arg, ast.JoinedStr) or (isinstance(arg, ast.Constant) and isinstance(arg.value, str))]
+    return found
+
+
+def long_functions(tree: ast.AST) -> list[tuple[str, int]]:
+    """(name, lines) of every function longer than :data:`LONGEST_FUNCTION` lines."""
+    return [(node.name, node.end_lineno - node.lineno + 1) for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno is not None
+            and node.end_lineno - node.lineno + 1 > LONGEST_FUNCTION]
+
+
 def any_uses(tree: ast.AST) -> int:
     """Explicit ``Any`` in annotations and casts (``Any``, ``typing.Any``; the import itself not)."""
     return sum(1 for node in ast.walk(tree)
@@ -126,6 +171,31 @@ def test_widgets_and_the_session_read_typed_values():
     assert anys <= ANY_ANNOTATIONS, f"{anys} explicit Any in tui/ and session/"
 
 
+def test_members_are_read_by_name_only_where_a_third_party_object_varies():
+    outside: list[str] = []
+    connection: set[tuple[str, str]] = set()
+    for room, path in product_files():
+        relative = str(path.relative_to(ROOT))
+        reads = by_name_reads(ast.parse(path.read_text(), relative))
+        if room == "connection":
+            connection |= {(relative, name) for _, name in reads}
+        else:
+            outside += [f"{relative}:{line} {name}" for line, name in reads]
+    assert len(outside) <= BY_NAME_READS, outside
+    assert not any(place.startswith("probes/") for place in outside), outside
+    assert connection <= set(THIRD_PARTY_READS), connection - set(THIRD_PARTY_READS)
+    assert set(THIRD_PARTY_READS) <= connection, f"allowed but no longer read: {set(THIRD_PARTY_READS) - connection}"
+
+
+def test_no_product_function_is_over_60_lines():
+    long: list[str] = []
+    for _room, path in product_files():
+        relative = str(path.relative_to(ROOT))
+        long += [f"{relative} {name}: {lines} lines"
+                 for name, lines in long_functions(ast.parse(path.read_text(), relative))]
+    assert not long, long
+
+
 def test_the_measures_see_what_they_measure():
     assert longest_chain({"a": {"b"}, "b": {"c"}, "c": set(), "d": {"c"}}) == ["a", "b", "c"]
     try:
@@ -137,3 +207,70 @@ def test_the_measures_see_what_they_measure():
     tree = ast.parse('x = getattr(app, "store", None)\ny = getattr(app, name)\nz: typing.Any\nw: Any = 1\n')
     assert getattr_reads(tree) == [1]
     assert any_uses(tree) == 2
+    tree = ast.parse('hasattr(p, "busy")\nsetattr(s, "crds_in_use", n)\noperator.attrgetter("a", "b")\n'
+                     'attrgetter(name)\ngetattr(p, f"{n}_idle")\nsetattr(s, name, 1)\n')
+    assert by_name_reads(tree) == [(1, "busy"), (2, "crds_in_use"), (3, "a"), (3, "b"), (5, "f'{n}_idle'")]
+    body = "\n".join(f"    x{i} = {i}" for i in range(LONGEST_FUNCTION - 1))
+    assert long_functions(ast.parse(f"def fits():\n{body}\n")) == []
+    assert long_functions(ast.parse(f"async def too_long():\n{body}\n    return 1\n")) == [("too_long", 61)]
+
+
+def folder_loops(graph: grimp.ImportGraph, rooms: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """Loops between a room's folders, each named from a folder back to itself.
+
+    Within a room, each sub-folder (``tui/screens``, ``tui/panels``) is one node, its modules'
+    imports its own (the graph is squashed: it changes), and each module directly in the room
+    (``tui/app.py``) is a node of its own.  A loop is a node that reaches itself through others;
+    two modules of one folder importing each other are ``test_import_cycles``'s to find, not this.
+    """
+    loops: dict[frozenset[str], tuple[str, ...]] = {}
+    for room in rooms:
+        root = f"crdscope.{room}"
+        nodes = sorted(graph.find_children(root)) if root in graph.modules else []
+        for node in nodes:
+            if not graph.is_module_squashed(node) and graph.find_children(node):
+                graph.squash_module(node)
+        for node in nodes:
+            for imported in sorted(graph.find_modules_directly_imported_by(node)):
+                if not imported.startswith(f"{root}.") or imported == node:
+                    continue
+                back = graph.find_shortest_chain(importer=imported, imported=node, as_packages=False)
+                if back is not None:
+                    loops.setdefault(frozenset((node, *back)), (node, *back))
+    return list(loops.values())
+
+
+def test_no_import_loop_between_a_rooms_folders():
+    """No import loop between a room's folders (imports in functions counted): nothing that
+    ``tui/screens`` imports, directly or not, imports ``tui/screens`` back (issue 45)."""
+    roots = [f"crdscope.{room}" for room in ROOMS if (ROOT / room / "__init__.py").exists()]
+    graph = grimp.build_graph(*roots, exclude_type_checking_imports=False)
+    assert "crdscope.tui.screens.monitor" in graph.modules, "the product was not read"
+    loops = folder_loops(graph, ROOMS)
+    assert not loops, [" -> ".join(loop) for loop in loops]
+
+
+def test_the_folder_loop_measure_sees_a_loop():
+    def graph_of(*imports: tuple[str, str]) -> grimp.ImportGraph:
+        graph = grimp.ImportGraph()
+        for module in ("crdscope.r", "crdscope.r.screens", "crdscope.r.screens.fleet", "crdscope.r.screens.dialogs",
+                       "crdscope.r.actions", "crdscope.r.app", "crdscope.r.panels", "crdscope.r.panels.a",
+                       "crdscope.r.panels.b", "crdscope.s", "crdscope.s.x"):
+            graph.add_module(module)
+        for importer, imported in imports:
+            graph.add_import(importer=f"crdscope.{importer}", imported=f"crdscope.{imported}")
+        return graph
+
+    # Two modules of one folder importing each other, a room importing one below: no loop of folders.
+    quiet = (("r.panels.a", "r.panels.b"), ("r.panels.b", "r.panels.a"), ("r.app", "r.screens.fleet"),
+             ("r.screens.fleet", "s.x"), ("r.screens.fleet", "r.actions"))
+    assert folder_loops(graph_of(*quiet), ("r", "s")) == []
+    # The actions a screen imports (inside a function: for grimp an import as any) import another
+    # screen: screens -> actions -> screens.
+    loop = graph_of(*quiet, ("r.actions", "r.screens.dialogs"))
+    assert folder_loops(loop, ("r", "s")) == [("crdscope.r.actions", "crdscope.r.screens", "crdscope.r.actions")]
+    # Through three folders, named from the first one (in name order) back to itself, once.
+    longer = graph_of(("r.app", "r.screens.fleet"), ("r.screens.dialogs", "r.panels.a"), ("r.panels.b", "r.app"),
+                      ("r.panels.a", "r.panels.b"))
+    assert folder_loops(longer, ("r", "s")) == [("crdscope.r.app", "crdscope.r.screens", "crdscope.r.panels",
+                                                  "crdscope.r.app")]

@@ -102,8 +102,9 @@ RECORDING = ROOT / "tests" / "data" / "recording-0.1.0-handwritten-encoder.jsonl
     ["report", str(RECORDING)],
     ["replay", "--headless", str(RECORDING)],
     ["estimate", "synthetic:20", "--kubernetes", "1.37", "--json"],
+    ["estimate", "synthetic:20", "--kubernetes", "1.37", "--fail-if", "crds_added>100"],
     ["mrap", "--from", str(ROOT / "tests" / "data"), "--json"],
-], ids=lambda argv: argv[0])
+], ids=lambda argv: argv[0] + (" --fail-if" if "--fail-if" in argv else ""))
 def test_commands_that_talk_to_no_cluster_load_no_http_client(argv):
     """httpx, httpcore, h2 and anyio are a third of a one-shot command's imports: only for a cluster."""
     code = ("import sys\nfrom crdscope.cli.main import cli\n"

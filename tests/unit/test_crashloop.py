@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from crdscope.costmodel.attribution import startup_need
 from crdscope.findings.crashloop import CRASH_LOOP
+from crdscope.base.facts import ClusterFacts
 from crdscope.findings.engine import FindingsEngine
 from crdscope.findings.model import CLOSED, OPENED
 from crdscope.base.samples.health import HealthSample, Outage
@@ -33,7 +34,7 @@ def loop_sample(now: float, deaths: list[RestartEvent], *, down: bool, rss: int 
 
 
 def engine() -> FindingsEngine:
-    found = FindingsEngine(Thresholds(), memory_limit_bytes=LIMIT)
+    found = FindingsEngine(Thresholds(), facts=ClusterFacts(flag_limit=LIMIT))
     found.observe(VersionSample(timestamp=0.0, major="1", minor="37"))
     return found
 

@@ -434,9 +434,9 @@ async def test_a_slow_chain_read_never_holds_the_crd_counts():
     watch = CRDWatch(cluster)
     watch.crds.update(records(crds))
     watch.synced.set()
-    monitor = types.SimpleNamespace(cluster=cluster, crds=watch, shared=SharedState(),
-                                    settings=Settings().override("cadences", inventory=0.2))
+    monitor = types.SimpleNamespace(cluster=cluster, crds=watch, shared=SharedState(), settings=Settings())
     probe = InventoryProbe(monitor)
+    probe.cadence = 0.2  # as the scheduler paces it with [cadences] inventory = 0.2
     async with cluster:
         first = await asyncio.wait_for(probe.run(), timeout=5)
         # The counts come at once, the owners as the CRD watch names them until the chain is read.
@@ -495,7 +495,10 @@ async def test_probe_inventory_for_people_shows_the_chain_as_tables():
     assert row[:6] == ["aws-s3", "registry.test/aws-s3:v2", "r2", "Active", "healthy", "(+1)"]
     assert row[-1] == "no-kubelet"
     assert any(line.strip().startswith("runtime") and "no Node" in line for line in lines)
-    assert "activation policies:" in lines and "nodes  none (no kubelet runs provider pods)" in text
+    assert "activation policies:" in lines
+    # No Node: said once for every runtime, under the tables.
+    assert "nodes     none" in text
+    assert "runtimes  no Node: no kubelet runs provider pods here (1 that should run cannot)" in text
     assert "{'" not in text and '{"' not in text  # no dicts dumped on a line
     # Without Crossplane the output is the generic one, as before.
     async with mock_cluster(FakeAPI([crd("plain.other.test")], {})) as cluster:
@@ -510,3 +513,36 @@ def test_an_owner_with_every_expected_crd_established_is_done():
     progress = owner_install(owned, NOW, 60.0, expected=2)
     assert progress is not None and progress.eta_seconds is None
     assert progress.eta_note == "all 2 expected CRDs are Established"
+
+
+def test_a_v2_4_revision_says_whether_its_runtime_awaits_activation():
+    """Crossplane v2.4.2 writes RuntimeActive (apis/pkg/v1/conditions.go): False, AwaitingActivation while
+    a safe-start runtime is scaled to zero; the RuntimeHealthy time says since when the runtime is as it is."""
+    from crdscope.connection.crossplane_read import parse_revision
+
+    conditions = [
+        {"type": "RevisionHealthy", "status": "True", "reason": "HealthyPackageRevision"},
+        {"type": "RuntimeHealthy", "status": "True", "reason": "HealthyPackageRevision",
+         "lastTransitionTime": "2026-12-07T19:00:00Z"},
+        {"type": "RuntimeActive", "status": "False", "reason": "AwaitingActivation",
+         "message": "Package runtime is scaled to zero; awaiting the first ManagedResourceDefinition to be activated",
+         "lastTransitionTime": "2026-12-07T19:00:00Z"}]
+    revision = parse_revision({"metadata": {"name": "aws-sqs-r1", "labels": {"pkg.crossplane.io/package": "aws-sqs"}},
+                               "spec": {"desiredState": "Active", "revision": 1},
+                               "status": {"conditions": conditions, "capabilities": ["safe-start"]}})
+    assert (revision.info.runtime_active, revision.info.runtime_active_reason) == ("False", "AwaitingActivation")
+    assert revision.info.runtime_since == 1796670000.0 and revision.info.safe_start
+    # An older Crossplane (no RuntimeActive), a malformed time: absent, not an error.
+    conditions[1]["lastTransitionTime"] = "yesterday"
+    older = parse_revision({"metadata": {"name": "r"}, "spec": {}, "status": {"conditions": conditions[:2]}})
+    assert (older.info.runtime_active, older.info.runtime_active_reason, older.info.runtime_since) == ("", "", None)
+
+
+def test_provider_config_kinds_stay_crds_on_crossplane_2_4():
+    """internal/converter/custom_to_managed.go (v2.4.2): ProviderConfig, ClusterProviderConfig and their
+    usages are not converted; every other CRD of a provider package becomes an MRD."""
+    from crdscope.base.crossplane import PLAIN_CRD_KINDS, becomes_mrd
+
+    assert not any(becomes_mrd(f"{kind.lower()}s.aws.upbound.io") for kind in PLAIN_CRD_KINDS)
+    assert not becomes_mrd("clusterproviderconfigs.aws.m.upbound.io")
+    assert becomes_mrd("queues.sqs.aws.upbound.io") and becomes_mrd("storeconfigs.aws.upbound.io")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from crdscope.base.facts import ClusterFacts, LimitOrigin, MemoryLimit
 from crdscope.findings.engine import FindingsEngine
 from crdscope.findings.model import CLOSED, OPENED, Finding, FindingChange, Severity
 from crdscope.base.samples.throttling import FlowSchemaActivity, PriorityLevel, ThrottlingSample
@@ -11,6 +12,7 @@ from crdscope.base.samples.health import HealthSample
 from crdscope.base.samples.latency import Canary, LatencySample
 from crdscope.base.samples.responsiveness import ResponsivenessSample
 from crdscope.base.settings import Thresholds
+from crdscope.session.core import SessionStore, WatchCore
 
 
 def waiting(at: float, seconds: float, request: str = "GET /readyz") -> ResponsivenessSample:
@@ -164,7 +166,7 @@ def test_memory_headroom_needs_a_known_limit_and_rises_to_critical():
     limit = 1000 * 2**20
     assert not [f for f in FindingsEngine().observe(HealthSample(timestamp=1.0, rss_bytes=int(0.9 * limit), crds=10))
                 if f.finding.id == "memory-headroom"]  # no limit known: no verdict
-    engine = FindingsEngine(memory_limit_bytes=limit)
+    engine = FindingsEngine(facts=ClusterFacts(flag_limit=limit))
     assert engine.observe(HealthSample(timestamp=1.0, rss_bytes=int(0.7 * limit), crds=10)) == []
     opened = engine.observe(HealthSample(timestamp=2.0, rss_bytes=int(0.85 * limit), crds=10))
     assert [(c.change, c.finding.severity.value) for c in opened] == [("opened", "warning")]
@@ -177,11 +179,15 @@ def test_memory_headroom_uses_the_limit_prometheus_shows_unless_one_is_given():
     limit = 1000 * 2**20
     where = {"memory_limit_bytes": 'prometheus: kube_pod_container_resource_limits{container="kube-apiserver"}'}
     shown = HealthSample(timestamp=1.0, rss_bytes=int(0.9 * limit), crds=10, memory_limit_bytes=limit, sources=where)
-    (opened,) = FindingsEngine().observe(shown)
+    # The core hands the limit the health probe observed to its facts, which weigh it.
+    core = WatchCore(None, store=SessionStore())
+    (opened,) = core.take(shown).changes
     assert "90% of its 1,000 MiB limit" in opened.finding.title
     assert "kube_pod_container_resource_limits" in opened.finding.evidence[0]
-    # --memory-limit (or a lab's cap) wins: 2,000 MiB leaves this server at 45%, no finding.
-    assert FindingsEngine(memory_limit_bytes=2 * limit).observe(shown) == []
+    assert core.facts.memory_limit == MemoryLimit(limit, LimitOrigin.PROMETHEUS, where["memory_limit_bytes"])
+    # --memory-limit wins: 2,000 MiB leaves this server at 45%, no finding; so does a lab's cap.
+    assert WatchCore(None, store=SessionStore(), facts=ClusterFacts(flag_limit=2 * limit)).take(shown).changes == ()
+    assert WatchCore(None, store=SessionStore(), facts=ClusterFacts(lab_limit=2 * limit)).take(shown).changes == ()
 
 
 def test_a_server_side_breach_names_the_verb_and_the_resources_behind_it():

@@ -18,6 +18,7 @@ from crdscope.base.store import SampleStore
 from crdscope.findings.engine import CHECKS, DECLARED, FindingsEngine
 from crdscope.findings.kubectl import KubectlClient
 from crdscope.findings.model import Finding
+from crdscope.base.facts import ClusterFacts
 from crdscope.findings.observations import Observations
 from crdscope.findings.spec import CheckSpec, PromQL
 from crdscope.base.samples.throttling import FlowSchemaActivity, PriorityLevel, ThrottlingSample
@@ -30,7 +31,7 @@ from crdscope.base.samples.responsiveness import ResponsivenessSample
 from crdscope.base.restarts import RestartEvent
 from crdscope.base.samples.version import VersionSample
 from crdscope.base.samples.webhooks import ConversionWebhook, WebhooksSample
-from tests.unit.test_findings_crossplane import _inventory, composing
+from tests.unit.test_findings_crossplane import UNAVAILABLE, _inventory, composing
 
 THRESHOLD_NAMES = {f.name for f in dataclasses.fields(Thresholds)}
 MIB = 1 << 20
@@ -129,13 +130,14 @@ def rich_samples() -> list:
 
 
 def filled_stores() -> list[SampleStore]:
-    """Two stores: an eager Crossplane provider, and a safe-start one drifted from its MRAP, whose
-    Composition composes an inactive kind and whose MRAP holds an entry that matches nothing."""
+    """Two stores: an eager Crossplane provider whose runtime does not come up on a cluster with Nodes,
+    and a safe-start one drifted from its MRAP, whose Composition composes an inactive kind, whose MRAP
+    holds an entry that matches nothing and whose cluster has no Node."""
     stores = []
-    for inventory in (_inventory(safe_start=False, active=8, in_use=frozenset()),
+    for inventory in (_inventory(safe_start=False, active=8, in_use=frozenset(), runtime=UNAVAILABLE, has_nodes=True),
                       _inventory(safe_start=True, active=4, in_use=frozenset(), inactive_matching=1,
                                  patterns=("k0.*", "k1.*", "k2.sqs.aws.upbound.i"),
-                                 compositions=(composing("K1", "K6"),))):
+                                 compositions=(composing("K1", "K6"),), runtime=UNAVAILABLE, has_nodes=False)):
         store = SampleStore()
         # The 1,000 CRDs serve one version each: 2,500 etcd connections are more than every kind in use holds.
         for sample in (*rich_samples(), dataclasses.replace(inventory, timestamp=NOW, served_versions=1000)):
@@ -145,7 +147,7 @@ def filled_stores() -> list[SampleStore]:
 
 
 def observations(store: SampleStore, thresholds: Thresholds | None = None) -> Observations:
-    return Observations(thresholds=thresholds or Thresholds(), store=store, memory_limit_bytes=LIMIT, now=NOW,
+    return Observations(thresholds=thresholds or Thresholds(), store=store, facts=ClusterFacts(flag_limit=LIMIT), now=NOW,
                         kubectl=KubectlClient("/usr/bin/kubectl", "v1.32.0", 1, 32))
 
 

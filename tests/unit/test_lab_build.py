@@ -145,3 +145,89 @@ def test_newest_patch_asks_patch_by_patch_past_a_list_that_omits_releases(tmp_pa
     assert newest_patch("1.99", env=env) == "v1.99.3"
     assert newest_patch("1.99", after="v1.99.1", env=env) == "v1.99.3"
     assert newest_patch("1.98", env=env) == ""
+
+
+def test_a_prerelease_minor_is_supported_but_never_the_default():
+    from crdscope.lab.binaries import PRERELEASES, is_prerelease, released_minors, supported_minors
+
+    assert versions_for("1.38").kubernetes == PRERELEASES["1.38"] and is_prerelease(PRERELEASES["1.38"])
+    assert not is_prerelease(versions_for(None).kubernetes) and not is_prerelease("v1.37.2")
+    assert is_prerelease("v1.38.0-rc.1")
+    # Thirteen minors, 1.26 to 1.38; the default is the newest released one.
+    assert supported_minors()[-1] == "1.38" and len(supported_minors()) == 13
+    assert released_minors()[-1] == versions_for(None).minor == "1.37"
+    assert "1.38" not in released_minors()
+
+
+def test_the_toolchain_of_a_release_that_needs_a_newer_go_is_the_named_one_and_said():
+    from crdscope.toolchain.gobuild import NEWER_TOOLCHAIN, go_version, toolchain_for, version_key
+
+    env = go_env()
+    local = go_version(env)
+    same, why = toolchain_for(local.removeprefix("go"), env)
+    assert same is env and why == ""
+    newer = ".".join(str(n) for n in (*version_key(local)[:1], version_key(local)[1] + 1, 0))
+    needed, why = toolchain_for(newer, env)
+    if version_key(newer) <= version_key(NEWER_TOOLCHAIN):
+        assert needed["GOTOOLCHAIN"] == NEWER_TOOLCHAIN and f"GOTOOLCHAIN={NEWER_TOOLCHAIN}" in why
+        assert f"needs Go {newer}" in why and local in why
+    with pytest.raises(LabError, match="newer than"):
+        toolchain_for("9.0", env)
+    assert version_key("go1.27.3") == (1, 27, 3) and version_key("1.27") == (1, 27, 0)
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="needs the Go toolchain")
+def test_newest_tag_of_a_prerelease_asks_later_prereleases_then_the_release(tmp_path: Path):
+    """The proxy lists no pre-release: each later tag is asked for by name, the release first."""
+    from crdscope.lab.binaries import newest_tag
+
+    proxy = tmp_path / "proxy"
+    go_mod = {"go.mod": "module k8s.io/kubernetes\n\ngo 1.21\n"}
+    for tag in ("v1.97.0-beta.0", "v1.97.0-rc.0", "v1.97.0-rc.1", "v1.96.0-beta.0", "v1.96.0", "v1.96.1"):
+        _publish(proxy, "k8s.io/kubernetes", tag, go_mod)
+    (proxy / "k8s.io/kubernetes/@v/list").write_text("")
+    env = {**go_env(), "GOPROXY": f"file://{proxy}", "GOSUMDB": "off", "GOMODCACHE": str(tmp_path / "modcache"),
+           "GOFLAGS": "-mod=mod -modcacherw"}
+    assert newest_tag("1.97", after="v1.97.0-beta.0", env=env) == "v1.97.0-rc.1"
+    assert newest_tag("1.97", after="v1.97.0-rc.1", env=env) == "v1.97.0-rc.1"
+    assert newest_tag("1.96", after="v1.96.0-beta.0", env=env) == "v1.96.1"  # released since
+    assert newest_tag("1.96", after="v1.96.0", env=env) == "v1.96.1"
+
+
+def test_the_newest_tags_asked_are_kept_for_the_next_listing(tmp_path: Path):
+    from crdscope.lab.binaries import read_newest, record_newest
+
+    path = tmp_path / "newest.json"
+    assert read_newest(path) == {}
+    record_newest("1.38", "v1.38.0-rc.0", path)
+    record_newest("1.37", "v1.37.3", path)
+    known = read_newest(path)
+    assert known["1.38"]["tag"] == "v1.38.0-rc.0" and known["1.37"]["tag"] == "v1.37.3"
+    assert known["1.38"]["checked_at"] > 0
+    path.write_text("[not json")
+    assert read_newest(path) == {}
+
+
+def test_lab_versions_marks_the_prerelease_and_says_a_newer_tag_was_served(tmp_path, monkeypatch):
+    import json
+
+    from click.testing import CliRunner
+
+    from crdscope.cli.main import cli
+    from crdscope.lab.binaries import newest_record_path, record_newest
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    record_newest("1.38", "v1.38.0-rc.0", newest_record_path())
+    text = CliRunner().invoke(cli, ["lab", "versions"])
+    assert text.exit_code == 0, text.output
+    rows = {line.split()[0]: line for line in text.output.splitlines() if line[:1].isdigit()}
+    assert len(rows) == 13 and "pre-release" in rows["1.38"] and "pre-release" not in rows["1.37"]
+    assert "(the default)" in rows["1.37"]
+    assert "the proxy serves v1.38.0-rc.0" in rows["1.38"] and "lab versions --newest" in rows["1.38"]
+    listed = CliRunner().invoke(cli, ["lab", "versions", "--json"])
+    minors = [json.loads(line) for line in listed.output.splitlines() if "minor" in json.loads(line)]
+    by_minor = {row["minor"]: row for row in minors}
+    assert by_minor["1.38"]["prerelease"] is True and by_minor["1.38"]["newer_served"] == "v1.38.0-rc.0"
+    assert by_minor["1.37"]["default"] is True and "newer_served" not in by_minor["1.37"]
+    crossplane = [json.loads(line) for line in listed.output.splitlines() if "crossplane" in json.loads(line)]
+    assert [row["line"] for row in crossplane] == ["v2.4", "v2.0"] and crossplane[0]["default"] is True

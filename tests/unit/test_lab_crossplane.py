@@ -17,10 +17,64 @@ from crdscope.lab.supervisor import supervised
 def test_the_module_pins_crossplane_v2_and_its_registry():
     text = (toolchain_crossplane.MODULE_DIR / "go.mod").read_text()
     assert toolchain_crossplane.pinned_version().startswith("v2.")
-    # One module graph for the core, the CLI and crane: each is a tool of that module.
+    # One module graph for the v2.0 core, the CLI and crane: each is a tool of that module.
     for package in toolchain_crossplane.PACKAGES:
         assert package in text
     assert (toolchain_crossplane.MODULE_DIR / "go.sum").stat().st_size > 0
+
+
+def test_the_default_core_is_v2_4_and_v2_0_stays_selectable():
+    releases = {r.line: r for r in toolchain_crossplane.RELEASES}
+    assert toolchain_crossplane.RELEASES[0].line == "v2.4" and toolchain_crossplane.default_version() == "v2.4.2"
+    assert releases["v2.0"].version == "v2.0.0" and toolchain_crossplane.CLI_RELEASE is releases["v2.0"]
+    # v2.4.2's module holds the core only (the CLI left the repository); its build says how it differs.
+    v24 = (releases["v2.4"].module_dir / "go.mod").read_text()
+    assert "tool github.com/crossplane/crossplane/v2/cmd/crossplane" in v24 and "cmd/crank" not in v24
+    assert releases["v2.4"].packages == (toolchain_crossplane.CORE_PACKAGE,)
+    assert "crossplane-runtime/v2 => github.com/crossplane/crossplane-runtime/v2 v2.4.0" in v24
+    assert "crossplane-runtime v2.4.0" in releases["v2.4"].note
+    for given, line in (("v2.4", "v2.4"), ("2.4", "v2.4"), ("v2.4.2", "v2.4"), (None, "v2.4"), ("2.0", "v2.0"),
+                        ("v2.0.0", "v2.0")):
+        assert toolchain_crossplane.release_of(given).line == line
+    with pytest.raises(LabError, match=r"not one the lab runs \(supported: v2.4 \(v2.4.2\), v2.0 \(v2.0.0\)\)") as bad:
+        toolchain_crossplane.release_of("v2.3")
+    assert bad.value.exit_code == 2
+
+
+def test_every_core_takes_crank_and_crane_from_the_cli_build(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert toolchain_crossplane.cached_binaries() is None
+    for version, names in (("v2.0.0", ("crossplane", "crank", "crane")), ("v2.4.2", ("crossplane",))):
+        directory = toolchain_crossplane.binaries_dir(version)
+        directory.mkdir(parents=True)
+        for name in names:
+            (directory / name).write_text("#!/bin/sh\n")
+            (directory / name).chmod(0o755)
+        (directory.parent / "crds").mkdir()
+        (directory.parent / "crds" / "x.yaml").write_text("{}")
+    found = toolchain_crossplane.cached_binaries()
+    assert found is not None and found.version == "v2.4.2" and found.cli_version == "v2.0.0"
+    assert found.crossplane == toolchain_crossplane.binaries_dir("v2.4.2") / "crossplane"
+    assert found.crank == toolchain_crossplane.binaries_dir("v2.0.0") / "crank"
+    assert found.crds == toolchain_crossplane.binaries_dir("v2.4.2").parent / "crds"
+    old = toolchain_crossplane.cached_binaries("v2.0.0")
+    assert old is not None and old.crossplane.parent == old.crank.parent
+    (toolchain_crossplane.binaries_dir("v2.0.0") / "crank").unlink()  # no CLI: no core is usable
+    assert toolchain_crossplane.cached_binaries() is None
+
+
+def test_the_controller_manager_runs_the_deployment_controllers_only(tmp_path):
+    from pathlib import Path
+
+    from crdscope.lab import controllermanager
+
+    state = LabState(run_dir=str(tmp_path), kubeconfig=str(tmp_path / "kubeconfig"), server="",
+                     kubernetes_version="v1.37.2", binaries_origin="cache")
+    component = controllermanager.component(Path("/bin/kcm"), state, 12345)
+    assert component.role == "controller-manager" and component.port == 12345
+    assert "--controllers=deployment,replicaset" in component.argv
+    assert f"--kubeconfig={state.kubeconfig}" in component.argv and "--leader-elect=false" in component.argv
+    assert "--secure-port=12345" in component.argv and "--bind-address=127.0.0.1" in component.argv
 
 
 def test_bad_pin_is_a_clear_error(tmp_path):
@@ -50,14 +104,15 @@ def _state(supervise_apiservers: bool) -> LabState:
         "apiserver": Component("apiserver", ["kube-apiserver"], "", 2),
         "registry": Component("registry", ["crane"], "", 3, role="registry"),
         "crossplane": Component("crossplane", ["crossplane"], "", 4, role="crossplane"),
+        "controller-manager": Component("controller-manager", ["kcm"], "", 5, role="controller-manager"),
     }
     return LabState(run_dir="/nonexistent", kubeconfig="", server="", kubernetes_version="", binaries_origin="",
                     components=components, supervise_apiservers=supervise_apiservers)
 
 
 def test_crossplane_is_always_supervised_the_api_server_only_when_asked():
-    assert [c.name for c in supervised(_state(False))] == ["registry", "crossplane"]
-    assert [c.name for c in supervised(_state(True))] == ["apiserver", "registry", "crossplane"]
+    assert [c.name for c in supervised(_state(False))] == ["registry", "crossplane", "controller-manager"]
+    assert [c.name for c in supervised(_state(True))] == ["apiserver", "registry", "crossplane", "controller-manager"]
 
 
 def test_a_crossplane_death_is_no_api_server_restart():

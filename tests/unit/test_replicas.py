@@ -21,7 +21,8 @@ from crdscope.connection.cluster import Cluster, ClusterConfig
 from crdscope.probes.health import HealthProbe
 from crdscope.probes.leases import LeaseReading, LeaseWatcher, parse_leases, parse_time
 from crdscope.connection.metrics import MetricsSource, parse_text
-from crdscope.probes.replicas import REPLICA_GAUGES, ReplicaTracker
+from crdscope.probes.health_figures import ProcessGauges, scraped_gauges
+from crdscope.probes.replicas import ReplicaTracker
 
 DATA = Path(__file__).parent.parent / "data" / "ha"
 SERVER = "https://lab.test"
@@ -40,8 +41,7 @@ def figure(name: str, family: str) -> float:
 
 def observe(tracker: ReplicaTracker, name: str, now: float, *, replicas: int | None = 2, crds: int | None = None) -> str:
     scrape = parse_text(recorded(name))
-    figures = {field: value for field, family in REPLICA_GAUGES.items()
-               if (value := scrape.value(family)) is not None}
+    figures = scraped_gauges(scrape)
     start = scrape.value("process_start_time_seconds")
     assert start is not None
     return tracker.observe(start, now, figures, replicas=replicas, crds=crds)
@@ -144,8 +144,8 @@ def test_fits_never_mix_replicas():
     mib = float(1 << 20)
     # Replica a grows 2 MiB per CRD, replica b 5 MiB per CRD; their scrapes interleave.
     for crds in (100, 200, 300):
-        tracker.observe(1000.0, crds, {"rss_bytes": 500 * mib + 2 * mib * crds}, replicas=2, crds=crds)
-        tracker.observe(2000.0, crds + 1, {"rss_bytes": 900 * mib + 5 * mib * crds}, replicas=2, crds=crds)
+        tracker.observe(1000.0, crds, ProcessGauges(rss_bytes=500 * mib + 2 * mib * crds), replicas=2, crds=crds)
+        tracker.observe(2000.0, crds + 1, ProcessGauges(rss_bytes=900 * mib + 5 * mib * crds), replicas=2, crds=crds)
     slopes = {round(r.start_time): r.mib_per_crd for r in tracker.figures()}
     assert slopes[1000] == pytest.approx(2.0)
     assert slopes[2000] == pytest.approx(5.0)

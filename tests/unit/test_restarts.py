@@ -7,6 +7,7 @@ import json
 from crdscope.lab.restarts import platform_restarts
 from crdscope.lab.supervisor import read_events
 from crdscope.probes.health import HealthTracker
+from crdscope.probes.health_figures import ProcessGauges
 from crdscope.base.samples.health import HealthSample
 from crdscope.probes.leases import LeaseReading, LeaseWatcher, parse_leases
 from crdscope.base.restarts import (IDENTITY_LEASE, KUBE_STATE_METRICS, LAB_SUPERVISOR, START_TIME,
@@ -97,9 +98,9 @@ def test_a_new_lease_holder_is_a_restart_of_that_host():
 
 def test_the_tracker_hands_start_time_restarts_with_the_memory_last_seen():
     tracker = HealthTracker()
-    tracker.observe_start(1000.0, 1010.0, {"rss_bytes": 400e6})
-    tracker.observe_start(1000.0, 1020.0, {"rss_bytes": 690e6})
-    tracker.observe_start(1030.0, 1040.0, {"rss_bytes": 200e6})  # a new process: one restart
+    tracker.observe_start(1000.0, 1010.0, ProcessGauges(rss_bytes=400e6))
+    tracker.observe_start(1000.0, 1020.0, ProcessGauges(rss_bytes=690e6))
+    tracker.observe_start(1030.0, 1040.0, ProcessGauges(rss_bytes=200e6))  # a new process: one restart
     (event,) = tracker.ledger.recent()
     assert (event.at, event.source, event.rss_bytes_at_death, event.uptime_seconds) == \
         (1030.0, START_TIME, 690_000_000, 20.0)

@@ -8,19 +8,23 @@ import logging
 import time
 
 from crdscope.base.samples import Sample
+from crdscope.probes.probe import Pacing, ProbeBase
 from crdscope.probes.scheduler import FunctionProbe, Scheduler
 from tests.helpers import async_wait_for
 
 
 @dataclasses.dataclass
-class SlowProbe:
+class SlowProbe(ProbeBase):
     name: str = "slow"
-    cadence: float = 0.0
+    every: float = 0.0
     duration: float = 0.05
     fail_every: int = 0
     running: int = 0
     max_running: int = 0
     runs: int = 0
+
+    def __post_init__(self) -> None:
+        self.pacing = Pacing(busy=self.every)
 
     async def run(self) -> Sample:
         self.running += 1
@@ -36,7 +40,7 @@ class SlowProbe:
 
 
 async def test_runs_never_overlap_even_when_triggered():
-    probe = SlowProbe(cadence=0.0, duration=0.02)
+    probe = SlowProbe(every=0.0, duration=0.02)
     samples = []
     scheduler = Scheduler([probe], [samples.append])
     task = asyncio.create_task(scheduler.run())
@@ -69,9 +73,9 @@ async def test_failures_are_samples_and_transitions_logged_once(caplog):
 
 
 async def test_exception_in_probe_becomes_error_sample():
-    class Broken:
+    class Broken(ProbeBase):
         name = "broken"
-        cadence = 10.0
+        pacing = Pacing(busy=10.0)
 
         async def run(self):
             raise RuntimeError("bug")
@@ -86,7 +90,7 @@ async def test_exception_in_probe_becomes_error_sample():
 
 
 async def test_pause_stops_new_runs():
-    probe = SlowProbe(duration=0.0, cadence=0.0)
+    probe = SlowProbe(duration=0.0, every=0.0)
     scheduler = Scheduler([probe])
     task = asyncio.create_task(scheduler.run())
     await async_wait_for(lambda: probe.runs >= 3, timeout=5)
@@ -107,7 +111,7 @@ async def test_stop_ends_a_busy_loop_every_time():
     # A zero-cadence probe that finishes at once is the case where asyncio.wait_for (3.11)
     # swallowed the stop's cancellation and the loop spun on: CI hung on it once.
     for _ in range(100):
-        probe = SlowProbe(duration=0.0, cadence=0.0)
+        probe = SlowProbe(duration=0.0, every=0.0)
         scheduler = Scheduler([probe])
         task = asyncio.create_task(scheduler.run())
         await async_wait_for(lambda probe=probe: probe.runs >= 3, timeout=5, interval=0.001)
@@ -125,8 +129,8 @@ async def test_an_idle_probe_slows_down_and_a_nudge_brings_its_busy_cadence_back
         return Sample()
 
     probe = FunctionProbe("paced", 0.05, observe)
-    probe.busy_cadence, probe.idle_cadence = 0.05, 600.0  # what Monitor sets from cadences.*_idle
-    scheduler = Scheduler([probe], quiet=lambda: quiet)
+    scheduler = Scheduler(quiet=lambda: quiet)
+    scheduler.add(probe, Pacing(busy=0.05, idle=600.0))  # as Monitor adds it: declared, with config.toml's keys
     task = asyncio.create_task(scheduler.run())
     try:
         await async_wait_for(lambda: runs, timeout=5, message="the first run")

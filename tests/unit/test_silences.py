@@ -251,7 +251,9 @@ def test_a_viewer_judges_by_the_collectors_acceptances():
 
 
 def test_memory_checks_judge_as_before_when_nothing_is_accepted():
-    engine = FindingsEngine(memory_limit_bytes=100 << 20)
+    from crdscope.base.facts import ClusterFacts
+
+    engine = FindingsEngine(facts=ClusterFacts(flag_limit=100 << 20))
     (change,) = engine.observe(HealthSample(timestamp=1.0, rss_bytes=99 << 20, crds=10))
     assert change.finding.id == "memory-headroom" and change.finding.pages
     assert engine.counts()[Severity.CRITICAL] == 1

@@ -15,8 +15,8 @@ from crdscope.connection.cluster import RequestLog
 from crdscope.base.errors import ClusterError
 from crdscope.connection.metrics import MetricsSource, parse_text
 from crdscope.connection.ratelimit import TokenBucket
-from crdscope.base.samples.discovery import ClientModel
-from crdscope.probes.shared import SharedState
+from crdscope.base.samples.discovery import ClientModel, DiscoverySample
+from crdscope.base.facts import ClusterFacts
 from crdscope.probes.throttling import ThrottlingProbe
 from crdscope.base.samples.throttling import ThrottlingSample
 
@@ -37,9 +37,10 @@ async def test_limiter_waits_and_client_models_reach_the_sample():
     cluster = offline_cluster()
     bucket = TokenBucket(200.0, 1)
     models = (ClientModel("kubectl >=1.24", 50.0, 300, 1.5, 0.25),)
-    shared = SharedState(client_limiter=bucket)
-    latest = {"discovery": SimpleNamespace(client_models=models)}
-    probe = ThrottlingProbe(cluster, MetricsSource(cluster), shared=shared, latest=latest)
+    facts = ClusterFacts()
+    facts.client_limiter = bucket  # what the loader's control does when the monitor's loader starts
+    latest = {"discovery": DiscoverySample(client_models=models)}
+    probe = ThrottlingProbe(cluster, MetricsSource(cluster), facts=facts, latest=latest)
     for _ in range(3):  # the burst of 1 is spent at once: the next two wait about 5 ms each
         await bucket.acquire()
     first = await probe.observe(parse_text(EXPOSITION, APF_FAMILIES))

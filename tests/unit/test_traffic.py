@@ -8,10 +8,14 @@ import httpx
 import pytest
 
 from crdscope.connection.cluster import GoawayRetryTransport
-from crdscope.probes.footprint import budget_of, summarize
+from crdscope.base.facts import ClusterFacts
+from crdscope.base.samples.health import HealthSample
+from crdscope.base.settings import Settings
+from crdscope.probes.footprint import summarize
 from crdscope.probes.guard import Guard
+from crdscope.probes.monitor import request_budgets
 from crdscope.connection.ratelimit import Allowance
-from crdscope.base.settings import RequestBudgets
+from crdscope.session.core import SessionStore, WatchCore
 from crdscope.connection.traffic import LOADER, Traffic, origin, path_class
 
 
@@ -64,11 +68,13 @@ async def test_requests_are_counted_by_origin_and_path_with_their_bytes():
 
 
 def test_every_part_of_a_default_monitor_has_a_budget():
-    budgets = RequestBudgets()
+    budgets = request_budgets(Settings())
     for part in ("version", "inventory", "discovery", "throttling", "openapi", "health", "latency",
                  "responsiveness", "metrics", "crd-watch"):
-        assert budget_of(budgets, part) is not None, part
-    assert budget_of(budgets, "no-such-part") is None
+        assert budgets.get(part) is not None, part
+    assert "no-such-part" not in budgets and "footprint" not in budgets  # it sends nothing
+    # config.toml's [budgets] replace a probe's declaration and the shared parts' budgets.
+    assert request_budgets(Settings().override("budgets", discovery=3.0, metrics=1.0))["discovery"] == 3.0
 
 
 def test_an_allowance_refuses_past_its_burst_and_never_waits():
@@ -78,18 +84,26 @@ def test_an_allowance_refuses_past_its_burst_and_never_waits():
     assert not Allowance(per_minute=0.0, burst=4).take()
 
 
-def test_the_guard_holds_heavy_reads_back_near_the_limit_and_lets_go_below():
-    guard = Guard(fraction=0.8, known_limit_bytes=1000 * 2**20)
-    guard.observe_memory(500 * 2**20, None)
-    assert guard.allows("openapi_v2") and not guard.held_back
-    guard.observe_memory(850 * 2**20, None)
+def test_the_guard_holds_heavy_reads_back_while_the_memory_finding_is_open_and_lets_go_after():
+    # The memory fraction is judged once, by the memory finding; the core writes its verdict into the
+    # facts and the guard only reads it.
+    mib = 2**20
+    facts = ClusterFacts(flag_limit=1000 * mib)
+    core = WatchCore(None, store=SessionStore(), facts=facts)
+    guard = Guard(facts)
+    core.take(HealthSample(timestamp=1.0, rss_bytes=500 * mib, crds=10))
+    assert guard.allows("openapi_v2") and not guard.held_back()
+    core.take(HealthSample(timestamp=2.0, rss_bytes=850 * mib, crds=10))
     assert not guard.allows("openapi_v2")
-    assert "85%" in guard.held_back["openapi_v2"] and "1,000 MiB" in guard.held_back["openapi_v2"]
-    guard.observe_memory(None, None)  # the server away: the verdict stands
+    assert guard.held_back()["openapi_v2"] == ("API server memory at 85% of its 1,000 MiB limit: "
+                                               "heavy optional reads wait")
+    core.take(HealthSample(timestamp=3.0, error="connection refused", down=True))  # away: the verdict stands
     assert not guard.allows("discovery_walk")
-    guard.observe_memory(700 * 2**20, None)
-    assert guard.allows("openapi_v2") and not guard.held_back
-    # Without a known limit, the one a sample reports (Prometheus' container limit) counts.
-    unknown = Guard(fraction=0.8)
-    unknown.observe_memory(900, 1000)
-    assert not unknown.allows("openapi_v3_documents")
+    core.take(HealthSample(timestamp=4.0, rss_bytes=700 * mib, crds=10))
+    assert guard.allows("openapi_v2") and not guard.held_back()
+    # Without a given limit, the one Prometheus shows (a health sample's) is the facts' limit.
+    shown = ClusterFacts()
+    WatchCore(None, store=SessionStore(), facts=shown).take(
+        HealthSample(timestamp=1.0, rss_bytes=900 * mib, crds=10, memory_limit_bytes=1000 * mib))
+    assert not Guard(shown).allows("openapi_v3_documents")
+    assert Guard(ClusterFacts()).allows("openapi_v2")  # no limit known: nothing judged, nothing held

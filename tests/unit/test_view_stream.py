@@ -13,6 +13,7 @@ import pytest
 
 from crdscope.base.errors import ConfigError
 from crdscope.base.samples.version import VersionSample
+from crdscope.base.facts import ClusterFacts, LimitOrigin, MemoryLimit
 from crdscope.base.settings import Cadences, Thresholds
 from crdscope.session.attach import AttachError, Collector, StreamFeed, attach_core, collector_clusters
 from crdscope.session.core import SessionStore, WatchCore
@@ -133,7 +134,8 @@ def token_in(tmp_path, token: str, name: str = "token"):
 async def test_a_viewer_takes_history_then_live_samples_and_judges_as_the_collector(tmp_path):
     token_file = token_in(tmp_path, "sesame")
     thresholds = Thresholds(unanswered_seconds_critical=7.5)
-    core = WatchCore(None, store=SessionStore(), thresholds=thresholds, cluster="prod", memory_limit=2 << 30)
+    core = WatchCore(None, store=SessionStore(), thresholds=thresholds, cluster="prod",
+                     facts=ClusterFacts(lab_limit=2 << 30))
     core.take(version(100.0))
     async with serving(core, "sesame", StreamSettings(thresholds, Cadences())) as server:
         reach = Collector(server.url, token_file)
@@ -145,7 +147,8 @@ async def test_a_viewer_takes_history_then_live_samples_and_judges_as_the_collec
         async with reading(feed):
             await asyncio.wait_for(feed.live.wait(), 10)
             assert [s.timestamp for s in viewer.store.history("version")] == [100.0]
-            assert viewer.thresholds == thresholds and viewer.memory_limit == 2 << 30
+            assert viewer.thresholds == thresholds
+            assert viewer.facts.memory_limit == MemoryLimit(2 << 30, LimitOrigin.LAB)
             assert feed.describe(100.5).startswith(f"ATTACHED {server.url}")
             core.take(version(101.0, minor="38"))
             await async_wait_for(lambda: len(viewer.store.history("version")) == 2, timeout=10,

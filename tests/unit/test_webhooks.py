@@ -267,11 +267,16 @@ async def test_once_lists_crds_and_scrapes_twice(monkeypatch):
 
 def test_pacing_is_declared_and_settings_override_it():
     from crdscope.base.settings import Settings
+    from crdscope.probes.probe import paced
 
-    assert webhooks.pacing(Settings()) == WebhooksProbe.PACING
-    overridden = webhooks.pacing(Settings().override("cadences", webhooks=5.0, webhooks_idle=60.0))
+    def pacing(settings: Settings):
+        return paced(WebhooksProbe.name, WebhooksProbe.pacing, settings.cadences, settings.budgets)
+
+    assert pacing(Settings()) == WebhooksProbe.pacing
+    assert WebhooksProbe.pacing.budget is None  # it sends nothing of its own: the shared scrape is budgeted
+    overridden = pacing(Settings().override("cadences", webhooks=5.0, webhooks_idle=60.0))
     assert (overridden.busy, overridden.idle) == (5.0, 60.0)
-    assert webhooks.pacing(Settings().override("cadences", webhooks=40.0)).idle == 40.0  # never below busy
+    assert pacing(Settings().override("cadences", webhooks=40.0)).cadence(quiet=True) == 40.0  # never below busy
 
 
 # --------------------------------------------------------------------------- the finding

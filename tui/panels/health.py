@@ -176,6 +176,8 @@ class HealthPanel(ProbePanel):
     probes = ("health", "latency", "webhooks")
     panel_title = "Health"
     tab_label = "Health"
+    shows = ("memory against the number of CRDs (fitted MiB per CRD),\n"
+             "restarts, readyz, canary latency against the SLOs")
     MIN_REDRAW_SECONDS = 1.0
 
     def compose_body(self) -> Iterable[Widget]:
@@ -194,12 +196,10 @@ class HealthPanel(ProbePanel):
             yield RolePlot(id="plot-latency")
 
     def memory_limit(self) -> float | None:
-        """The API server's memory limit when known: the one the monitor was given (``--memory-limit``)
-        or the lab's cap as it is now (the app follows ``lab limit``), else the one Prometheus shows."""
+        """The API server's memory limit when known, as the session's facts hold it: the one the
+        monitor was given (``--memory-limit``), else the lab's cap as it is now (the app follows
+        ``lab limit``), else the one Prometheus shows."""
         limit = self.cluster.memory_limit
-        if not limit:  # the container limit Prometheus shows (--prometheus), if any
-            latest = self.store.last_good_of(HealthSample)
-            limit = latest.memory_limit_bytes if latest is not None else None
         return float(limit) if limit else None
 
     def draw(self) -> None:

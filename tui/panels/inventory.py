@@ -9,7 +9,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from crdscope.base.activation import ActivationView
-from crdscope.base.crossplane import CrossplaneChain, MRAPInfo, ProviderChain, RuntimeState
+from crdscope.base.crossplane import CrossplaneChain, MRAPInfo, ProviderChain, RuntimeState, runtimes_summary
 from crdscope.base.samples.inventory import InventorySample
 
 from ..format import DASH, age, escape, number as fmt, rate
@@ -23,7 +23,8 @@ OWNERS_SHOWN = 8
 PROVIDERS_SHOWN = 8
 MRAPS_SHOWN = 4
 #: A runtime as a few words, and its colour.  A Deployment that is not Available is information
-#: (where no kubelet runs pods, as in crdscope's lab, it never will be), not a fault.
+#: (where no kubelet runs pods, as in crdscope's lab, it never will be; the findings judge the rest),
+#: and a safe-start runtime Crossplane v2.4 keeps at zero until an activation is expected.
 RUNTIME_TEXT: dict[RuntimeState, tuple[str, str]] = {
     "healthy": ("healthy", "probe-ok"),
     "no-kubelet": ("no pods (no kubelet)", "probe-idle"),
@@ -32,6 +33,7 @@ RUNTIME_TEXT: dict[RuntimeState, tuple[str, str]] = {
     "unhealthy": ("unhealthy", "probe-warn"),
     "unknown": (DASH, "probe-idle"),
     "inactive": ("inactive", "probe-idle"),
+    "awaiting-activation": ("scaled to 0 (awaiting)", "probe-idle"),
 }
 
 
@@ -105,7 +107,8 @@ def providers_table(chain: CrossplaneChain) -> str:
                      _eta_cell(provider), (runtime_text, role)])
         detail = f"  [$probe-idle]{escape(provider.package or DASH)}[/]"
         # A Provider is unhealthy while its runtime is: said once, in the runtime column.
-        if provider.healthy == "False" and provider.runtime not in ("no-kubelet", "deployment-unavailable"):
+        if provider.healthy == "False" and provider.runtime not in ("no-kubelet", "deployment-unavailable",
+                                                                    "awaiting-activation"):
             detail += f" · [$probe-warn]{escape(provider.healthy_message or 'not healthy')}[/]"
         details.append(detail)
     table = columns(("provider", "rev", "MRDs a/i", "CRDs e/x", "rate", "ETA", "runtime"), rows,
@@ -170,6 +173,8 @@ def crossplane_block(chain: CrossplaneChain, now: float) -> str:
     lines = [f"[b]Crossplane[/b]{read}"]
     if chain.providers:
         lines.append(providers_table(chain))
+        if summary := runtimes_summary(chain):
+            lines.append(f"[$probe-idle]runtimes: {escape(summary)}[/]")
     elif "providers" not in chain.unobservable:
         lines.append("[$probe-idle]no Providers[/]")
     for revision in chain.orphan_revisions:
@@ -192,6 +197,7 @@ class InventoryPanel(ProbePanel):
     probes = ("inventory",)
     panel_title = "Inventory"
     tab_label = "Inventory"
+    shows = "CRDs by state and by owner, install rate and ETA"
 
     def compose_body(self) -> Iterable[Widget]:
         yield Static("", id="inventory-counts")
