@@ -316,7 +316,8 @@ def make_probe(monitor: ProbeParts) -> LatencyProbe:
             return None, f"the CRD watch has not listed yet ({monitor.crds.status.last_error or 'starting'})"
         return None, "no Established CRD to list"
 
-    probe = LatencyProbe(monitor.cluster, monitor.metrics, pick_cr=pick)
+    probe = LatencyProbe(monitor.cluster, monitor.metrics, pick_cr=pick,
+                         window=monitor.settings.cadences.latency_window)
     return probe
 
 

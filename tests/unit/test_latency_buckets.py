@@ -130,3 +130,23 @@ def test_a_breach_names_the_resources_with_the_most_requests_over_the_slo():
     assert slowest_resources(newer_over, older_over, ()) == {}
     assert slowest_resources(older_over, newer_over, over) == {"GET resource widgets.webhooks.example.io": 10,
                                                                 "GET resource pods/status": 3}
+
+
+def test_config_toml_sets_the_window_the_p99s_span(tmp_path):
+    from types import SimpleNamespace
+
+    from crdscope.base.settings import load_settings
+    from crdscope.probes.latency import WINDOW_SECONDS, make_probe
+
+    class Wanting:
+        def want(self, *families: str) -> None:
+            self.families = families
+
+    def probe_of(settings):
+        return make_probe(SimpleNamespace(cluster=None, metrics=Wanting(), settings=settings))  # type: ignore[arg-type]
+
+    config = tmp_path / "config.toml"
+    config.write_text("[cadences]\nlatency = 5\n")
+    assert probe_of(load_settings(config)).window == WINDOW_SECONDS == 300.0  # the SLOs' 5 minutes
+    config.write_text("[cadences]\nlatency_window = 30\n")
+    assert probe_of(load_settings(config)).window == 30.0
