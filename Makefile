@@ -53,10 +53,10 @@ test: venv lint lab-binaries system-deps
 # `make demo FLEET=1 [CROSSPLANE=1] [PROVIDER=SRC]`: `crdscope demo`, the same provider into a capped
 # 1.26 lab and a 1.37 lab, compared side by side; it builds both Kubernetes versions, and Crossplane
 # only with CROSSPLANE=1 (without it, the demo uses Crossplane when built, else crdscope's loader).
+# `lab build` says first what it will build and about how long on this machine (lab/buildplan.py).
 ifdef FLEET
 demo: venv
-	$(BIN)/crdscope lab build $(if $(CROSSPLANE),--crossplane)
-	$(BIN)/crdscope lab build --kubernetes 1.26
+	$(BIN)/crdscope lab build --kubernetes 1.37 --kubernetes 1.26 $(if $(CROSSPLANE),--crossplane)
 	$(BIN)/crdscope demo $(if $(CROSSPLANE),--crossplane) $(if $(PROVIDER),--provider $(PROVIDER))
 	@$(SAY_HOW_TO_RUN)
 else
