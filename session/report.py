@@ -28,9 +28,10 @@ from crdscope.base.settings import load_settings
 from crdscope.base.store import SampleStore
 from crdscope.findings.kubectl import KubectlClient, read_local_kubectl
 from crdscope.findings.model import Finding, FindingChange
+from crdscope.findings.kubectl_discovery import kubectl_124_seconds
 
 from .core import SessionStore, WatchCore
-from .events import Event, kubectl_124_seconds
+from .events import Event
 from .recorder import ClusterInfo
 from .notes import Note
 from .replay import Damage, RecordingReader
