@@ -8,9 +8,11 @@ its end), and reads the rest from the replayed samples with the live demo's own 
 (:class:`tui.demo_story.Narrator`: memory near the cap, the OOM kill, the findings), so every figure
 it states is the one its screen shows.
 
-The project ships one such demo (``tui/data/fleet-demo/``: ``synthetic:800`` through Crossplane
-into a capped 1.26 lab and a 1.37 lab, how it was made in its README), packaged in the wheel:
-``crdscope demo --replay [--speed N]`` plays it from any install, offline, in seconds.
+The demo the project ships goes in ``tui/data/fleet-demo/`` (both labs' recordings, ``*.jsonl.xz``:
+``synthetic:800`` through Crossplane into a capped 1.26 lab and a 1.37 lab), packaged in the wheel:
+``crdscope demo --replay [--speed N]`` plays it from any install, offline, in seconds.  None is there
+yet (it is to be recorded with the lab's Crossplane v2.4.2 and the cap sized for it: bench/results/
+demo-cap-20261207/README.md); until then ``--replay`` says so in one line and ``--recording`` plays one's own.
 """
 
 from __future__ import annotations
