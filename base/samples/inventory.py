@@ -65,6 +65,11 @@ class InventorySample(Sample):
     window_seconds: float = WINDOW_SECONDS
     installing: dict[str, OwnerInstall] = figure(default_factory=dict, label="owner")
     crdscope_owned: int = 0
+    #: Over every CRD: served versions (at least one each) and the bytes of their schemas as the
+    #: server sends them (0: not counted, a recording older than the count): with ``crds``, what the
+    #: cost model prices the cluster's own CRDs by (the crash loop's memory limit).
+    crd_served_versions: int = 0
+    crd_schema_bytes: int = 0
     mrds: MRDCounts = dataclasses.field(default_factory=MRDCounts)
     #: The Crossplane install chain (Providers, revisions, MRDs, CRDs, MRAPs), as last read.
     crossplane: CrossplaneChain = dataclasses.field(default_factory=CrossplaneChain)
