@@ -30,6 +30,8 @@ the Compositions compose and the kinds in use, as ``crdscope mrap`` prints it).
 
 from __future__ import annotations
 
+import json
+
 from crdscope.costmodel.attribution import startup_need
 from crdscope.base.activation import MANAGED_BY, MRAP_API_VERSION, MRAP_KIND, PLAN_NAME
 from crdscope.base.crossplane import NOT_RUNNING, CrossplaneChain, ProviderChain, RevisionInfo
@@ -93,15 +95,16 @@ def _with_active_revision(obs: Observations) -> list[tuple[ProviderChain, Revisi
 
 
 def plan_mrap(chain: CrossplaneChain) -> str | None:
-    """The activation plan as one MRAP in YAML's flow style (``kubectl apply -f -`` takes it as written,
-    on one line), labelled crdscope's as ``crdscope mrap --apply`` writes it; None when it has no entry
-    (an MRAP needs one) or more than a remedy shows (:data:`MRAP_KINDS_SHOWN`)."""
+    """The activation plan as one MRAP on one line of JSON (``kubectl apply -f -`` takes it as written:
+    kubectl reads input that opens with a brace as JSON, so YAML's flow style is refused), labelled
+    crdscope's as ``crdscope mrap --apply`` writes it; None when it has no entry (an MRAP needs one) or
+    more than a remedy shows (:data:`MRAP_KINDS_SHOWN`)."""
     plan = chain.activation
     if not plan.plan_entries or plan.plan_entries > min(MRAP_KINDS_SHOWN, len(plan.plan)):
         return None
-    listed = ", ".join(f'"{entry}"' for entry in plan.plan)
-    return (f"{{apiVersion: {MRAP_API_VERSION}, kind: {MRAP_KIND}, metadata: {{name: {PLAN_NAME}, labels: "
-            f"{{{MANAGED_BY[0]}: {MANAGED_BY[1]}}}}}, spec: {{activate: [{listed}]}}}}")
+    return json.dumps({"apiVersion": MRAP_API_VERSION, "kind": MRAP_KIND,
+                       "metadata": {"name": PLAN_NAME, "labels": {MANAGED_BY[0]: MANAGED_BY[1]}},
+                       "spec": {"activate": list(plan.plan)}})
 
 
 def _plan_words(chain: CrossplaneChain) -> str:

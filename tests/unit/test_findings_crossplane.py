@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 
-import yaml
 
 from crdscope.findings.crossplane import (ACTIVE_OUTSIDE, COMPOSED_INACTIVE, DEAD_ENTRY, MRAP_NOT_READY,
                                           NO_NODES, NO_SAFE_START, RUNTIME_GRACE_SECONDS, RUNTIME_NOT_RUNNING,
@@ -48,10 +48,10 @@ def _inventory(*, safe_start: bool, active: int, in_use: frozenset[str] | None, 
 
 
 def written_mrap(remedy: str) -> dict:
-    """The MRAP a remedy writes out, parsed as kubectl would read it (YAML's flow style, one line)."""
-    found = re.search(r"(\{apiVersion: .*?\]\}\})", remedy)
+    """The MRAP a remedy writes out, parsed as kubectl reads it (one line opening with a brace: JSON)."""
+    found = re.search(r'(\{"apiVersion": .*?\]\}\})', remedy)
     assert found, remedy
-    mrap = yaml.safe_load(found.group(1))
+    mrap = json.loads(found.group(1))
     assert mrap["kind"] == "ManagedResourceActivationPolicy" and mrap["metadata"]["name"] == PLAN_NAME
     assert mrap["metadata"]["labels"] == {MANAGED_BY[0]: MANAGED_BY[1]}  # crdscope mrap --apply may replace it
     return mrap
@@ -277,7 +277,7 @@ def test_the_composed_inactive_remedy_names_the_plans_mrap_as_written():
     long_plan = dataclasses.replace(view, plan=view.plan * 2, plan_entries=16)
     crossplane = dataclasses.replace(many.crossplane, activation=long_plan)
     [critical] = composed_kind_inactive(_obs(dataclasses.replace(many, crossplane=crossplane)))
-    assert "{apiVersion" not in critical.remedy and "`crdscope mrap --yaml | kubectl apply -f -`" in critical.remedy
+    assert '{"apiVersion"' not in critical.remedy and "`crdscope mrap --yaml | kubectl apply -f -`" in critical.remedy
 
 
 def test_past_the_names_kept_the_commands_say_how_many_more_outside_the_command():
