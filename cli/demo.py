@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from crdscope.cli.main import registry_config_option
+
 
 @click.command("demo")
 @click.option("--provider", default=None, metavar="SRC",
@@ -20,6 +22,7 @@ import click
               help="the labs are named PREFIX-126 and PREFIX-137")
 @click.option("--record/--no-record", default=True, show_default=True,
               help="record each cluster's session (replay it with `crdscope replay`)")
+@registry_config_option
 def demo(provider: str | None, memory_limit: str | None, crossplane: bool | None, prefix: str,
          record: bool) -> None:
     """The same provider into a 1.26 lab with a memory cap and a 1.37 lab, compared side by side.
