@@ -219,9 +219,17 @@ def pull_secret_config(registry: str, secret: str) -> dict[str, Any]:
 
 def provider(package: str, pull_secret: str | None = None, *, reference: str | None = None,
              name: str | None = None) -> dict[str, Any]:
-    """A Provider object installing ``package`` (``reference``: named by it as it is), with
-    ``spec.packagePullSecrets`` when the registry asks for credentials."""
-    spec: dict[str, Any] = {"package": reference or package_reference(package)}
+    """A Provider object installing ``package`` (``reference``: named by it as it is), pulled on every
+    read (``packagePullPolicy: Always``), with ``spec.packagePullSecrets`` when the registry asks for
+    credentials.
+
+    Why Always: Crossplane v2.4's package client tees each pull into its package cache and, when
+    the pull is cut short (a reconcile's deadline passing mid-read on a loaded machine), closes the
+    cache entry as if complete. The next read parses that prefix: a revision Healthy with 2 of its
+    14 MRDs, and truncated or nameless MRDs it keeps failing to apply (seen in the lab: 39 of 74
+    revisions short, the install stuck at 243 of 800 MRDs; crossplane#7817 reports the same
+    truncation). Always skips the cache read, so a cut pull is an error Crossplane retries."""
+    spec: dict[str, Any] = {"package": reference or package_reference(package), "packagePullPolicy": "Always"}
     if pull_secret:
         spec["packagePullSecrets"] = [{"name": pull_secret}]
     return {"apiVersion": "pkg.crossplane.io/v1", "kind": "Provider", "metadata": {"name": name or package},

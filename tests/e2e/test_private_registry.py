@@ -440,7 +440,8 @@ def test_the_demo_pulls_a_member_with_its_secret_and_its_family_through_the_imag
     objects = [o for stage in stages for o in stage.objects]
     assert [o["metadata"]["name"] for o in objects if o["kind"] == "ImageConfig"] == [AUTH_IMAGE_CONFIG]
     [member] = [o for o in objects if o["kind"] == "Provider"]
-    assert member["spec"] == {"package": reference, "packagePullSecrets": [{"name": PULL_SECRET}]}
+    assert member["spec"] == {"package": reference, "packagePullPolicy": "Always",
+                              "packagePullSecrets": [{"name": PULL_SECRET}]}
     client = LabClient(private_lab.server, private_lab.pki_dir)
     stop = threading.Event()
     timer = threading.Timer(420, stop.set)  # a pull refused for good would otherwise wait out every stage

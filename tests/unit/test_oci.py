@@ -342,7 +342,7 @@ def test_with_a_pull_secret_the_provider_names_it_and_an_image_config_gives_it_t
     assert config["metadata"]["name"] == AUTH_IMAGE_CONFIG
     assert config["spec"] == {"matchImages": [{"type": "Prefix", "prefix": f"{HOST}/"}],
                               "registry": {"authentication": {"pullSecretRef": {"name": "lab-secret"}}}}
-    assert stages[1].objects[0]["spec"] == {"package": f"{HOST}/x/provider-x-s3:v1.0.0",
+    assert stages[1].objects[0]["spec"] == {"package": f"{HOST}/x/provider-x-s3:v1.0.0", "packagePullPolicy": "Always",
                                             "packagePullSecrets": [{"name": "lab-secret"}]}
 
 
