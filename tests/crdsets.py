@@ -37,12 +37,11 @@ def extract(name: str, target: Path, *, limit: int | None = None, groups: int | 
             members = [m for m in members if Path(m.name).name.split("_")[0] in chosen_groups]
         if limit is not None:
             members = members[:limit]
-        paths = []
-        for member in members:
-            path = target / Path(member.name).name
-            path.write_bytes(tar.extractfile(member).read())
-            paths.append(path)
-    return paths
+        # Read in archive order, not name order: each backward seek in an xz stream decompresses it
+        # again from the start (17 s for 300 AWS CRDs that way, against one pass).
+        for member in sorted(members, key=lambda m: m.offset_data):
+            (target / Path(member.name).name).write_bytes(tar.extractfile(member).read())
+    return [target / Path(member.name).name for member in members]
 
 
 def crd_names(paths: list[Path]) -> list[str]:
