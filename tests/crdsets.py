@@ -10,6 +10,7 @@ from __future__ import annotations
 import tarfile
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import yaml
 
@@ -44,11 +45,15 @@ def extract(name: str, target: Path, *, limit: int | None = None, groups: int | 
     return [target / Path(member.name).name for member in members]
 
 
+#: libyaml's safe loader where PyYAML has it: the pure-Python one took 14 s for 198 AWS CRDs, libyaml 2 s.
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def crd_names(paths: list[Path]) -> list[str]:
     """metadata.name of each CRD file."""
     names = []
     for path in paths:
-        for document in yaml.safe_load_all(path.read_text()):
+        for document in yaml.load_all(path.read_text(), Loader=SAFE_LOADER):
             if document and document.get("kind") == "CustomResourceDefinition":
                 names.append(document["metadata"]["name"])
     return names
@@ -88,6 +93,8 @@ def write_tiny_crds(target: Path, count: int, *, prefix: str = "t", per_group: i
     return path
 
 
+CRD_COLLECTION = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
 #: Seconds between annotations of CRDs that linger in deletion (see :func:`delete_crds`).
 NUDGE_EVERY = 5.0
 
@@ -105,7 +112,9 @@ def delete_crds(lab, *names: str, selector: str | None = None, timeout: float = 
     if names:
         lab.kubectl("delete", "crd", "--ignore-not-found", "--wait=false", *names, timeout=600)
     if selector:
-        lab.kubectl("delete", "crd", "-l", selector, "--ignore-not-found", "--wait=false", timeout=600)
+        # One DELETE of the collection, as tests/e2e/test_discovery.py does: `kubectl delete -l`
+        # lists, then sends one DELETE per CRD through its client's rate limiter.
+        lab.kubectl("delete", "--raw", f"{CRD_COLLECTION}?labelSelector={quote(selector, safe='')}", timeout=600)
     wanted = set(names)
     started = last_nudge = time.monotonic()
 
