@@ -10,6 +10,7 @@ from __future__ import annotations
 import tarfile
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import yaml
 
@@ -37,19 +38,22 @@ def extract(name: str, target: Path, *, limit: int | None = None, groups: int | 
             members = [m for m in members if Path(m.name).name.split("_")[0] in chosen_groups]
         if limit is not None:
             members = members[:limit]
-        paths = []
-        for member in members:
-            path = target / Path(member.name).name
-            path.write_bytes(tar.extractfile(member).read())
-            paths.append(path)
-    return paths
+        # Read in archive order, not name order: each backward seek in an xz stream decompresses it
+        # again from the start (17 s for 300 AWS CRDs that way, against one pass).
+        for member in sorted(members, key=lambda m: m.offset_data):
+            (target / Path(member.name).name).write_bytes(tar.extractfile(member).read())
+    return [target / Path(member.name).name for member in members]
+
+
+#: libyaml's safe loader where PyYAML has it: the pure-Python one took 14 s for 198 AWS CRDs, libyaml 2 s.
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def crd_names(paths: list[Path]) -> list[str]:
     """metadata.name of each CRD file."""
     names = []
     for path in paths:
-        for document in yaml.safe_load_all(path.read_text()):
+        for document in yaml.load_all(path.read_text(), Loader=SAFE_LOADER):
             if document and document.get("kind") == "CustomResourceDefinition":
                 names.append(document["metadata"]["name"])
     return names
@@ -89,6 +93,8 @@ def write_tiny_crds(target: Path, count: int, *, prefix: str = "t", per_group: i
     return path
 
 
+CRD_COLLECTION = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
 #: Seconds between annotations of CRDs that linger in deletion (see :func:`delete_crds`).
 NUDGE_EVERY = 5.0
 
@@ -106,7 +112,9 @@ def delete_crds(lab, *names: str, selector: str | None = None, timeout: float = 
     if names:
         lab.kubectl("delete", "crd", "--ignore-not-found", "--wait=false", *names, timeout=600)
     if selector:
-        lab.kubectl("delete", "crd", "-l", selector, "--ignore-not-found", "--wait=false", timeout=600)
+        # One DELETE of the collection, as tests/e2e/test_discovery.py does: `kubectl delete -l`
+        # lists, then sends one DELETE per CRD through its client's rate limiter.
+        lab.kubectl("delete", "--raw", f"{CRD_COLLECTION}?labelSelector={quote(selector, safe='')}", timeout=600)
     wanted = set(names)
     started = last_nudge = time.monotonic()
 
