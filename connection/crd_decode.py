@@ -7,10 +7,15 @@ only for :func:`connection.crdwatch.slim` to drop them.  msgspec decodes into st
 the few fields crdscope reads and skips the rest while parsing, without building it: the monitor
 then costs the machine it shares with the API server far less CPU during an install
 (bench/RESULTS.md, footprint).  The result is the same slim dict :func:`connection.crdwatch.slim` makes.
+
+Each version's ``openAPIV3Schema`` is kept as its raw text only long enough to be measured
+(:func:`schema_length`: the cost model's ``schema_bytes``), then dropped: what the records keep is
+the number (``schemaBytes``), never the schema.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import msgspec
@@ -29,10 +34,18 @@ class _Metadata(msgspec.Struct, rename="camel", omit_defaults=True):
     continue_: str | None = msgspec.field(default=None, name="continue")
 
 
+class _Validation(msgspec.Struct):
+    # Not built: its text is measured (schema_length), then dropped.
+    openAPIV3Schema: msgspec.Raw = msgspec.Raw()  # noqa: N815 - the API's field name
+
+
 class _Version(msgspec.Struct, omit_defaults=True):
     name: str | None = None
     served: bool | None = None
     storage: bool | None = None
+    schema: _Validation | None = None
+    #: The schema's size, filled from ``schema`` once decoded (see :func:`_measured`).
+    schemaBytes: int | None = None  # noqa: N815 - the slim dict's key
 
 
 class _ClientConfig(msgspec.Struct, omit_defaults=True):
@@ -99,7 +112,47 @@ def decode_page(raw: bytes) -> dict[str, Any]:
 
 def _slim_builtins(decoder: msgspec.json.Decoder[Any], raw: bytes, what: str) -> dict[str, Any]:
     try:
-        decoded: dict[str, Any] = msgspec.to_builtins(decoder.decode(raw))
+        structs = decoder.decode(raw)
     except msgspec.DecodeError as exc:
         raise ValueError(f"undecodable {what}: {exc}") from None
+    for obj in structs.items if isinstance(structs, _Page) else [structs.object]:
+        _measured(obj)
+    decoded: dict[str, Any] = msgspec.to_builtins(structs)
     return decoded
+
+
+def _measured(obj: _Object | None) -> None:
+    """Each version's schema replaced by its size."""
+    for version in (obj.spec.versions or ()) if obj is not None and obj.spec is not None else ():
+        if version.schema is not None:
+            version.schemaBytes = schema_length(version.schema.openAPIV3Schema)
+            version.schema = None
+
+
+#: What Go's encoding/json escapes for HTML and Python's json does not: ``<``, ``>``, ``&`` (6 characters, not 1).
+_GO_HTML_ESCAPES = (b"\\u003c", b"\\u003e", b"\\u0026")
+
+
+def dumps_length(schema: Any) -> int:
+    """The cost model's ``schema_bytes`` of one parsed schema: its compact JSON as Python writes it
+    (the definition :func:`schema_length` reproduces from the server's text)."""
+    return len(json.dumps(schema, separators=(",", ":")))
+
+
+def schema_length(raw: msgspec.Raw | bytes) -> int:
+    """The size of a schema's JSON text (as the API server wrote it) as the cost model counts it: the
+    length of Python's compact ``json.dumps`` (``costmodel.features``).  Whitespace is taken out; what
+    Go writes otherwise than Python is counted as Python writes it: ``<``, ``>`` and ``&`` (Go:
+    ``\\u003c``), characters beyond ASCII (Go: their UTF-8 bytes; Python: ``\\uXXXX``, two for one
+    beyond the BMP)."""
+    text_sent = bytes(memoryview(raw))
+    if not text_sent:
+        return 0
+    data = msgspec.json.format(text_sent, indent=-1)
+    length = len(data) - 5 * sum(data.count(escape) for escape in _GO_HTML_ESCAPES)
+    if data.isascii():
+        return length
+    text = data.decode("utf-8", "replace")
+    beyond = len(text) - len(text.encode("ascii", "ignore"))
+    astral = len(text.encode("utf-16-le")) // 2 - len(text)
+    return length - (len(data) - (len(text) - beyond)) + 6 * beyond + 6 * astral

@@ -37,10 +37,12 @@ from typing import Any, Literal
 
 import httpx
 
+from crdscope.base.samples.attribution import GroupTerms
+
 from .cluster import Cluster, explain, status_message
 from .credentials import parse_rfc3339
 from . import crd_proto
-from .crd_decode import decode_event, decode_page
+from .crd_decode import decode_event, decode_page, dumps_length
 # Re-exported: the CRD watch is where readers of these marks have always found them.
 from .crd_marks import (CRD_PATH as CRD_PATH, MANAGED_BY_LABEL as MANAGED_BY_LABEL,
                         MANAGED_BY_VALUE as MANAGED_BY_VALUE, RUN_ANNOTATION as RUN_ANNOTATION)
@@ -101,6 +103,10 @@ class CRDRecord:
     #: Where the server calls to convert between the CRD's versions (``spec.conversion``, strategy
     #: Webhook): the URL, or ``service <namespace>/<name>:<port><path>``; None: it converts by itself.
     conversion_webhook: str | None = None
+    #: The served versions' ``openAPIV3Schema`` in bytes of compact JSON, summed: what the cost model
+    #: prices a CRD by beside its served versions (the schema itself is not kept; measured as it is
+    #: decoded: :func:`connection.crd_decode.schema_length`, :mod:`connection.crd_proto`).
+    schema_bytes: int = 0
 
     @property
     def state(self) -> CRDState:
@@ -212,7 +218,18 @@ def record_from(obj: dict[str, Any], previous: CRDRecord | None = None, now: flo
         seen_established=seen_established,
         established_live=established_live,
         conversion_webhook=conversion_webhook(spec),
+        schema_bytes=sum(_schema_bytes(v) for v in versions if v.get("served", True)),
     )
+
+
+def _schema_bytes(version: dict[str, Any]) -> int:
+    """One version's schema size: measured while decoding (``schemaBytes``), or from the schema of a
+    whole object (a list read as JSON outside the watch)."""
+    measured = version.get("schemaBytes")
+    if measured is not None:
+        return int(measured)
+    schema = (version.get("schema") or {}).get("openAPIV3Schema")
+    return dumps_length(schema) if schema is not None else 0
 
 
 def slim(obj: dict[str, Any]) -> dict[str, Any]:
@@ -233,7 +250,8 @@ def slim(obj: dict[str, Any]) -> dict[str, Any]:
             "group": spec.get("group"),
             "scope": spec.get("scope"),
             "names": spec.get("names") or {},
-            "versions": [{k: v.get(k) for k in ("name", "served", "storage")} for v in spec.get("versions") or []],
+            "versions": [{"name": v.get("name"), "served": v.get("served"), "storage": v.get("storage"),
+                          "schemaBytes": _schema_bytes(v)} for v in spec.get("versions") or []],
             # Where the conversion webhook is (its caBundle dropped).
             "conversion": {"strategy": conversion.get("strategy"),
                            "webhook": {"clientConfig": {k: config[k] for k in ("url", "service") if config.get(k)}}},
@@ -266,6 +284,37 @@ class CRDEvent:
 
 
 Listener = Callable[[CRDEvent], None]
+
+
+class TermsByGroup:
+    """Per API group, the cost model's terms of its CRDs (how many, served versions, schema bytes),
+    kept as the watch's records change: one change costs a dict update, so a reader pricing the
+    cluster's CRDs (the attribution probe) never walks thousands of records."""
+
+    def __init__(self) -> None:
+        self._groups: dict[str, GroupTerms] = {}
+        #: Bumped at every change (a reader can tell whether anything moved since it last looked).
+        self.version = 0
+
+    def changed(self, kind: ChangeType, record: CRDRecord, previous: CRDRecord | None) -> None:
+        """Account for one watch event."""
+        if kind != "ADDED":
+            self._count(previous or record, -1)
+        if kind != "DELETED":
+            self._count(record, 1)
+        self.version += 1
+
+    def _count(self, record: CRDRecord, sign: int) -> None:
+        terms = self._groups.get(record.group, GroupTerms()).plus(
+            sign, sign * max(1, len(record.served_versions)), sign * record.schema_bytes)
+        if terms.crds > 0:
+            self._groups[record.group] = terms
+        else:
+            self._groups.pop(record.group, None)
+
+    def snapshot(self) -> dict[str, GroupTerms]:
+        """Group -> its CRDs' terms now."""
+        return dict(self._groups)
 
 
 async def _decode(raw: bytes, protobuf: bool = False) -> Any:
@@ -353,6 +402,8 @@ class CRDWatch:
         #: event as it arrives.
         self.coalesce = coalesce
         self.crds: dict[str, CRDRecord] = {}
+        #: The cost model's terms of :attr:`crds` per API group, kept as they change.
+        self.terms = TermsByGroup()
         self.status = WatchStatus()
         self.synced = asyncio.Event()
         self._listeners: list[Listener] = []
@@ -402,6 +453,7 @@ class CRDWatch:
         self.status.events += 1
         self.status.last_event = time.time()
         event = CRDEvent(kind, record, previous, self.status.last_event)
+        self.terms.changed(kind, record, previous)
         for listener in list(self._listeners):
             try:
                 listener(event)

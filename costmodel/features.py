@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from crdscope.connection.crd_decode import dumps_length
 from crdscope.loader.documents import CRDDocument
 
 
@@ -81,7 +82,7 @@ def features_of_spec(name: str, spec: dict[str, Any]) -> CRDFeatures:
     for version in served:
         schema = (version.get("schema") or {}).get("openAPIV3Schema")
         if schema is not None:
-            schema_bytes += len(json.dumps(schema, separators=(",", ":")))
+            schema_bytes += dumps_length(schema)
             counted, cel = _count_schema(schema)
             properties += counted
             rules += cel

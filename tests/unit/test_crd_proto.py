@@ -6,33 +6,23 @@ from __future__ import annotations
 
 import json
 
+import dataclasses
+
 import httpx
 import pytest
 
 from crdscope.connection import crd_proto
+from crdscope.connection.crd_decode import dumps_length
 from tests.helpers import mock_cluster
+from tests.protobuf_writer import field, schema_message
 from crdscope.connection.crdwatch import CRDWatch, record_from, slim
 
 
-# -- a minimal protobuf writer, enough to build what the API server sends ---------------------------
-def varint(value: int) -> bytes:
-    value &= (1 << 64) - 1  # int64 on the wire: two's complement
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def field(number: int, value: bytes | str | int | bool) -> bytes:
-    if isinstance(value, bool | int):
-        return varint(number << 3) + varint(int(value))
-    data = value.encode() if isinstance(value, str) else value
-    return varint(number << 3 | 2) + varint(len(data)) + data
+#: A version's schema, as the protobuf writer and the JSON below both carry it.
+SCHEMA = {"type": "object", "description": "A thing <of> AWS & more: ünïcode.", "properties": {
+    "spec": {"type": "object", "required": ["forProvider"], "properties": {
+        "forProvider": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        "size": {"type": "integer", "maximum": 100, "enum": [1, 10, 100]}}}}}
 
 
 def timestamp(seconds: int) -> bytes:
@@ -59,7 +49,7 @@ def crd_message(name: str, uid: str, rv: str, *, established: bool = True, creat
     metadata += field(13, field(1, "Provider") + field(3, "provider-aws") + field(4, "u-1") + field(5, "pkg/v1")
                       + field(6, True) + field(7, True))
     metadata += field(17, field(1, "kubectl") + field(2, "Update"))  # managedFields: skipped
-    schema = field(1, field(1, "x" * 5000))  # CustomResourceValidation: never looked at
+    schema = field(1, schema_message(SCHEMA))  # CustomResourceValidation: measured, never looked into
     versions = (field(7, field(1, "v1beta1") + field(2, False) + field(3, False) + field(4, schema))
                 + field(7, field(1, "v1") + field(2, True) + field(3, True) + field(4, schema)
                         + field(5, b"") + field(7, False)))
@@ -93,8 +83,9 @@ def json_crd(name: str, uid: str, rv: str, *, established: bool = True, created:
         "spec": {"group": name.split(".", 1)[1], "scope": "Cluster",
                  "names": {"plural": name.split(".")[0], "singular": "thing", "shortNames": ["th"], "kind": "Thing",
                            "listKind": "ThingList"},
-                 "versions": [{"name": "v1beta1", "served": False, "storage": False},
-                              {"name": "v1", "served": True, "storage": True}]},
+                 "versions": [{"name": "v1beta1", "served": False, "storage": False,
+                               "schema": {"openAPIV3Schema": SCHEMA}},
+                              {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": SCHEMA}}]},
         "status": {"conditions": conditions},
     }
 
@@ -116,7 +107,11 @@ def test_a_protobuf_crd_gives_the_record_its_json_gives():
     assert len(page["items"]) == 1
     assert page["items"][0]["status"] == from_json["status"]
     record = record_from(page["items"][0], now=5.0)
-    assert record == record_from(from_json, now=5.0)
+    from_json_record = record_from(from_json, now=5.0)
+    # The schema is measured by what each encoding carries of it (the served version's alone): its
+    # protobuf, its compact JSON (tests/unit/test_crd_schema_bytes.py: within a few percent of each other).
+    assert (record.schema_bytes, from_json_record.schema_bytes) == (len(schema_message(SCHEMA)), dumps_length(SCHEMA))
+    assert dataclasses.replace(record, schema_bytes=0) == dataclasses.replace(from_json_record, schema_bytes=0)
     assert (record.served_versions, record.storage_version, record.owner, record.run_id) == (
         ("v1",), "v1", "Provider/provider-aws", "run-7")
     assert record.state == "Established" and record.managed_by_crdscope
@@ -163,8 +158,9 @@ def test_a_conversion_webhook_decodes_as_its_json_does(client_config, endpoint):
     as_json = json_crd("things.aws.test", "uid-1", "17")
     as_json["spec"]["conversion"] = {"strategy": "Webhook", "webhook": {
         "clientConfig": {**client_config, "caBundle": "AAAA"}, "conversionReviewVersions": ["v1"]}}
-    record = record_from(item, now=5.0)
-    assert record == record_from(slim(as_json), now=5.0) == record_from(as_json, now=5.0)
+    record, json_record = record_from(item, now=5.0), record_from(slim(as_json), now=5.0)
+    assert json_record == record_from(as_json, now=5.0)
+    assert dataclasses.replace(record, schema_bytes=0) == dataclasses.replace(json_record, schema_bytes=0)
     assert record.conversion_webhook == endpoint
     assert "caBundle" not in str(item)
 
