@@ -4,6 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
+# `make test` runs the suite on WORKERS pytest-xdist workers (0: in one process); tests/scheduling.py
+# says how they share the machine. It ends with the 25 slowest tests.
+WORKERS ?= 2
 
 .PHONY: venv lab-binaries system-deps lint test demo bench soak clean-venv
 
@@ -44,7 +47,7 @@ lint: venv
 	cd $(NAMESPACE) && PYTHONPATH=. $(CURDIR)/$(BIN)/lint-imports --no-cache $(CURDIR)/pyproject.toml
 
 test: venv lint lab-binaries system-deps
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup --no-loadscope-reorder --durations=25 $(PYTEST_ARGS)
 
 # `make demo`: the lab (the newest Kubernetes only) and the monitor, whose loader (`l`) imitates an
 # install.  `make demo CROSSPLANE=1 [PROVIDER=SRC]`: also Crossplane's core, CLI and registry, and a

@@ -28,9 +28,10 @@ from crdscope.base.settings import load_settings
 from crdscope.base.store import SampleStore
 from crdscope.findings.kubectl import KubectlClient, read_local_kubectl
 from crdscope.findings.model import Finding, FindingChange
+from crdscope.findings.kubectl_discovery import kubectl_124_seconds
 
 from .core import SessionStore, WatchCore
-from .events import Event, kubectl_124_seconds
+from .events import Event
 from .recorder import ClusterInfo
 from .replay import Damage, RecordingReader
 from .values import finite_number, members, names_of, read_field

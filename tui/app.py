@@ -181,8 +181,7 @@ class CrdscopeApp(MonitorHost):
             screen = self.monitor_screen_of(session)
             if screen is not None:
                 screen.probe_changed("discovery")  # the cache line judges by this kubectl's TTL
-                if changes:
-                    screen.findings_changed()
+                screen.findings_changed()
 
     async def _run_feed(self, session: ClusterSession) -> None:
         try:
@@ -198,11 +197,7 @@ class CrdscopeApp(MonitorHost):
         session, taken = message.session, message.taken
         screen = self.monitor_screen_of(session)
         if screen is not None:
-            screen.probe_changed(taken.sample.probe)
-            if taken.changes:
-                screen.findings_changed()
-            if taken.events:
-                screen.probe_changed("events")
+            screen.sample_taken(taken)
         self.heap.first_samples_in(session.store, self.call_after_refresh)
         for shown in self.screen_stack:
             if isinstance(shown, ThrottledScreen):  # the fleet and compare screens: throttled redraws
@@ -213,10 +208,12 @@ class CrdscopeApp(MonitorHost):
         self.notify("recording failed and stopped (details in the log)", severity="error")
 
     def _redraw_panels(self, session: ClusterSession) -> None:
+        """The core forgot its samples (a replay seeking back) or learned a limit: redraw it all."""
         screen = self.monitor_screen_of(session)
         if screen is not None:
             for panel in screen.panels():
                 panel.changed()
+            screen.findings_changed()
 
     # -- state the widgets read ------------------------------------------------------
     @property
@@ -332,6 +329,13 @@ class CrdscopeApp(MonitorHost):
         from .loader_actions import open_loader_menu
 
         open_loader_menu(self)
+
+    def load_everywhere(self) -> None:
+        """The fleet and compare screens' ``l``: the same source into every cluster (the loader's
+        actions push the screens' dialogs, so the screens ask the app rather than import them)."""
+        from .loader_actions import load_everywhere
+
+        load_everywhere(self)
 
     def _refresh_everything(self) -> None:
         for shown in self.screen_stack:

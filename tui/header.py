@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .format import escape
-from textual.widgets import Static
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.reactive import Reactive, reactive
 
-from crdscope.findings.model import Finding, Severity, format_duration, paging
+from crdscope.findings.model import Finding
 from crdscope.connection.crdwatch import MANAGED_BY_VALUE
 from crdscope.base.samples import SAMPLE_TYPES
 from crdscope.base.samples.discovery import DiscoverySample
@@ -18,8 +19,10 @@ from crdscope.base.store import ProbeHealth
 from crdscope.base.samples.throttling import ThrottlingSample
 from crdscope.base.samples.version import VersionSample
 
-from .format import DASH, age, number as fmt_number, size as fmt_size
+from .format import DASH, age, escape, number as fmt_number, size as fmt_size
 from .host import host_of
+from .panels.findings import FindingsView, is_critical
+from .panels.text import TextView
 
 if TYPE_CHECKING:
     from .sessions import ClusterSession
@@ -69,23 +72,50 @@ def version_behaviour(discovery: DiscoverySample | None, throttling: ThrottlingS
     return " · ".join(parts)
 
 
-class ClusterHeader(Static):
-    """Two lines: one cluster, then its probes' health (refreshed every second)."""
+class ClusterHeader(Vertical):
+    """Two lines: one cluster, then its findings' status and its probes' health.
+
+    The status is a :class:`FindingsView` bound to the header's ``findings`` (which the monitor
+    screen binds to its own), so it shows what the strip below shows.  The cluster line and the
+    probe chips are redrawn by a 1 s clock: the chips' ages run with it, and their health changes
+    with nearly every sample, so one redraw a second is the fewest that keeps them true.
+    """
+
+    #: Open findings, most severe first (bound to the monitor screen's): the critical colour.
+    findings: Reactive[tuple[Finding, ...]] = reactive((), init=False)
 
     def __init__(self, cluster: ClusterSession, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.cluster = cluster
 
+    def compose(self) -> ComposeResult:
+        yield TextView(id="header-cluster")
+        with Horizontal(id="header-probes"):
+            yield FindingsView(self.cluster, form="status", id="header-findings").data_bind(ClusterHeader.findings)
+            yield TextView(id="header-chips")
+
     def on_mount(self) -> None:
         self.set_interval(1.0, self.redraw)
         self.redraw()
 
+    def watch_findings(self, findings: tuple[Finding, ...]) -> None:
+        self.set_class(is_critical(findings), "critical")
+
     def redraw(self) -> None:
-        findings = paging(self.cluster.current_findings())  # an accepted finding does not page
-        self.set_class(bool(findings) and findings[0].severity is Severity.CRITICAL, "critical")
-        self.update(self.markup())
+        """The cluster line and the probe chips, now (the findings' status draws itself)."""
+        now = self.cluster.now()
+        self.query_one("#header-cluster", TextView).show(self.cluster_line(now))
+        self.query_one("#header-chips", TextView).show(self.chips(now))
 
     def markup(self) -> str:
+        """What the header shows, as markup: the cluster line, then the status and the chips."""
+        cluster, chips = (self.query_one(f"#header-{part}", TextView).shown for part in ("cluster", "chips"))
+        status = self.query_one(FindingsView).shown
+        return f"{cluster}\n{status} {chips}" if status else f"{cluster}\n{chips}"
+
+    def cluster_line(self, now: float) -> str:
+        """Context, server, version, CRDs, API servers, an old server's behaviour; a mode label
+        and where the samples come from before them when that is news."""
         cluster = self.cluster
         mode_label = host_of(self).mode_label
         feed = cluster.feed
@@ -105,16 +135,20 @@ class ClusterHeader(Static):
                                       cluster.store.last_good_of(ThrottlingSample))
         if behaviour:
             first += f" · [$probe-warn]{escape(behaviour)}[/]"
-        now = cluster.now()
         if cluster.origin is not None:
             first = f"[reverse] {escape(cluster.origin(now))} [/reverse] " + first
         if mode_label:
             first = f"[reverse] {escape(mode_label)} [/reverse] " + first
+        return first
+
+    def chips(self, now: float) -> str:
+        """The monitor's own load, then a chip per probe (paused first when paused)."""
+        cluster = self.cluster
         chips = " ".join(probe_chip(h, now) for h in cluster.probe_health().values())
         if cluster.probes_paused:
             chips = "[$probe-warn b]⏸ PAUSED[/] " + chips
         own = own_load(cluster.store.last_good_of(FootprintSample))
-        return f"{first}\n{findings_status(cluster.current_findings(), now)}{own}{chips or '[$probe-idle]no probes[/]'}"
+        return f"{own}{chips or '[$probe-idle]no probes[/]'}"
 
 
 def own_load(sample: FootprintSample | None) -> str:
@@ -127,18 +161,3 @@ def own_load(sample: FootprintSample | None) -> str:
     if sample.over_budget:
         return f"[$probe-warn]{text}, over budget: {escape(', '.join(sample.over_budget))}[/] · "
     return f"{text} · "
-
-
-def findings_status(findings: list[Finding], now: float) -> str:
-    """``CRITICAL 12.0 s: API server not answering · `` before the chips, or nothing when all is well
-    (accepted findings, ``[[silence]]``, do not page: the strip lists them)."""
-    findings = paging(findings)
-    if not findings:
-        return ""
-    worst = findings[0]
-    if worst.severity is Severity.CRITICAL:
-        running = format_duration(max(0.0, now - worst.since))
-        return f"[$probe-fail b]CRITICAL {running}: {escape(worst.title)}[/] · "
-    if worst.severity is Severity.WARNING:
-        return f"[$probe-warn]{sum(1 for f in findings if f.severity is Severity.WARNING)} warning(s)[/] · "
-    return ""

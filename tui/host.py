@@ -43,6 +43,10 @@ class MonitorHost(App[None]):
         """Every action for the command palette."""
         raise NotImplementedError
 
+    def load_everywhere(self) -> None:
+        """The same source into every cluster at the same pace (the fleet and compare screens' ``l``)."""
+        raise NotImplementedError
+
 
 def host_of(node: DOMNode) -> MonitorHost:
     """The monitor app ``node`` runs in (crdscope's screens only run in one)."""

@@ -149,7 +149,7 @@ async def test_the_monitor_shows_two_api_servers_and_a_line_per_replica(ha_lab):
                     lab=ha_lab.lab)
     async with app.run_test(size=(160, 50)) as pilot:
         header = app.screen.query_one(ClusterHeader)
-        await async_wait_for(lambda: "2 API servers" in str(header.render()), timeout=90,
+        await async_wait_for(lambda: "2 API servers" in widget_text(header), timeout=90,
                              message='"2 API servers" in the header')
         panel = shown(app.screen, HealthPanel)
 

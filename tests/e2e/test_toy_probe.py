@@ -40,6 +40,7 @@ async def test_a_toy_probe_reaches_the_tui_the_exporter_and_a_recording(lab, tmp
     from crdscope.tui.launch import build_app
     from tests.helpers import async_wait_for
     from tests.toy.livez import LivezSample
+    from tests.tui.conftest import widget_text
 
     recording = tmp_path / "toy.jsonl"
     # Opening a recording asks the server who it is (its own event loop): off this test's loop.
@@ -54,7 +55,7 @@ async def test_a_toy_probe_reaches_the_tui_the_exporter_and_a_recording(lab, tmp
         header = app.monitor_screen.query_one(ClusterHeader)
         await async_wait_for(lambda: "livez" in header.markup(), timeout=10, message="the toy probe's chip")
         await pilot.pause()
-        assert "livez" in str(header.render())
+        assert "livez" in widget_text(header)
 
         # The exporter: its figures, from the same store, with nothing declared for it.
         collector = SampleCollector()

@@ -240,7 +240,7 @@ def test_the_finding_opens_in_the_headless_watch_the_exporter_and_prometheus(lab
 
 async def test_the_finding_opens_in_doctor_and_the_tui(lab, webhook_server, widgets):
     from crdscope.tui.launch import build_app
-    from crdscope.tui.panels.findings import FindingsStrip
+    from crdscope.tui.panels.findings import FindingsView
 
     url = webhook_server.url("/convert")
     finding_id = f"conversion-webhook-failing:{url}"
@@ -263,8 +263,8 @@ async def test_the_finding_opens_in_doctor_and_the_tui(lab, webhook_server, widg
             await async_wait_for(lambda: any(f.id == finding_id for f in app.session.current_findings()),
                                  timeout=120, message="the finding open in the TUI's core")
             await pilot.pause()
-            strip = app.monitor_screen.query_one(FindingsStrip)
-            await async_wait_for(lambda: "conversion webhook failing" in str(strip.render()), timeout=10,
+            strip = app.monitor_screen.query_one("#findings-strip", FindingsView)
+            await async_wait_for(lambda: "conversion webhook failing" in strip.shown, timeout=10,
                                  message="the findings strip naming it")
             line = app.monitor_screen.query_one("#health-webhooks")
             await async_wait_for(lambda: "conversion webhook failing" in str(line.render()), timeout=10,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from crdscope.base.silences import Silence
 from crdscope.tui.header import ClusterHeader
-from crdscope.tui.panels.findings import FindingsStrip
+from crdscope.tui.panels.findings import FindingsView
 from crdscope.tui.screens.findings import FindingsScreen
 from tests.tui.conftest import widget_text
 from tests.tui.test_findings_screen import frozen_samples, open_findings  # noqa: F401 - the fixture, by name
@@ -28,7 +28,7 @@ async def test_an_accepted_critical_finding_is_shown_but_does_not_page(frozen_sa
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
         header = app.monitor_screen.query_one(ClusterHeader)
-        strip = app.monitor_screen.query_one(FindingsStrip)
+        strip = app.monitor_screen.query_one("#findings-strip", FindingsView)
         header.redraw()
         assert not header.has_class("critical") and "CRITICAL" not in header.markup()
         assert not strip.has_class("critical") and strip.display
@@ -52,7 +52,7 @@ async def test_with_every_open_finding_accepted_nothing_pages(frozen_samples, ut
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
         header = app.monitor_screen.query_one(ClusterHeader)
-        strip = app.monitor_screen.query_one(FindingsStrip)
+        strip = app.monitor_screen.query_one("#findings-strip", FindingsView)
         header.redraw()
         strip.redraw()
         findings = app.session.current_findings()

@@ -206,3 +206,22 @@ def test_unknown_figures_sort_last_either_way():
     rows = [ClusterFigures("c", rss_bytes=None), ClusterFigures("a", rss_bytes=2.0), ClusterFigures("b", rss_bytes=5.0)]
     assert [r.name for r in sort_rows(rows, rss, descending=False)] == ["a", "b", "c"]
     assert [r.name for r in sort_rows(rows, rss, descending=True)] == ["b", "a", "c"]
+
+
+async def test_l_on_the_fleet_and_compare_screens_asks_every_clusters_loader(utc):
+    """``l`` reaches the loader's actions through the app (the screens do not import them): replays
+    have no loader, so each screen answers that no cluster can load."""
+    from crdscope.tui.loader_actions import NO_LOADER
+    from tests.tui.test_replay import toasts
+
+    app = fleet_app(compare=True)
+    async with app.run_test(size=(160, 40), notifications=True) as pilot:
+        await all_played(pilot)
+        for screen in (CompareScreen, FleetScreen):
+            assert isinstance(app.screen, screen)
+            await pilot.press("l")
+            await async_wait_for(lambda: any(NO_LOADER in " ".join(text.split()) for text in toasts(app)),
+                                 timeout=5, message=f"the answer on the {screen.__name__}")
+            app.clear_notifications()
+            await pilot.press("c")  # compare -> back to the fleet
+            await pilot.pause()

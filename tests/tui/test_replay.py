@@ -10,6 +10,7 @@ from crdscope.base.samples.version import VersionSample
 from crdscope.session.recorder import ClusterInfo, Recorder
 from crdscope.session.replay import read_recording
 from tests.helpers import async_wait_for
+from tests.tui.conftest import widget_text
 
 START = 1_800_000_000.0
 
@@ -44,8 +45,8 @@ async def test_replay_opens_the_monitor_with_the_bar_and_plays(recording):
         assert "end" in bar.markup() and "100%" in bar.markup()
         kinds = [e.kind for e in app.store.events]
         assert kinds.count("apiserver-restarted") == 1  # the events log, derived as live
-        header = app.monitor_screen.query_one("#header").render()
-        assert "REPLAY" in str(header) and "prod-eu" in str(header)
+        header = widget_text(app.monitor_screen.query_one("#header"))
+        assert "REPLAY" in header and "prod-eu" in header
 
 
 async def test_pause_step_speed_and_seek_from_the_keyboard(recording):

@@ -17,7 +17,6 @@ from crdscope.themes import THEME_NAMES
 from crdscope.findings.kubectl import KubectlClient
 from crdscope.tui.app import CrdscopeApp
 from crdscope.tui.screens.monitor import PANELS
-from crdscope.tui.panels.findings import FindingsStrip
 
 
 #: The local kubectl every snapshot is drawn with (the machine's own would make them differ).
@@ -38,11 +37,10 @@ async def settle(pilot) -> None:
     for panel in app.monitor_screen.panels():
         panel.redraw()
     app.monitor_screen.refresh_header()
-    # The strip redraws on a finding's open/close/severity change and once a second; a title that
-    # only changed its figure (the last latency sample's p99) would otherwise show the one before,
-    # or not, depending on how fast the machine replays the recording.
-    for strip in app.monitor_screen.query(FindingsStrip):
-        strip.redraw()
+    # The findings as the core holds them after the last sample: the messages that tell the screen
+    # may still be queued, and a title that only changed its figure (the last latency sample's p99)
+    # would otherwise show the one before, or not, depending on how fast the machine replays.
+    app.monitor_screen.findings_changed()
     await pilot.pause()
 
 

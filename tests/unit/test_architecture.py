@@ -213,3 +213,64 @@ def test_the_measures_see_what_they_measure():
     body = "\n".join(f"    x{i} = {i}" for i in range(LONGEST_FUNCTION - 1))
     assert long_functions(ast.parse(f"def fits():\n{body}\n")) == []
     assert long_functions(ast.parse(f"async def too_long():\n{body}\n    return 1\n")) == [("too_long", 61)]
+
+
+def folder_loops(graph: grimp.ImportGraph, rooms: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """Loops between a room's folders, each named from a folder back to itself.
+
+    Within a room, each sub-folder (``tui/screens``, ``tui/panels``) is one node, its modules'
+    imports its own (the graph is squashed: it changes), and each module directly in the room
+    (``tui/app.py``) is a node of its own.  A loop is a node that reaches itself through others;
+    two modules of one folder importing each other are ``test_import_cycles``'s to find, not this.
+    """
+    loops: dict[frozenset[str], tuple[str, ...]] = {}
+    for room in rooms:
+        root = f"crdscope.{room}"
+        nodes = sorted(graph.find_children(root)) if root in graph.modules else []
+        for node in nodes:
+            if not graph.is_module_squashed(node) and graph.find_children(node):
+                graph.squash_module(node)
+        for node in nodes:
+            for imported in sorted(graph.find_modules_directly_imported_by(node)):
+                if not imported.startswith(f"{root}.") or imported == node:
+                    continue
+                back = graph.find_shortest_chain(importer=imported, imported=node, as_packages=False)
+                if back is not None:
+                    loops.setdefault(frozenset((node, *back)), (node, *back))
+    return list(loops.values())
+
+
+def test_no_import_loop_between_a_rooms_folders():
+    """No import loop between a room's folders (imports in functions counted): nothing that
+    ``tui/screens`` imports, directly or not, imports ``tui/screens`` back (issue 45)."""
+    roots = [f"crdscope.{room}" for room in ROOMS if (ROOT / room / "__init__.py").exists()]
+    graph = grimp.build_graph(*roots, exclude_type_checking_imports=False)
+    assert "crdscope.tui.screens.monitor" in graph.modules, "the product was not read"
+    loops = folder_loops(graph, ROOMS)
+    assert not loops, [" -> ".join(loop) for loop in loops]
+
+
+def test_the_folder_loop_measure_sees_a_loop():
+    def graph_of(*imports: tuple[str, str]) -> grimp.ImportGraph:
+        graph = grimp.ImportGraph()
+        for module in ("crdscope.r", "crdscope.r.screens", "crdscope.r.screens.fleet", "crdscope.r.screens.dialogs",
+                       "crdscope.r.actions", "crdscope.r.app", "crdscope.r.panels", "crdscope.r.panels.a",
+                       "crdscope.r.panels.b", "crdscope.s", "crdscope.s.x"):
+            graph.add_module(module)
+        for importer, imported in imports:
+            graph.add_import(importer=f"crdscope.{importer}", imported=f"crdscope.{imported}")
+        return graph
+
+    # Two modules of one folder importing each other, a room importing one below: no loop of folders.
+    quiet = (("r.panels.a", "r.panels.b"), ("r.panels.b", "r.panels.a"), ("r.app", "r.screens.fleet"),
+             ("r.screens.fleet", "s.x"), ("r.screens.fleet", "r.actions"))
+    assert folder_loops(graph_of(*quiet), ("r", "s")) == []
+    # The actions a screen imports (inside a function: for grimp an import as any) import another
+    # screen: screens -> actions -> screens.
+    loop = graph_of(*quiet, ("r.actions", "r.screens.dialogs"))
+    assert folder_loops(loop, ("r", "s")) == [("crdscope.r.actions", "crdscope.r.screens", "crdscope.r.actions")]
+    # Through three folders, named from the first one (in name order) back to itself, once.
+    longer = graph_of(("r.app", "r.screens.fleet"), ("r.screens.dialogs", "r.panels.a"), ("r.panels.b", "r.app"),
+                      ("r.panels.a", "r.panels.b"))
+    assert folder_loops(longer, ("r", "s")) == [("crdscope.r.app", "crdscope.r.screens", "crdscope.r.panels",
+                                                  "crdscope.r.app")]

@@ -49,10 +49,13 @@ class ProbePanel(Vertical):
     panel_title: ClassVar[str] = ""
     #: Short label for the tab at 80 columns.
     tab_label: ClassVar[str] = ""
+    #: What the panel shows, for the help screen (a second line after a newline).
+    shows: ClassVar[str] = ""
     MIN_REDRAW_SECONDS: ClassVar[float] = 0.5
 
-    def __init__(self, cluster: ClusterSession, *, id: str | None = None) -> None:
-        super().__init__(id=id or f"panel-{self.key()}", classes="probe-panel")
+    def __init__(self, cluster: ClusterSession, *, id: str | None = None, wide: bool = False) -> None:
+        # wide: it spans two columns of the monitor's grid (monitor.tcss styles the class).
+        super().__init__(id=id or f"panel-{self.key()}", classes="probe-panel -wide" if wide else "probe-panel")
         #: The cluster this panel shows (its store, clock, thresholds, loader).
         self.cluster = cluster
         self.store = cluster.store

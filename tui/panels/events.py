@@ -32,6 +32,7 @@ class EventsPanel(ProbePanel):
     probes = ("events",)
     panel_title = "Events"
     tab_label = "Events"
+    shows = "transitions worth attention, once each"
 
     def compose_body(self) -> Iterable[Widget]:
         with VerticalScroll(classes="events-scroll"):

@@ -177,6 +177,8 @@ class HealthPanel(ProbePanel):
     probes = ("health", "latency", "webhooks", "attribution")
     panel_title = "Health"
     tab_label = "Health"
+    shows = ("memory against the number of CRDs (fitted MiB per CRD),\n"
+             "restarts, readyz, canary latency against the SLOs")
     MIN_REDRAW_SECONDS = 1.0
 
     def compose_body(self) -> Iterable[Widget]:

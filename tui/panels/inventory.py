@@ -197,6 +197,7 @@ class InventoryPanel(ProbePanel):
     probes = ("inventory",)
     panel_title = "Inventory"
     tab_label = "Inventory"
+    shows = "CRDs by state and by owner, install rate and ETA"
 
     def compose_body(self) -> Iterable[Widget]:
         yield Static("", id="inventory-counts")

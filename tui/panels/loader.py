@@ -25,6 +25,7 @@ class LoaderPanel(ProbePanel):
     probes = ("loader",)
     panel_title = "Loader"
     tab_label = "Loader"
+    shows = "progress of crdscope's own CRD load"
 
     def compose_body(self) -> Iterable[Widget]:
         yield Static("", id="loader-source")

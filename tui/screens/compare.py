@@ -125,9 +125,7 @@ class CompareScreen(ThrottledScreen):
 
     def action_load_everywhere(self) -> None:
         """The same source into both clusters at the same pace."""
-        from ..loader_actions import load_everywhere
-
-        load_everywhere(self.monitor_app)
+        self.monitor_app.load_everywhere()
 
     def action_back(self) -> None:
         """Back to the fleet screen."""

@@ -130,6 +130,4 @@ class FleetScreen(ThrottledScreen):
 
     def action_load_everywhere(self) -> None:
         """The same source into every cluster at the same pace."""
-        from ..loader_actions import load_everywhere
-
-        load_everywhere(self.monitor_app)
+        self.monitor_app.load_everywhere()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -10,6 +12,12 @@ from ..format import escape
 from textual.widgets import Static
 
 from crdscope.base.samples.footprint import FootprintSample, table
+
+from ..panels.base import ProbePanel
+from .monitor import PANELS
+
+#: Columns of a panel's key and label in the help's list (the label's longest is "Inventory").
+LABEL_WIDTH = 12
 
 HELP = """\
 [b]crdscope[/b]: a Kubernetes API server under CRD pressure, live.
@@ -21,7 +29,7 @@ HELP = """\
   [b]t[/b]        next theme           [b]s[/b]  save an SVG screenshot
   [b]e[/b]        estimate: what installing a source would cost this API server
   [b]f[/b]        findings: each open one's evidence, likely cause and remedy
-  [b]1[/b]-[b]7[/b]      show a panel (tabbed layout, small terminals)
+  [b]1[/b]-[b]{last_key}[/b]      show a panel (tabbed layout, small terminals)
   [b]ctrl+p[/b]   command palette: every action, themes, lab faults
 
 [b]Fleet[/b] (several --context: one row per cluster)
@@ -34,14 +42,7 @@ HELP = """\
   [b]c[/b]        two clusters side by side ([b]1[/b]/[b]2[/b] open one, [b]c[/b] back)
 
 [b]Panels[/b]
-  Loader      progress of crdscope's own CRD load
-  Inventory   CRDs by state and by owner, install rate and ETA
-  Discovery   aggregated and legacy latency; what kubectl's limits cost
-  APF         API Priority and Fairness: queues, seats, rejections, 429s
-  OpenAPI     v3 paths, publication backlog and lag, v2 size and build time
-  Health      memory against the number of CRDs (fitted MiB per CRD),
-              restarts, readyz, canary latency against the SLOs
-  Events      transitions worth attention, once each
+{panels}
 
 Each panel's first line says how fresh its figures are; while the API
 server is away it counts the time since the last good sample.
@@ -50,6 +51,26 @@ server is away it counts the time since the last good sample.
 {footprint}
 
 [dim]escape, ? or q closes this help[/dim]"""
+
+
+def panel_lines(panels: Sequence[type[ProbePanel]]) -> list[str]:
+    """``  1 Loader      progress of crdscope's own CRD load``: each panel with its key (tab order)
+    and what it shows, its second line under the first."""
+    lines = []
+    for key, panel in enumerate(panels, start=1):
+        label = escape(panel.tab_label or panel.panel_title)
+        first, *more = panel.shows.split("\n")
+        lines.append(f"  [b]{key}[/b] {label}{' ' * max(1, LABEL_WIDTH - len(label))}{escape(first)}")
+        lines += [f"  {' ' * (LABEL_WIDTH + 2)}{escape(line)}" for line in more]
+    return lines
+
+
+def help_text(panels: Sequence[type[ProbePanel]], footprint: FootprintSample | None) -> str:
+    """The help's markup: keys (the panel keys as many as ``panels``), the panels, the footprint."""
+    lines = table(footprint) if footprint is not None else ["not measured yet"]
+    return (HELP.replace("{last_key}", str(len(panels)))
+            .replace("{panels}", "\n".join(panel_lines(panels)))
+            .replace("{footprint}", "\n".join("  " + escape(line) for line in lines)))
 
 
 class HelpScreen(ModalScreen[None]):
@@ -62,10 +83,8 @@ class HelpScreen(ModalScreen[None]):
         self.footprint = footprint
 
     def compose(self) -> ComposeResult:
-        lines = table(self.footprint) if self.footprint is not None else ["not measured yet"]
-        text = HELP.replace("{footprint}", "\n".join("  " + escape(line) for line in lines))
         with VerticalScroll(classes="dialog help"):
-            yield Static(text, id="help-text")
+            yield Static(help_text(PANELS, self.footprint), id="help-text")
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Grid
 from textual.geometry import Size
+from textual.reactive import Reactive, reactive
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import TabbedContent, TabPane
 
+from crdscope.findings.model import Finding
+
 from ..footer import KeyFooter
 from ..header import ClusterHeader
-from ..panels.findings import FindingsStrip
+from ..panels.findings import FindingsView
 from ..panels.base import ProbePanel
 from ..panels.discovery import DiscoveryPanel
 from ..panels.events import EventsPanel
@@ -28,16 +31,30 @@ from ..panels.throttling import ThrottlingPanel
 from ..host import host_of
 
 if TYPE_CHECKING:
+    from crdscope.session.core import Taken
+
     from ..sessions import ClusterSession
 
-#: Every panel once, in tab order (and the 1-7 keys: what someone watching an install looks at
-#: first), with its place in the grid (three columns; discovery and health span two, see monitor.tcss).
-PANEL_PLACES: tuple[tuple[type[ProbePanel], int], ...] = (
-    (LoaderPanel, 0), (InventoryPanel, 1), (DiscoveryPanel, 3), (ThrottlingPanel, 4), (OpenAPIPanel, 2),
-    (HealthPanel, 5), (EventsPanel, 6),
+class PanelPlace(NamedTuple):
+    """A panel's row in the monitor: the panel, its cell in the grid (three columns, rows as many as
+    needed), and whether it spans two columns there."""
+
+    panel: type[ProbePanel]
+    cell: int
+    wide: bool = False
+
+
+#: Every panel once, in tab order (and the number keys, 1 to 9 at most: what someone watching an
+#: install looks at first), with its place in the grid.  A new panel needs only its row here: the
+#: keys, the tabs, the grid and the help screen follow.
+PANEL_PLACES: tuple[PanelPlace, ...] = (
+    PanelPlace(LoaderPanel, 0), PanelPlace(InventoryPanel, 1), PanelPlace(DiscoveryPanel, 3, wide=True),
+    PanelPlace(ThrottlingPanel, 4), PanelPlace(OpenAPIPanel, 2), PanelPlace(HealthPanel, 5, wide=True),
+    PanelPlace(EventsPanel, 6),
 )
-PANELS: tuple[type[ProbePanel], ...] = tuple(panel for panel, _ in PANEL_PLACES)
-GRID_ORDER: tuple[type[ProbePanel], ...] = tuple(panel for panel, _ in sorted(PANEL_PLACES, key=lambda p: p[1]))
+PANELS: tuple[type[ProbePanel], ...] = tuple(place.panel for place in PANEL_PLACES)
+#: The grid's rows in the order the grid fills its cells.
+GRID_ORDER: tuple[PanelPlace, ...] = tuple(sorted(PANEL_PLACES, key=lambda place: place.cell))
 #: Below either size the panels collapse into tabs (80x24 is the classic terminal).
 GRID_MIN_WIDTH = 150
 GRID_MIN_HEIGHT = 40
@@ -66,6 +83,10 @@ class PanelTabs(Container):
 class MonitorScreen(Screen[None]):
     """Every panel of one cluster (its session's store)."""
 
+    #: The cluster's open findings, most severe first, as its core judged them at the last sample:
+    #: the header's status and the findings strip are bound to them (they redraw when they change).
+    findings: Reactive[tuple[Finding, ...]] = reactive((), init=False)
+
     BINDINGS = [
         *(Binding(str(n), f"show_panel({n - 1})", show=False) for n in range(1, len(PANELS) + 1)),
         Binding("escape", "back", "Fleet"),
@@ -85,10 +106,11 @@ class MonitorScreen(Screen[None]):
         self.layout_mode = ""
         self._active_tab: str | None = None
         self._first_frame: list[Callable[[], None]] = []
+        self.set_reactive(MonitorScreen.findings, tuple(cluster.current_findings()))
 
     def compose(self) -> ComposeResult:
-        yield ClusterHeader(self.cluster, id="header")
-        yield FindingsStrip(self.cluster, id="findings-strip")
+        yield ClusterHeader(self.cluster, id="header").data_bind(MonitorScreen.findings)
+        yield FindingsView(self.cluster, form="strip", id="findings-strip").data_bind(MonitorScreen.findings)
         # The panels are composed with the screen (not mounted after it): the first frame has them,
         # and Textual lays the screen out once rather than again for each later mount.
         self.layout_mode = self.forced_layout or layout_for(self.app.size)
@@ -105,7 +127,7 @@ class MonitorScreen(Screen[None]):
     def _panels_in(self, mode: str) -> Widget:
         """The panels laid out as ``mode``: a grid, or tabs."""
         if mode == "grid":
-            return Grid(*(panel(self.cluster) for panel in GRID_ORDER), id="grid")
+            return Grid(*(place.panel(self.cluster, wide=place.wide) for place in GRID_ORDER), id="grid")
         return PanelTabs(self.cluster, initial=self._active_tab or "")
 
     def after_first_frame(self, callback: Callable[[], None]) -> None:
@@ -136,6 +158,16 @@ class MonitorScreen(Screen[None]):
         """The mounted panel of a class."""
         return self.query_one(cls)
 
+    def sample_taken(self, taken: Taken) -> None:
+        """What a sample of this cluster caused: the panels of its probe (and the events panel, for
+        new events) redraw; the findings are read again when the core reports a change or one is
+        open (an open finding's title and evidence carry figures the next sample may change)."""
+        self.probe_changed(taken.sample.probe)
+        if taken.events:
+            self.probe_changed("events")
+        if taken.changes or self.findings:
+            self.findings_changed()
+
     def probe_changed(self, probe: str) -> None:
         """Tell the panels that render ``probe`` (or ``events``) that the store has news."""
         for panel in self.query(ProbePanel):
@@ -143,9 +175,8 @@ class MonitorScreen(Screen[None]):
                 panel.changed()
 
     def findings_changed(self) -> None:
-        """A finding opened or closed: redraw the strip and the header now, not at the next tick."""
-        self.query_one(FindingsStrip).redraw()
-        self.query_one(ClusterHeader).redraw()
+        """The core judged again: its open findings, which the bound widgets draw if they differ."""
+        self.findings = tuple(self.cluster.current_findings())
 
     def refresh_header(self) -> None:
         self.query_one(ClusterHeader).redraw()
