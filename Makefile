@@ -56,10 +56,15 @@ test: venv lint lab-binaries system-deps
 # `make demo FLEET=1 [CROSSPLANE=1] [PROVIDER=SRC]`: `crdscope demo`, the same provider into a capped
 # 1.26 lab and a 1.37 lab, compared side by side; it builds both Kubernetes versions, and Crossplane
 # only with CROSSPLANE=1 (without it, the demo uses Crossplane when built, else crdscope's loader).
-ifdef FLEET
+# `lab build` says first what it will build and about how long on this machine (lab/buildplan.py).
+# `make demo REPLAY=1 [SPEED=N]`: that demo as recorded, told again (`crdscope demo --replay`): no build, no lab.
+ifdef REPLAY
 demo: venv
-	$(BIN)/crdscope lab build $(if $(CROSSPLANE),--crossplane)
-	$(BIN)/crdscope lab build --kubernetes 1.26
+	$(BIN)/crdscope demo --replay $(if $(SPEED),--speed $(SPEED))
+	@$(SAY_HOW_TO_RUN)
+else ifdef FLEET
+demo: venv
+	$(BIN)/crdscope lab build --kubernetes 1.37 --kubernetes 1.26 $(if $(CROSSPLANE),--crossplane)
 	$(BIN)/crdscope demo $(if $(CROSSPLANE),--crossplane) $(if $(PROVIDER),--provider $(PROVIDER))
 	@$(SAY_HOW_TO_RUN)
 else
