@@ -14,6 +14,10 @@ The API server's memory limit is worked out here and nowhere else, by one preced
 3. the container limit Prometheus reports (``--prometheus``; the health probe observes it and
    the core hands each health sample's figure to :meth:`ClusterFacts.observe_limit`).
 
+The cost model's pricing of the cluster's CRDs (:attr:`ClusterFacts.pricing`, a :class:`CrdPricer`)
+is handed to the attribution probe here by the session that opens a live core, as the lab's hooks are:
+probes never import the cost model, which sits above them.
+
 The guard's verdict (:attr:`ClusterFacts.memory_pressure`) is judged by the memory finding's
 declaration (``findings.resources``), written here by the core after each evaluation, and only
 read by the probes' guard (:mod:`probes.guard`): the memory fraction is judged once.  So is
@@ -26,11 +30,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from .restarts import PlatformRestarts
+    from .samples.attribution import AttributionSample, GroupTerms
     from .samples.footprint import ViewerLoad
 
 
@@ -121,16 +126,30 @@ class LabHooks:
     name: str | None = None
 
 
+class CrdPricer(Protocol):
+    """The cost model's price of a cluster's CRDs by their own schemas, group by group, and of its
+    MRDs (``costmodel.attribution.attribute_groups``): the session that opens a live core hands it to
+    the attribution probe here (probes never import the cost model).  Raises ``ConfigError`` where
+    no coefficients are installed."""
+
+    def __call__(self, kubernetes_minor: str, groups: Mapping[str, GroupTerms], *, mrds: int | None = None,
+                 rss_bytes: float | None = None,
+                 memory_limit_bytes: float | None = None) -> AttributionSample: ...
+
+
 class ClusterFacts:
     """One cluster's facts beyond the samples (see the module docstring); one per core."""
 
     def __init__(self, *, flag_limit: int | None = None, lab_limit: int | None = None,
-                 lab: LabHooks | None = None) -> None:
+                 lab: LabHooks | None = None, pricing: CrdPricer | None = None) -> None:
         self._flag = MemoryLimit(flag_limit, LimitOrigin.FLAG) if flag_limit else None
         self._lab = MemoryLimit(lab_limit, LimitOrigin.LAB) if lab_limit else None
         self._observed: MemoryLimit | None = None
         #: The lab's hooks (empty hooks: not a lab, or the lab could not be read).
         self.lab = lab or LabHooks()
+        #: The cost model's pricing of the cluster's CRDs (None: nothing priced, as in a replay,
+        #: whose recorded attribution samples say what the live session priced).
+        self.pricing = pricing
         #: On a collector serving viewers (``--serve-view``): what they cost it (the footprint reports it).
         self.viewer_load: Callable[[], ViewerLoad] | None = None
         #: crdscope's own client-side limiter: the loader's bucket while the monitor's loader runs.

@@ -42,6 +42,8 @@ class Cadences:
     responsiveness: float | None = None
     webhooks: float | None = None
     webhooks_idle: float | None = None
+    attribution: float | None = None
+    attribution_idle: float | None = None
     #: The inventory's Crossplane install chain (connection/crossplane_read.py): one list each of
     #: Providers, ProviderRevisions, MRDs (a Table without objects, one request per 2,000) and MRAPs,
     #: only for the APIs whose CRDs exist, from the watch cache (resourceVersion=0); a Node list of

@@ -38,6 +38,8 @@ from typing import Any, Literal
 
 import httpx
 
+from crdscope.base.samples.attribution import GroupTerms
+
 from .cluster import Cluster, explain, status_message
 from .credentials import parse_rfc3339
 from . import crd_proto
@@ -290,6 +292,37 @@ class CRDEvent:
 Listener = Callable[[CRDEvent], None]
 
 
+class TermsByGroup:
+    """Per API group, the cost model's terms of its CRDs (how many, served versions, schema bytes),
+    kept as the watch's records change: one change costs a dict update, so a reader pricing the
+    cluster's CRDs (the attribution probe) never walks thousands of records."""
+
+    def __init__(self) -> None:
+        self._groups: dict[str, GroupTerms] = {}
+        #: Bumped at every change (a reader can tell whether anything moved since it last looked).
+        self.version = 0
+
+    def changed(self, kind: ChangeType, record: CRDRecord, previous: CRDRecord | None) -> None:
+        """Account for one watch event."""
+        if kind != "ADDED":
+            self._count(previous or record, -1)
+        if kind != "DELETED":
+            self._count(record, 1)
+        self.version += 1
+
+    def _count(self, record: CRDRecord, sign: int) -> None:
+        terms = self._groups.get(record.group, GroupTerms()).plus(
+            sign, sign * record.served, sign * record.schema_bytes)
+        if terms.crds > 0:
+            self._groups[record.group] = terms
+        else:
+            self._groups.pop(record.group, None)
+
+    def snapshot(self) -> dict[str, GroupTerms]:
+        """Group -> its CRDs' terms now."""
+        return dict(self._groups)
+
+
 async def _decode(raw: bytes, protobuf: bool = False) -> Any:
     decoder = crd_proto.decode_event if protobuf else decode_event
     if len(raw) > THREAD_DECODE_BYTES:
@@ -375,6 +408,8 @@ class CRDWatch:
         #: event as it arrives.
         self.coalesce = coalesce
         self.crds: dict[str, CRDRecord] = {}
+        #: The cost model's terms of :attr:`crds` per API group, kept as they change.
+        self.terms = TermsByGroup()
         self.status = WatchStatus()
         self.synced = asyncio.Event()
         self._listeners: list[Listener] = []
@@ -424,6 +459,7 @@ class CRDWatch:
         self.status.events += 1
         self.status.last_event = time.time()
         event = CRDEvent(kind, record, previous, self.status.last_event)
+        self.terms.changed(kind, record, previous)
         for listener in list(self._listeners):
             try:
                 listener(event)

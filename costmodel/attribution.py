@@ -1,53 +1,28 @@
-"""Memory attribution on a live cluster from one CRD count: "CRDs ~ X GiB of Y GiB RSS".
+"""Memory attribution on a live cluster: what its own CRDs hold of the API server's memory, priced
+by their own schemas, and what Crossplane's MRDs hold apart.
 
-A watched cluster whose CRDs were installed before the monitor started has no
-two CRD counts to fit a line through; the model prices its CRDs instead, as
-typical CRDs of the calibration's real provider set (mean served versions and
-schema bytes), and says which version's model it used.
+The CRD watch keeps, per API group, the terms the model prices a CRD by (how many CRDs, their served
+versions, their schemas' bytes: ``connection.crdwatch.TermsByGroup``); :func:`attribute_groups` prices
+them with the coefficients of the server's minor, group by group, into an
+:class:`~base.samples.attribution.AttributionSample`.  The attribution probe asks for it through the
+session's facts (``ClusterFacts.pricing``: probes never import the cost model), so every front end
+reads the same figures from the store, a recording or a collector's stream.
+
+The model was calibrated on CRDs installed directly; CRDs that Crossplane makes by activating MRDs
+are priced the same way here (issue 47 item 2 measures what that path holds).  The one-time cost of
+a server's first CRDs (the ``fixed`` term) belongs to no group; it is counted in the total only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from crdscope.base.activation import MRD_BYTES
+from crdscope.base.samples.attribution import MAX_GROUPS, MIB, OTHER_GROUPS, AttributionSample, GroupTerms
 
 from .coefficients import for_minor
-from .model import Interval, relative_interval
-
-GIB = float(1 << 30)
-MIB = float(1 << 20)
-
-
-@dataclass(frozen=True)
-class Attribution:
-    """The memory the model puts on a cluster's CRDs, and the headroom under a limit."""
-
-    crds: int
-    crd_bytes: Interval
-    per_crd_bytes: float
-    rss_bytes: float | None
-    minor: str
-    note: str
-    memory_limit_bytes: float | None = None
-    #: more CRDs like the typical one before the limit (None without a limit or RSS)
-    headroom_crds: int | None = None
-    #: the cluster's minor, when it has no coefficients of its own
-    requested: str = ""
-    #: Crossplane MRDs stored, and what they hold at their measured cost (MRDs are not CRDs: an MRAP
-    #: that keeps a kind inactive saves its CRD's memory, not its MRD's)
-    mrds: int = 0
-    mrd_bytes: float = 0.0
-
-    def line(self) -> str:
-        """``CRDs ~ 1.2 GiB of 3.4 GiB RSS (model for 1.37)``, with MRDs ``CRDs ~ 1.2 GiB · 817 MRDs ~ 0.6 GiB ...``."""
-        of = f" of {self.rss_bytes / GIB:.1f} GiB RSS" if self.rss_bytes else ""
-        nearest = f", nearest to {self.requested}" if self.requested and self.requested != self.minor else ""
-        mrds = f" · {self.mrds:,} MRDs ~ {self.mrd_bytes / GIB:.1f} GiB" if self.mrds else ""
-        text = f"CRDs ~ {self.crd_bytes.value / GIB:.1f} GiB{mrds}{of} (model for {self.minor}{nearest})"
-        if self.headroom_crds is not None:
-            text += f" · headroom ~ {self.headroom_crds} more CRDs like these"
-        return text
+from .model import Interval, linear, relative_interval
 
 
 def typical_terms(minor: str) -> dict[str, float]:
@@ -57,20 +32,37 @@ def typical_terms(minor: str) -> dict[str, float]:
             "schema_bytes": float(typical.get("schema_bytes", 30_000.0))}
 
 
-def attribute(crds: int, rss_bytes: float | None, kubernetes_minor: str, *,
-              memory_limit_bytes: float | None = None, mrds: int | None = None) -> Attribution:
-    """What ``crds`` typical CRDs (and ``mrds`` Crossplane MRDs, at their measured cost) hold of an API
-    server's RSS, by the model of ``kubernetes_minor``."""
+def group_terms(terms: GroupTerms) -> dict[str, float]:
+    """A group's regressors, named as the coefficient file's terms."""
+    return {"crds": float(terms.crds), "served_versions": float(terms.served_versions),
+            "schema_bytes": float(terms.schema_bytes)}
+
+
+def attribute_groups(kubernetes_minor: str, groups: Mapping[str, GroupTerms], *, mrds: int | None = None,
+                     rss_bytes: float | None = None, memory_limit_bytes: float | None = None) -> AttributionSample:
+    """What the CRDs of ``groups`` hold of an API server of ``kubernetes_minor`` by the model, each
+    group's apart, and what ``mrds`` Crossplane MRDs hold at their measured cost
+    (:data:`base.activation.MRD_BYTES`); with ``rss_bytes`` and a limit, how many more CRDs like these
+    (their mean) fit under it.  Raises :class:`ConfigError` where no coefficients are installed."""
     coefficients = for_minor(kubernetes_minor)
-    terms = coefficients.figure("rss_bytes").get("terms") or {}
-    per_crd = sum(float(terms.get(name, 0.0)) * value for name, value in typical_terms(kubernetes_minor).items())
-    fixed = float(terms.get("fixed", 0.0)) if crds else 0.0
-    total = Interval.around(fixed + per_crd * crds, relative_interval(coefficients, "rss_bytes"))
+    priced = {group: linear(coefficients, "rss_bytes", group_terms(terms)) for group, terms in groups.items()}
+    kept = dict(sorted(priced.items(), key=lambda item: (-item[1], item[0]))[:MAX_GROUPS])
+    if len(priced) > len(kept):
+        kept[OTHER_GROUPS] = sum(priced.values()) - sum(kept.values())
+    crds = sum(terms.crds for terms in groups.values())
+    first = linear(coefficients, "rss_bytes", {"fixed": 1.0}) if crds else 0.0
+    held = sum(priced.values())
+    per_crd = held / crds if crds else None
     headroom = None
-    if memory_limit_bytes is not None and rss_bytes is not None and per_crd > 0:
+    if memory_limit_bytes is not None and rss_bytes is not None and per_crd:
         headroom = max(0, int((memory_limit_bytes - rss_bytes) // per_crd))
-    return Attribution(crds, total, per_crd, rss_bytes, coefficients.minor, coefficients.note, memory_limit_bytes,
-                       headroom, coefficients.requested, mrds or 0, (mrds or 0) * MRD_BYTES)
+    return AttributionSample(
+        model_minor=coefficients.minor, kubernetes_minor=coefficients.requested, crds=crds, groups=len(groups),
+        memory_bytes=kept, other_groups=max(0, len(priced) - MAX_GROUPS), crd_memory_bytes=held + first,
+        first_crds_bytes=first, relative_interval=relative_interval(coefficients, "rss_bytes"),
+        mib_per_crd=per_crd / MIB if per_crd is not None else None, mrds=mrds,
+        mrd_memory_bytes=(mrds * MRD_BYTES) if mrds is not None else None, rss_bytes=rss_bytes,
+        headroom_crds=headroom)
 
 
 @dataclass(frozen=True)

@@ -174,7 +174,8 @@ def relative_interval(coefficients: Coefficients, name: str) -> float:
     return max(floor, INTERVAL_RMS_MULTIPLE * rms)
 
 
-def _linear(coefficients: Coefficients, name: str, values: dict[str, float]) -> float:
+def linear(coefficients: Coefficients, name: str, values: dict[str, float]) -> float:
+    """A linear figure: each of its fitted terms times its regressor in ``values``, summed."""
     terms = coefficients.figure(name).get("terms") or {}
     return sum(float(c) * values.get(term, 0.0) for term, c in terms.items())
 
@@ -212,7 +213,7 @@ def crd_terms(crd: CRDFeatures) -> dict[str, float]:
 
 def crd_memory(coefficients: Coefficients, crd: CRDFeatures) -> float:
     """Resident memory one CRD adds (bytes)."""
-    return _linear(coefficients, "rss_bytes", crd_terms(crd))
+    return linear(coefficients, "rss_bytes", crd_terms(crd))
 
 
 def _as_features(crds: Iterable[CRDFeatures | CRDDocument]) -> list[CRDFeatures]:
@@ -306,7 +307,7 @@ def _limit(memory: Interval, per_crd: float, fixed: float, rss_after: Interval |
 
 def _figure(coefficients: Coefficients, name: str, totals: dict[str, float]) -> Interval:
     """A linear figure with its interval (a delta's may be negative)."""
-    return Interval.signed(_linear(coefficients, name, totals), relative_interval(coefficients, name))
+    return Interval.signed(linear(coefficients, name, totals), relative_interval(coefficients, name))
 
 
 def _install(coefficients: Coefficients, written: list[CRDFeatures], pace_per_second: float | None) -> Interval:
@@ -355,9 +356,9 @@ def estimate(crds: Iterable[CRDFeatures | CRDDocument], kubernetes_minor: str, *
     discovery = _discovery(coefficients, listed, delta, target)
     costs = sorted((CRDCost(crd.name, crd_memory(coefficients, crd), crd.served, crd.schema_bytes)
                     for crd in listed), key=lambda cost: (-cost.memory_bytes, cost.name))
-    fixed = _linear(coefficients, "rss_bytes", {"fixed": totals["fixed"]})
+    fixed = linear(coefficients, "rss_bytes", {"fixed": totals["fixed"]})
     # "CRDs like these": SOURCE's own CRDs, whatever the delta.
-    per_crd = _linear(coefficients, "rss_bytes", sum_terms(listed, first_crds=False)) / len(listed) if listed else 0.0
+    per_crd = linear(coefficients, "rss_bytes", sum_terms(listed, first_crds=False)) / len(listed) if listed else 0.0
     headroom, until_limit = _limit(memory, per_crd, fixed, rss_after, memory_limit_bytes)
     aggregated = parse_minor(kubernetes_minor) >= AGGREGATED_DEFAULT_FROM
     totals_of_source = sum_terms(listed)

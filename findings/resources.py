@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from crdscope.base.samples.attribution import AttributionSample, attribution_summary
 from crdscope.base.samples.discovery import DiscoverySample
 from crdscope.base.samples.health import HealthSample
 
@@ -67,6 +68,7 @@ def memory(obs: Observations) -> list[Finding]:
                    == "fit" else "each MRD's measured 0.8 MiB taken out first (MRDs and CRDs grew together)")
             evidence.append(f"health.mib_per_crd_own = {per_crd:.2f} with {fmt_count(health.mrds)} Crossplane "
                             f"MRDs present ({how})")
+        evidence += priced(obs)
         found.append(Finding(
             "memory-per-crd", Severity.WARNING,
             f"API server memory grows {per_crd:.2f} MiB per CRD (over {limit:g})"
@@ -92,6 +94,13 @@ def memory(obs: Observations) -> list[Finding]:
             "an OOM kill (memory limit), a crash, or a deliberate restart (upgrade, certificate rotation)",
             "check the container's last state (kubectl describe pod: OOMKilled?) and the server's logs"))
     return found
+
+
+def priced(obs: Observations) -> tuple[str, ...]:
+    """The cost model's attribution, as evidence: the cluster's CRDs priced by their own schemas, the
+    MRDs apart, and the costliest groups (none while the attribution probe prices nothing)."""
+    summary = attribution_summary(obs.good(AttributionSample))
+    return (f"attribution: {summary}",) if summary else ()
 
 
 def _memory_rules(q: PromQL) -> tuple[AlertRule, ...]:
@@ -168,7 +177,7 @@ def _headroom(obs: Observations, health: HealthSample) -> list[Finding]:
     return [Finding(
         HEADROOM, severity,
         f"API server memory at {fraction:.0%} of its {limit / MIB:,.0f} MiB limit",
-        (f"health.rss_bytes = {rss / MIB:,.0f} MiB{held}; limit {limit / MIB:,.0f} MiB{where}",),
+        (f"health.rss_bytes = {rss / MIB:,.0f} MiB{held}; limit {limit / MIB:,.0f} MiB{where}", *priced(obs)),
         "CRDs and objects use memory the limit does not leave room for; an OOM kill restarts the server",
         "raise the limit or remove unused CRDs before adding more")]
 

@@ -125,6 +125,12 @@ def _webhooks() -> ProbeEntry:
     return ProbeEntry(webhooks.WebhooksProbe, WebhooksSample, webhooks.make_probe, webhooks.once)
 
 
+def _attribution() -> ProbeEntry:
+    from . import attribution
+    from crdscope.base.samples.attribution import AttributionSample
+    return ProbeEntry(attribution.AttributionProbe, AttributionSample, attribution.make_probe)
+
+
 def _footprint() -> ProbeEntry:
     from . import footprint
     from crdscope.base.samples.footprint import FootprintSample
@@ -144,6 +150,7 @@ PROBES: tuple[ProbeKind, ...] = (
     ProbeKind("latency", SAMPLES + "latency", _latency),
     ProbeKind("responsiveness", SAMPLES + "responsiveness", _responsiveness),
     ProbeKind("webhooks", SAMPLES + "webhooks", _webhooks),
+    ProbeKind("attribution", SAMPLES + "attribution", _attribution, oneshot=False),
     ProbeKind("footprint", SAMPLES + "footprint", _footprint, oneshot=False),
     # Not a probe: the loader's progress, recorded and replayed like a probe's samples.
     ProbeKind("loader", SAMPLES + "loader", oneshot=False),

@@ -16,6 +16,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
+from crdscope.base.samples.attribution import AttributionSample, attribution_summary, costliest_groups
 from crdscope.findings.engine import CHECKS, check_silences
 from crdscope.findings.kubectl import KubectlMeasurement
 from crdscope.findings.model import Finding, Severity, format_duration, most_severe_first, worst_rank
@@ -53,6 +54,14 @@ class Diagnosis:
     unsent: int = 0
     #: Why the server answered nothing when it did not ("" when no failure said why; None: it answered).
     unanswered: str | None = None
+    #: The cost model's attribution of the memory to the cluster's CRDs and MRDs (None: nothing priced).
+    attribution: AttributionSample | None = None
+
+    @property
+    def memory(self) -> str:
+        """One line: what the cost model puts on the CRDs (by their schemas) and the MRDs, and the
+        costliest groups ("" when nothing was priced)."""
+        return memory_line(self.attribution)
 
     @property
     def own_load(self) -> str:
@@ -98,8 +107,27 @@ class Diagnosis:
                 "samples": self.samples, "kubectl": self.kubectl, "exit_code": self.exit_code,
                 "findings": [f.to_json() for f in self.findings], "checked": self.checked,
                 "not_checked": self.not_checked, "answered": self.unanswered is None,
-                "unanswered": self.unanswered,
+                "unanswered": self.unanswered, "attribution": attribution_json(self.attribution),
                 "own_load": {"requests": self.own_requests, "bytes": self.own_bytes, "unsent": self.unsent}}
+
+
+def memory_line(attribution: AttributionSample | None) -> str:
+    """``Memory by the cost model: CRDs ~ ... ; costliest groups: ...`` ("" while nothing is priced)."""
+    summary = attribution_summary(attribution)
+    return f"Memory by the cost model: {summary}" if summary else ""
+
+
+#: The groups ``doctor --json`` names, costliest first (the exporter has every one).
+JSON_GROUPS = 10
+
+
+def attribution_json(attribution: AttributionSample | None) -> dict[str, Any] | None:
+    """The attribution's figures for ``doctor --json``: the sample's, with its costliest groups only."""
+    if attribution is None or attribution.crd_memory_bytes is None:
+        return None
+    data = attribution.to_json()
+    data["memory_bytes"] = dict(costliest_groups(attribution, JSON_GROUPS))
+    return data
 
 
 def run_doctor(kubeconfig: str | None, context: str | None, seconds: float,
@@ -179,7 +207,7 @@ async def examine(core: WatchCore, info: ClusterInfo, seconds: float,
     local = core.kubectl
     return Diagnosis(cluster=info, seconds=time.monotonic() - started, findings=core.open_findings(),
                      samples=core.samples, kubectl=local.describe() if local else "not found on PATH",
-                     probes_seen=seen)
+                     probes_seen=seen, attribution=store.last_good_of(AttributionSample))
 
 
 async def measure_kubectl(cluster: Cluster, kubectl: str, seconds: float) -> KubectlMeasurement:
@@ -211,6 +239,7 @@ def render(diagnosis: Diagnosis, fmt: str) -> str:
     why = " (the server did not answer)" if diagnosis.no_answer else ""
     not_checked = ["", f"Not checked{why}: " + "; ".join(diagnosis.not_checked) + "."] if diagnosis.not_checked \
         else []
+    not_checked += [diagnosis.memory] if diagnosis.memory else []
     not_checked.append(diagnosis.own_load)
     if not findings:
         if diagnosis.no_answer:  # "nothing found" would read as "all is well"

@@ -16,6 +16,10 @@ Nested figures become labels where they name something:
   ``crdscope_throttling_priority_levels_rejected_per_second{priority_level="workload-low"}``;
 * a nested record: ``crdscope_<probe>_<field>_<subfield>``.
 
+Cardinality stays bounded: no series per CRD or per event (``exported=False``), per-group figures at most
+:data:`base.samples.attribution.MAX_GROUPS` groups a cluster (``crdscope_attribution_memory_bytes{group}``:
+the costliest 500, the rest under ``group="(other)"``; the AWS provider family has 354 groups).
+
 Names and types come from the samples' field declarations (:class:`base.samples.Figure`): a field
 declared ``counter`` is a counter (``..._total``), ``label`` names a nested field's entries,
 ``metric`` renames a field whose own name reads as another type's series (``count``), and

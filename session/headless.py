@@ -426,7 +426,9 @@ def _say_watching(each: Watched, plan: WatchPlan, unanswered: str | None) -> Non
 
 
 def _say_ended(watched: list[Watched], outcome: str, seconds: float) -> None:
-    """Each cluster's last lines: how the watch ended, what it saw, and what it cost the server."""
+    """Each cluster's last lines: how the watch ended, what it saw, what it cost the server, and what the
+    cost model puts on its CRDs (by their own schemas) and MRDs."""
+    from crdscope.base.samples.attribution import AttributionSample, attribution_summary
     from crdscope.base.samples.footprint import FootprintSample, one_line
 
     elapsed = format_duration(seconds)
@@ -437,6 +439,9 @@ def _say_ended(watched: list[Watched], outcome: str, seconds: float) -> None:
         footprint = each.core.store.latest_of(FootprintSample)
         if footprint is not None:
             sink.say(one_line(footprint))
+        memory = attribution_summary(each.core.store.last_good_of(AttributionSample))
+        if memory:
+            sink.say(f"memory by the cost model: {memory}")
 
 
 async def _start_one(cluster: Cluster, settings: Settings, plan: WatchPlan, stack: contextlib.ExitStack,

@@ -9,8 +9,10 @@ call it, so the live wiring is written once:
 * the cluster's :class:`base.facts.ClusterFacts`, made here and owned by the core, which the
   monitor's probes read: the lab's hooks when the cluster is a crdscope lab (its etcd connection
   count, its supervisor's account of restarts), which probes cannot fetch themselves (probes never
-  import the lab), and the API server's memory limit given (``--memory-limit``, else a capped lab's
-  cap, followed while the monitor runs: ``crdscope lab limit`` resizes it live);
+  import the lab), the API server's memory limit given (``--memory-limit``, else a capped lab's
+  cap, followed while the monitor runs: ``crdscope lab limit`` resizes it live), and the cost
+  model's pricing of the cluster's CRDs by their own schemas (the attribution probe's: probes never
+  import the cost model);
 * the recording, as one listener of what each sample caused (and of each given limit).
 
 The local kubectl is learned by the front end (``core.learn_local_kubectl``): a fleet learns it once,
@@ -148,9 +150,12 @@ def open_live_core(cluster: Cluster, settings: Settings, *, lab_home: Path | Non
     else a capped crdscope lab's cap (``lab_home``: the lab's directory when the caller holds the
     lab, else the default lab's is looked up), followed while the core runs.
     """
+    from crdscope.costmodel.attribution import attribute_groups
+
     store = SessionStore()
     facts = ClusterFacts(flag_limit=memory_limit, lab=lab_hooks(cluster.server, lab_home),
-                         lab_limit=None if memory_limit else lab_cap(cluster.server, lab_home))
+                         lab_limit=None if memory_limit else lab_cap(cluster.server, lab_home),
+                         pricing=attribute_groups)
     monitor = Monitor(cluster, settings, latest=LatestSamples(store), facts=facts)
     core = WatchCore(monitor, store=store, thresholds=settings.thresholds, cluster=cluster.context, facts=facts)
     core.accept(settings.silences)

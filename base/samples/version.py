@@ -21,3 +21,8 @@ class VersionSample(Sample):
     platform: str = ""
     go_version: str = ""
     seconds: float = 0.0
+
+    @property
+    def kubernetes_minor(self) -> str:
+        """``1.37`` (a provider's ``37+`` read as 37); "" while the server has not said."""
+        return f"{self.major}.{self.minor.rstrip('+')}" if self.major and self.minor else ""

@@ -199,16 +199,45 @@ def test_reports_keep_their_keys_and_units(coefficients_file):
     assert to_markdown(result, source="x.yaml").startswith("### API-server footprint of x.yaml")
 
 
-def test_attribution_prices_a_count_as_typical_crds(coefficients_file):
-    from crdscope.costmodel.attribution import attribute
+def test_attribution_prices_each_group_by_its_own_crds_as_estimate_does(coefficients_file):
+    from crdscope.base.activation import MRD_BYTES
+    from crdscope.base.samples.attribution import GroupTerms
+    from crdscope.costmodel.attribution import attribute_groups
 
-    found = attribute(100, 3 * 2**30, "1.37", memory_limit_bytes=4 * 2**30)
-    per_crd = 2 * 2**20 + 1 * 2**20 + 10.0 * 30_000  # no typical CRD in the file: one version, 30 KB schema
-    assert found.per_crd_bytes == pytest.approx(per_crd)
-    assert found.crd_bytes.value == pytest.approx(100 * per_crd)
-    assert found.headroom_crds == int(2**30 // per_crd)
-    assert found.line().startswith("CRDs ~ 0.3 GiB of 3.0 GiB RSS (model for 1.37)")
-    assert "headroom ~ " in found.line()
+    crds = [features_of_spec(f"k{i}s.{group}", spec(versions, group=group, kind=f"K{i}"))
+            for i, (group, versions) in enumerate([("a.example", ("v1",)), ("a.example", ("v1", "v2")),
+                                                   ("b.example", ("v1",))])]
+    groups: dict[str, GroupTerms] = {}
+    for crd in crds:
+        groups[crd.group] = groups.get(crd.group, GroupTerms()).plus(1, crd.served, crd.schema_bytes)
+    found = attribute_groups("1.37", groups, mrds=10, rss_bytes=3 * 2**30, memory_limit_bytes=4 * 2**30)
+    # Each group as estimate prices those CRDs alone (the fixture's model has no one-time term).
+    for group in ("a.example", "b.example"):
+        alone = estimate([c for c in crds if c.group == group], "1.37")
+        assert found.memory_bytes[group] == pytest.approx(alone.memory_bytes.value)
+    assert found.crd_memory_bytes == pytest.approx(estimate(crds, "1.37").memory_bytes.value)
+    assert (found.crds, found.groups, found.model_minor) == (3, 2, "1.37")
+    assert found.mib_per_crd == pytest.approx(found.crd_memory_bytes / 3 / 2**20)
+    assert found.mrd_memory_bytes == pytest.approx(10 * MRD_BYTES)
+    assert found.headroom_crds == int(2**30 // (found.crd_memory_bytes / 3))
+    assert found.relative_interval == pytest.approx(0.25)  # resident memory's narrowest interval
+    assert attribute_groups("1.37", groups).headroom_crds is None  # no limit, no headroom
+    assert attribute_groups("1.37", {}).crd_memory_bytes == 0.0
+
+
+def test_attribution_keeps_the_costliest_groups_and_sums_the_rest(coefficients_file, monkeypatch):
+    from crdscope.base.samples import attribution as samples
+    from crdscope.base.samples.attribution import OTHER_GROUPS, GroupTerms
+    from crdscope.costmodel import attribution
+
+    monkeypatch.setattr(attribution, "MAX_GROUPS", 2)
+    groups = {f"g{i}.example": GroupTerms(i, i, 1000 * i) for i in range(1, 5)}
+    found = attribution.attribute_groups("1.37", groups)
+    assert set(found.memory_bytes) == {"g4.example", "g3.example", OTHER_GROUPS}
+    assert found.memory_bytes[OTHER_GROUPS] == pytest.approx(
+        attribution.attribute_groups("1.37", {k: groups[k] for k in ("g1.example", "g2.example")}).crd_memory_bytes)
+    assert (found.groups, found.other_groups) == (4, 2)
+    assert samples.MAX_GROUPS >= 354, "every group of the AWS family (354) keeps its own series"
 
 
 def test_the_first_crds_one_time_cost_is_not_per_crd(tmp_path, monkeypatch):

@@ -1,35 +1,47 @@
-"""The health panel's memory line: the model's attribution from one CRD count, beside the live fit."""
+"""The health panel's memory line: the model's attribution of the cluster's own CRDs (the attribution
+probe's sample, priced by their schemas) beside the live fit."""
 
 from __future__ import annotations
 
+from crdscope.base.samples.attribution import AttributionSample
 from crdscope.base.samples.health import HealthSample
 from crdscope.base.samples.version import VersionSample
 from crdscope.tui.panels.health import fit_line, model_attribution
 
 VERSION = VersionSample(major="1", minor="37", git_version="v1.37.2")
+GIB = 2**30
+PRICED = AttributionSample(model_minor="1.37", kubernetes_minor="1.37", crds=2065, groups=354,
+                           memory_bytes={"ec2.aws.upbound.io": 0.4 * GIB}, crd_memory_bytes=4.6 * GIB,
+                           mib_per_crd=2.28, mrds=817, mrd_memory_bytes=817 * 0.8 * 2**20, rss_bytes=9 * GIB)
 
 
 def test_one_crd_count_gets_the_models_attribution():
-    sample = HealthSample(crds=2065, rss_bytes=9 * 2**30)
-    modelled = model_attribution(sample, VERSION)
-    assert modelled.startswith("CRDs ~ ") and modelled.endswith("GiB of 9.0 GiB RSS (model for 1.37)")
-    line = fit_line(sample, modelled)
+    sample = HealthSample(crds=2065, rss_bytes=9 * GIB)
+    modelled = model_attribution(PRICED)
+    assert modelled == ("CRDs ~ 4.60 GiB by their schemas (2,065 CRDs, 2.3 MiB each) · 817 MRDs ~ 0.64 GiB, "
+                        "of 9.0 GiB RSS (model for 1.37)")
+    line = fit_line(sample, PRICED)
     assert "needs CRD counts that change" in line and modelled in line
 
 
 def test_the_live_fit_and_the_model_side_by_side():
-    sample = HealthSample(crds=500, rss_bytes=3 * 2**30, mib_per_crd=4.5, r2=0.99, fit_points=40, fit_crd_counts=9)
-    line = fit_line(sample, model_attribution(sample, VERSION))
+    sample = HealthSample(crds=500, rss_bytes=3 * GIB, mib_per_crd=4.5, r2=0.99, fit_points=40, fit_crd_counts=9)
+    line = fit_line(sample, PRICED)
     assert "4.50 MiB" in line and "(model for 1.37)" in line
+    # With MRDs apart, the CRDs' own slope beside the model's mean by their schemas.
+    own = HealthSample(crds=500, rss_bytes=3 * GIB, mib_per_crd=3.0, mib_per_crd_own=2.1, mrds=817,
+                       mib_per_mrd=0.8, fit_points=40, fit_crd_counts=9)
+    assert "RSS/CRD own [b]2.10 MiB (model 2.28 MiB)[/b]" in fit_line(own, PRICED)
 
 
-def test_no_version_or_no_crds_no_attribution():
-    assert model_attribution(HealthSample(crds=10, rss_bytes=2**30), None) == ""
-    assert model_attribution(HealthSample(crds=0, rss_bytes=2**30), VERSION) == ""
-    # A minor without coefficients of its own still gets the nearest model, named as such (no calibration
-    # will cover 1.99).
-    assert "(model for 1.37, nearest to 1.99)" in model_attribution(HealthSample(crds=10, rss_bytes=2**30),
-                                                                     VersionSample(major="1", minor="99+"))
+def test_nothing_priced_no_attribution():
+    assert model_attribution(None) == ""
+    unpriced = AttributionSample(unobservable={"crd_memory_bytes": "the server's version is not known yet"})
+    assert model_attribution(unpriced) == ""
+    assert fit_line(HealthSample(crds=10), unpriced).endswith("needs CRD counts that change[/]")
+    # A minor without coefficients of its own is priced by the nearest model, named as such.
+    nearest = AttributionSample(model_minor="1.37", kubernetes_minor="1.99", crds=10, crd_memory_bytes=GIB / 10)
+    assert "(model for 1.37, nearest to 1.99)" in model_attribution(nearest)
 
 
 async def test_the_estimate_dialog_prices_a_source_for_the_watched_cluster():
@@ -64,7 +76,8 @@ async def test_the_estimate_dialog_prices_a_source_for_the_watched_cluster():
 
 
 def test_a_memory_limit_gives_a_headroom_in_crds():
-    sample = HealthSample(crds=300, rss_bytes=2 * 2**30)
-    line = model_attribution(sample, VERSION, memory_limit=4 * 2**30)
-    assert "headroom ~ " in line and "more CRDs like these" in line
-    assert "headroom" not in model_attribution(sample, VERSION)
+    import dataclasses
+
+    line = model_attribution(dataclasses.replace(PRICED, headroom_crds=310))
+    assert line.endswith(" · headroom ~ 310 more CRDs like these")
+    assert "headroom" not in model_attribution(PRICED)

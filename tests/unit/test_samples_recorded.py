@@ -23,7 +23,7 @@ RECORDING = Path(__file__).parent.parent / "data" / "recording-0.1.0-handwritten
 #: (Fields with a plain default are not written for a rebuilt sample, so only a default_factory field counts.)
 ADDED_SINCE = {"inventory": (("crossplane", "activation"),), "latency": (("requests_over_slo",),)}
 #: Probes added after the recording was made (it has no sample of theirs).
-PROBES_ADDED_SINCE = {"webhooks"}
+PROBES_ADDED_SINCE = {"webhooks", "attribution"}
 
 
 def without_added(probe: str, data: dict) -> dict:

@@ -1,6 +1,7 @@
 """Health: memory against the number of CRDs with the fitted MiB-per-CRD line, restarts,
-outages, readyz, canary latency against the SLOs, and the webhooks the server calls (health,
-latency and webhooks probes)."""
+outages, readyz, canary latency against the SLOs, the webhooks the server calls, and the cost model's
+attribution of the memory to the cluster's CRDs by their own schemas and to Crossplane's MRDs (health,
+latency, webhooks and attribution probes)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,11 @@ from crdscope.findings.checks import canaries_over_slo, canary_slo_seconds
 from crdscope.findings.webhooks import WEBHOOK_SLOW_SECONDS
 from crdscope.base.samples.health import HealthSample
 from crdscope.base.samples.latency import LatencySample
-from crdscope.base.samples.version import VersionSample
+from crdscope.base.samples.attribution import AttributionSample, attribution_line
 from crdscope.base.samples.webhooks import WebhooksSample
 from crdscope.session.values import finite_number
 
-from ..format import DASH, age, duration, number as fmt, size
+from ..format import DASH, age, duration, escape, number as fmt, size
 from .base import ProbePanel, one_line
 from .plots import MIB, RolePlot, line_through, time_axis
 from .text import pairs
@@ -173,7 +174,7 @@ def webhooks_line(sample: WebhooksSample | None) -> str:
 class HealthPanel(ProbePanel):
     """Figures on top, two plots below: memory vs CRDs, and canary p99 vs time with SLO lines."""
 
-    probes = ("health", "latency", "webhooks")
+    probes = ("health", "latency", "webhooks", "attribution")
     panel_title = "Health"
     tab_label = "Health"
     shows = ("memory against the number of CRDs (fitted MiB per CRD),\n"
@@ -217,8 +218,7 @@ class HealthPanel(ProbePanel):
             if hidden and good.rss_bytes is None:  # say why, e.g. /metrics forbidden
                 figures += f" · [$probe-idle]{one_line(hidden)}[/]"
             self.query_one("#health-figures", Static).update(figures)
-            modelled = model_attribution(good, self.store.last_good_of(VersionSample), self.memory_limit())
-            self.query_one("#health-fit", Static).update(fit_line(good, modelled))
+            self.query_one("#health-fit", Static).update(fit_line(good, self.store.last_good_of(AttributionSample)))
         if latest is not None:
             self.query_one("#health-availability", Static).update(availability_line(latest, now))
         if good is not None:
@@ -292,26 +292,18 @@ class HealthPanel(ProbePanel):
         plot.refresh()
 
 
-def model_attribution(sample: HealthSample, version: VersionSample | None, memory_limit: float | None = None) -> str:
-    """The cost model's share of RSS for the CRD count (works from one count, unlike the fit),
-    and with a memory limit, how many more typical CRDs fit under it."""
-    if not sample.crds or version is None or not version.major:
-        return ""
-    from crdscope.costmodel.attribution import attribute
-    from crdscope.base.errors import ConfigError
-
-    try:
-        found = attribute(sample.crds, sample.rss_bytes, f"{version.major}.{version.minor.rstrip('+')}",
-                          memory_limit_bytes=memory_limit, mrds=sample.mrds)
-    except ConfigError:
-        return ""  # no coefficients installed: the live fit alone
-    return found.line()
+def model_attribution(attribution: AttributionSample | None) -> str:
+    """The cost model's share of RSS: the cluster's CRDs priced by their own schemas, the MRDs at their
+    measured cost (works from one CRD count, unlike the fit), and with a memory limit how many more
+    CRDs like these fit under it; the attribution probe's sample, "" while it prices nothing."""
+    return escape(attribution_line(attribution)) if attribution is not None else ""
 
 
-def fit_line(sample: HealthSample, modelled: str = "") -> str:
+def fit_line(sample: HealthSample, attribution: AttributionSample | None = None) -> str:
     """The memory fit: MiB per CRD (RSS and heap), fds per CRD, over how many points; beside it
     the model's attribution (alone while the fit needs a second CRD count)."""
     slope = finite_number(sample.mib_per_crd)
+    modelled = model_attribution(attribution)
     model = f" · {modelled}" if modelled else ""
     if slope is None:
         reason = sample.unobservable.get("mib_per_crd") or "needs CRD counts that change"
@@ -322,7 +314,9 @@ def fit_line(sample: HealthSample, modelled: str = "") -> str:
     if own is not None:  # Crossplane's MRDs arrived too: their memory is theirs, not the CRDs'
         per_mrd = finite_number(sample.mib_per_mrd)
         mrd = f"{per_mrd:.2f} MiB" if per_mrd is not None else "0.8 MiB (measured)"
-        return pairs(("CRDs", fmt(sample.crds)), ("RSS/CRD own", f"{own:.2f} MiB"),
+        priced = finite_number(attribution.mib_per_crd) if attribution is not None else None
+        by_schemas = f" (model {priced:.2f} MiB)" if priced is not None else ""
+        return pairs(("CRDs", fmt(sample.crds)), ("RSS/CRD own", f"{own:.2f} MiB{by_schemas}"),
                      ("with MRDs", f"{slope:.2f} MiB"), ("MRDs", fmt(sample.mrds)), ("RSS/MRD", mrd),
                      ("fit", f"{fmt(sample.fit_points)} pts at {fmt(sample.fit_crd_counts)} counts")) + model
     return pairs(("CRDs", fmt(sample.crds)), ("RSS/CRD", f"{slope:.2f} MiB"),
