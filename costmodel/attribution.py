@@ -73,6 +73,20 @@ def attribute(crds: int, rss_bytes: float | None, kubernetes_minor: str, *,
                        headroom, coefficients.requested, mrds or 0, (mrds or 0) * MRD_BYTES)
 
 
+def activated_crd_bytes(kubernetes_minor: str) -> tuple[float, str]:
+    """Resident memory one typical CRD adds when Crossplane creates it (an MRAP activating its MRD), by the
+    activation path's coefficients, and which path and calibration priced it; where no minor's activation
+    path is calibrated, the direct figure and that note."""
+    from .coefficients import activation_for
+    from .model import UNCALIBRATED_ACTIVATION_NOTE
+
+    priced = activation_for(kubernetes_minor)
+    figures = (priced or for_minor(kubernetes_minor)).figure("rss_bytes")
+    terms = figures.get("terms") or {}
+    per_crd = sum(float(terms.get(name, 0.0)) * value for name, value in typical_terms(kubernetes_minor).items())
+    return per_crd, priced.note if priced is not None else UNCALIBRATED_ACTIVATION_NOTE
+
+
 @dataclass(frozen=True)
 class StartupNeed:
     """The resident memory an API server needs with ``crds`` typical CRDs (what a limit must hold)."""
