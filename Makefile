@@ -4,6 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
+# `make test` runs the suite on WORKERS pytest-xdist workers (0: in one process); tests/scheduling.py
+# says how they share the machine. It ends with the 25 slowest tests.
+WORKERS ?= 2
 
 .PHONY: venv lab-binaries system-deps lint test demo bench soak clean-venv
 
@@ -44,7 +47,7 @@ lint: venv
 	cd $(NAMESPACE) && PYTHONPATH=. $(CURDIR)/$(BIN)/lint-imports --no-cache $(CURDIR)/pyproject.toml
 
 test: venv lint lab-binaries system-deps
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup --no-loadscope-reorder --durations=25 $(PYTEST_ARGS)
 
 # `make demo`: the lab (the newest Kubernetes only) and the monitor, whose loader (`l`) imitates an
 # install.  `make demo CROSSPLANE=1 [PROVIDER=SRC]`: also Crossplane's core, CLI and registry, and a
@@ -53,10 +56,15 @@ test: venv lint lab-binaries system-deps
 # `make demo FLEET=1 [CROSSPLANE=1] [PROVIDER=SRC]`: `crdscope demo`, the same provider into a capped
 # 1.26 lab and a 1.37 lab, compared side by side; it builds both Kubernetes versions, and Crossplane
 # only with CROSSPLANE=1 (without it, the demo uses Crossplane when built, else crdscope's loader).
-ifdef FLEET
+# `lab build` says first what it will build and about how long on this machine (lab/buildplan.py).
+# `make demo REPLAY=1 [SPEED=N]`: that demo as recorded, told again (`crdscope demo --replay`): no build, no lab.
+ifdef REPLAY
 demo: venv
-	$(BIN)/crdscope lab build $(if $(CROSSPLANE),--crossplane)
-	$(BIN)/crdscope lab build --kubernetes 1.26
+	$(BIN)/crdscope demo --replay $(if $(SPEED),--speed $(SPEED))
+	@$(SAY_HOW_TO_RUN)
+else ifdef FLEET
+demo: venv
+	$(BIN)/crdscope lab build --kubernetes 1.37 --kubernetes 1.26 $(if $(CROSSPLANE),--crossplane)
 	$(BIN)/crdscope demo $(if $(CROSSPLANE),--crossplane) $(if $(PROVIDER),--provider $(PROVIDER))
 	@$(SAY_HOW_TO_RUN)
 else

@@ -16,7 +16,10 @@ The API server's memory limit is worked out here and nowhere else, by one preced
 
 The guard's verdict (:attr:`ClusterFacts.memory_pressure`) is judged by the memory finding's
 declaration (``findings.resources``), written here by the core after each evaluation, and only
-read by the probes' guard (:mod:`probes.guard`): the memory fraction is judged once.
+read by the probes' guard (:mod:`probes.guard`): the memory fraction is judged once.  So is
+whether the server is away (:attr:`ClusterFacts.server_away`: the "not answering" finding, from
+the HTTP/2 PINGs and requests in flight every half second), which the health probe reads to date
+an outage from its first unanswered or refused attempt.
 """
 
 from __future__ import annotations
@@ -74,6 +77,16 @@ class MemoryLimit:
         return cls(size, origin, source if isinstance(source, str) else "")
 
 
+@dataclasses.dataclass(frozen=True)
+class ServerAway:
+    """The API server is not answering (refused or silent) since ``since`` (seconds since the epoch):
+    the "not answering" finding's verdict, dated from the first attempt it left unanswered."""
+
+    since: float
+    #: The finding's title ("API server unreachable: connections refused").
+    why: str
+
+
 class ClientBucket(Protocol):
     """crdscope's own client-side token bucket as the throttling probe reports it
     (``connection.ratelimit.TokenBucket`` is one)."""
@@ -121,6 +134,8 @@ class ClusterFacts:
         self.client_limiter: ClientBucket | None = None
         #: Why heavy optional reads wait now (None: they may run): the memory finding's verdict.
         self.memory_pressure: str | None = None
+        #: Since when the server does not answer (None: it answers): the "not answering" finding's verdict.
+        self.server_away: ServerAway | None = None
         #: Told each new memory limit (the TUI redraws its panels).
         self.limit_listeners: list[Callable[[MemoryLimit | None], None]] = []
 

@@ -113,24 +113,33 @@ def lab(ctx: click.Context, source: str | None, with_crossplane: bool, provider:
 
 
 @lab.command("build")
-@kubernetes_option
+@click.option("--kubernetes", "kubernetes", multiple=True, metavar="MINOR",
+              help="Kubernetes minor, e.g. 1.26 or 1.37 (default: the newest supported); repeat it for several")
 @click.option("--all", "build_all", is_flag=True, help="build every supported version")
 @click.option("--crossplane", "with_crossplane", is_flag=True,
               help="also Crossplane's core and CLI, the registry and kube-controller-manager (lab up --crossplane "
                    "runs them)")
 @crossplane_version_option
-def lab_build(kubernetes: str | None, build_all: bool, with_crossplane: bool, crossplane_version: str | None) -> None:
-    """Build kube-apiserver and etcd from Go modules (skipped when cached)."""
+def lab_build(kubernetes: tuple[str, ...], build_all: bool, with_crossplane: bool,
+              crossplane_version: str | None) -> None:
+    """Build kube-apiserver and etcd from Go modules (skipped when cached); first, what is missing and
+    about how long it takes on this machine."""
     from crdscope.base.errors import LabError
     from crdscope.lab.binaries import build, cached_binaries, supported_minors, versions_for
+    from crdscope.lab.buildplan import say_plan
 
     if crossplane_version and not with_crossplane:
         raise LabError("--crossplane-version picks the Crossplane to build: use it with --crossplane", exit_code=2)
+    minors: list[str | None] = list(supported_minors() if build_all else kubernetes or [None])
+    # kube-controller-manager runs beside Crossplane in a lab of the first minor named (the newest by default).
+    beside = None if build_all else minors[0]
+    say_plan(lambda line: click.echo(line, err=True), minors, crossplane=with_crossplane,
+             crossplane_version=crossplane_version, controllers_for=beside)
     if with_crossplane:
-        binaries, _ = _crossplane_ready((), crossplane_version, kubernetes)
+        binaries, _ = _crossplane_ready((), crossplane_version, beside)
         click.echo(f"crossplane {binaries.version} in {binaries.crossplane.parent}, crank and crane "
                    f"{binaries.cli_version} in {binaries.crank.parent}")
-    for minor in supported_minors() if build_all else [kubernetes]:
+    for minor in minors:
         versions = versions_for(minor)
         cached = cached_binaries(versions)
         if cached:

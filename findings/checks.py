@@ -4,10 +4,16 @@ Each check takes :class:`Observations` and returns the findings that hold now
 (``since`` 0: the engine stamps it when the finding opens, unless the check
 knows better, as "not answering" does).  Evidence names each figure as
 ``probe.field`` so a person can find it in ``crdscope probe NAME --json``.
+
+Each check also declares the event lines of its subject (readyz failing, latency SLOs breached,
+429s, the OpenAPI backlog growing) and the :class:`Judgement` s its panels colour by.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from crdscope.base.facts import ServerAway
 from crdscope.base.samples.throttling import PriorityLevel, ThrottlingSample
 from crdscope.base.samples.health import HealthSample
 from crdscope.base.samples.latency import Canary, LatencySample
@@ -16,7 +22,7 @@ from crdscope.base.samples.responsiveness import ResponsivenessSample
 
 from .model import Finding, Severity
 from .observations import Observations, fmt_count, fmt_seconds
-from .spec import AlertRule, CheckSpec, PromQL
+from .spec import AlertRule, CheckSpec, EventRule, Holding, Judgement, Judging, PromQL, Said
 
 #: Canaries with no official SLO (GET /version is a non-resource request) are held to the
 #: single-object read SLO: a cheap read that takes longer than 1 s is slow by any measure.
@@ -127,11 +133,38 @@ def _not_answering_rules(q: PromQL) -> tuple[AlertRule, ...]:
         "fail): the API server is stopped, stuck or unreachable."),)
 
 
+def server_away(open_findings: Mapping[str, Finding]) -> ServerAway | None:
+    """The "not answering" finding's verdict, for the facts (the health probe dates its outage by it)."""
+    finding = open_findings.get(NOT_ANSWERING)
+    return ServerAway(finding.since, finding.title) if finding is not None else None
+
+
+def _readyz_failing(judging: Judging[HealthSample]) -> Holding:
+    ready = judging.sample.ready
+    if ready is None:
+        return None  # readiness not observable (forbidden): what held stands
+    if ready:
+        return {}
+    failing = first_few(list(judging.sample.failing_checks)) or "no check named"
+    return {"": Said(Severity.CRITICAL, f"readyz failing: {failing}")}
+
+
+#: The events log's line while the API server answers /readyz with failing checks.
+READYZ_FAILING = EventRule(HealthSample, "readyz-failing", "readyz-recovered", _readyz_failing,
+                           lambda _key, _judging: "readyz ok again")
+
+
+def first_few(names: list[str], shown: int = 3) -> str:
+    """``a, b, c (+4 more)``: a restarting server fails a dozen checks at once."""
+    more = f" (+{len(names) - shown} more)" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
 NOT_ANSWERING_CHECK = CheckSpec(
     not_answering, "API server answering (HTTP/2 PINGs, requests in flight, health checks)",
     probes=(ResponsivenessSample,), also_reads=(HealthSample,),
     thresholds=("unanswered_seconds_critical", "ping_unanswered_seconds_critical"), rules=_not_answering_rules,
-    kinds=(NOT_ANSWERING,))
+    kinds=(NOT_ANSWERING,), events=(READYZ_FAILING,))
 
 
 # --------------------------------------------------------------------------- 2. latency against SLOs
@@ -193,9 +226,31 @@ def _latency_rules(q: PromQL) -> tuple[AlertRule, ...]:
     )
 
 
+def _breaches(judging: Judging[LatencySample]) -> Holding:
+    """The open latency-slo findings (the finding is the judge), each said with its p99 and SLO."""
+    open_ = {f.id.partition(":")[2]: f for f in judging.findings.values() if f.kind == "latency-slo"}
+    return {key: Said(f.severity, f"latency SLO breached: {breach_text(key, judging.sample)}")
+            for key, f in open_.items()}
+
+
+def breach_text(key: str, latency: LatencySample) -> str:
+    """A breach (``"VERB scope"``, ``"canary NAME"``) as a person reads it: ``LIST cluster p99 31.00 s > 30 s``."""
+    canary = latency.canaries.get(key.removeprefix("canary ")) if key.startswith("canary ") else None
+    p99: float | None = latency.p99_by_verb_scope.get(key)
+    slo: float | None = latency.slo_seconds.get(key)
+    if canary is not None:
+        p99, slo = canary.p99_seconds, canary_slo_seconds(key.removeprefix("canary "), canary)
+    return f"{key} p99 {p99:.2f} s > {slo:g} s" if p99 is not None and slo is not None else key
+
+
+#: The events log's lines as each latency-slo finding opens and closes.
+LATENCY_SLO_BREACHED = EventRule(LatencySample, "latency-slo-breached", "latency-slo-recovered", _breaches,
+                                 lambda key, _judging: f"latency SLO met again: {key}", finding="latency-slo")
+
 LATENCY_SLO_CHECK = CheckSpec(
     latency_slo, "request latency against the SLOs (canaries, server-side p99)",
-    probes=(LatencySample,), constants=("DEFAULT_CANARY_SLO_SECONDS",), rules=_latency_rules, kinds=("latency-slo",))
+    probes=(LatencySample,), constants=("DEFAULT_CANARY_SLO_SECONDS",), rules=_latency_rules, kinds=("latency-slo",),
+    events=(LATENCY_SLO_BREACHED,))
 
 
 # --------------------------------------------------------------------------- 5. APF
@@ -207,7 +262,6 @@ def apf(obs: Observations) -> list[Finding]:
     if throttling is None:
         return []
     found = []
-    critical_rate = obs.thresholds.apf_rejected_per_second_critical
     for level in throttling.priority_levels or ():
         rate = level.rejected_per_s or 0.0
         rejected = level.rejected or 0
@@ -222,7 +276,8 @@ def apf(obs: Observations) -> list[Finding]:
                 evidence.append(f"by reason: {reasons}")
             evidence.append("flow schemas rejected: " + (", ".join(rejecting) or "not named by the metrics"))
             evidence.append(_seats(level))
-            severity = Severity.CRITICAL if rate >= critical_rate else Severity.WARNING
+            severity = APF_REJECTING_HARD.severity if APF_REJECTING_HARD.crossed(rate, obs.thresholds) \
+                else Severity.WARNING
             found.append(Finding(
                 f"apf-rejecting:{level.name}", severity,
                 f"APF rejecting requests at priority level {level.name} ({rate:.2f}/s)", tuple(evidence),
@@ -250,6 +305,30 @@ def _seats(level: PriorityLevel) -> str:
 
 #: How far back the APF warning looks for rejections (the counter's increase).
 APF_RECENT = "2m"
+#: A priority level rejecting this many requests a second is critical (fewer: a warning).
+APF_REJECTING_HARD = Judgement("APF rejections per second at a priority level", "apf_rejected_per_second_critical",
+                               Severity.CRITICAL, inclusive=True)
+
+
+def _throttled(judging: Judging[ThrottlingSample]) -> Holding:
+    """The apf-rejecting findings (server-side 429s, by priority level), and 429s crdscope's own
+    requests received since the sample before."""
+    holding = {f.id: Said(f.severity, f"429s began: {f.title}")
+               for f in judging.findings.values() if f.kind == "apf-rejecting"}
+    before = judging.before[-1].responses_429.total if judging.before else None
+    if before is not None and judging.sample.responses_429.total > before:
+        holding["crdscope"] = Said(Severity.WARNING, "429s began: crdscope received 429s")
+    return holding
+
+
+def _throttling_stopped(key: str, _judging: Judging[ThrottlingSample]) -> str:
+    level = key.partition(":")[2]
+    return f"429s stopped at priority level {level}" if level else "429s stopped: crdscope answered again"
+
+
+#: The events log's lines while APF rejects (the apf-rejecting findings) or crdscope receives 429s.
+THROTTLED = EventRule(ThrottlingSample, "throttling-began", "throttling-stopped", _throttled, _throttling_stopped,
+                      finding="apf-rejecting")
 
 
 def _apf_rules(q: PromQL) -> tuple[AlertRule, ...]:
@@ -264,7 +343,7 @@ def _apf_rules(q: PromQL) -> tuple[AlertRule, ...]:
                   "Requests rejected (429) at {{ $labels.priority_level }} within the last " + APF_RECENT + ".",
                   finding="apf-rejecting"),
         AlertRule("CrdscopeAPFRejectingHard", "critical",
-                  f"{rejected} >= {q.thresholds.apf_rejected_per_second_critical:g}",
+                  f"{rejected} >= {APF_REJECTING_HARD.limit(q.thresholds):g}",
                   "APF rejecting many requests at priority level {{ $labels.priority_level }}",
                   "{{ $value | humanize }} requests/s rejected (429) at {{ $labels.priority_level }}.",
                   finding="apf-rejecting"),
@@ -280,10 +359,21 @@ def _apf_rules(q: PromQL) -> tuple[AlertRule, ...]:
 APF_CHECK = CheckSpec(
     apf, "APF rejecting or queueing", probes=(ThrottlingSample,),
     thresholds=("apf_rejected_per_second_critical",), constants=("APF_WAIT_WARN_SECONDS",), rules=_apf_rules,
-    kinds=("apf-rejecting", "apf-queueing"))
+    kinds=("apf-rejecting", "apf-queueing"), judgements=(APF_REJECTING_HARD,), events=(THROTTLED,))
 
 
 # --------------------------------------------------------------------------- 6. OpenAPI
+
+
+#: CRDs Established but not yet in /openapi/v3: this many make the finding, a warning line and the
+#: panel's warning colour ...
+OPENAPI_BACKLOG = Judgement("CRDs Established but not yet published in OpenAPI", "openapi_backlog_warn",
+                            inclusive=True)
+#: ... as does the oldest of them waiting this long.
+OPENAPI_OLDEST = Judgement("seconds the oldest CRD waits for OpenAPI publication", "openapi_oldest_seconds_warn",
+                           inclusive=True)
+#: Consecutive rises of the OpenAPI backlog that count as "growing" below the warn threshold.
+BACKLOG_RISES = 2
 
 
 def openapi_behind(obs: Observations) -> list[Finding]:
@@ -294,13 +384,13 @@ def openapi_behind(obs: Observations) -> list[Finding]:
     backlog = openapi.backlog or 0
     oldest = openapi.backlog_oldest_seconds
     limits = obs.thresholds
-    if backlog < limits.openapi_backlog_warn and (oldest is None or oldest < limits.openapi_oldest_seconds_warn):
+    if not OPENAPI_BACKLOG.crossed(backlog, limits) and not OPENAPI_OLDEST.crossed(oldest, limits):
         return []
     names = ", ".join(list(openapi.backlog_names or ())[:3])
     evidence = [f"openapi.backlog = {backlog} CRDs Established but not in /openapi/v3 (threshold "
-                f"{limits.openapi_backlog_warn})",
+                f"{OPENAPI_BACKLOG.limit(limits):g})",
                 f"openapi.backlog_oldest_seconds = {fmt_seconds(oldest)} (threshold "
-                f"{limits.openapi_oldest_seconds_warn:g} s)" + (f"; waiting: {names}" if names else "")]
+                f"{OPENAPI_OLDEST.limit(limits):g} s)" + (f"; waiting: {names}" if names else "")]
     if openapi.v2_seconds is not None:
         evidence.append(f"openapi.v2_seconds = {fmt_seconds(openapi.v2_seconds)} to build and send /openapi/v2 "
                         f"({fmt_count(openapi.v2_bytes)} bytes): each CRD change rebuilds it")
@@ -317,11 +407,34 @@ def _openapi_rules(q: PromQL) -> tuple[AlertRule, ...]:
     t = q.thresholds
     return (AlertRule(
         "CrdscopeOpenAPIBehind", "warning",
-        f"{q.crdscope('crdscope_openapi_backlog')} >= {t.openapi_backlog_warn} or "
-        f"{q.crdscope('crdscope_openapi_backlog_oldest_seconds')} > {t.openapi_oldest_seconds_warn:g}",
+        f"{q.crdscope('crdscope_openapi_backlog')} >= {OPENAPI_BACKLOG.limit(t):g} or "
+        f"{q.crdscope('crdscope_openapi_backlog_oldest_seconds')} >= {OPENAPI_OLDEST.limit(t):g}",
         "OpenAPI publication behind", "CRDs Established but not yet published in /openapi/v3."),)
 
 
+def _backlog_growing(judging: Judging[OpenAPISample]) -> Holding:
+    """Growing from the moment it crosses the threshold or rose :data:`BACKLOG_RISES` times in a row
+    (an info line below the threshold), until it drains to 0."""
+    backlog = judging.sample.backlog or 0
+    if backlog <= 0:
+        return {}
+    if judging.held:
+        return judging.held
+    crossed = OPENAPI_BACKLOG.crossed(backlog, judging.thresholds)
+    figures = [s.backlog or 0 for s in judging.before] + [backlog]
+    rises = next((n for n in range(len(figures) - 1) if figures[-1 - n] <= figures[-2 - n]), len(figures) - 1)
+    if not crossed and rises < BACKLOG_RISES:
+        return {}
+    return {"": Said(OPENAPI_BACKLOG.severity if crossed else Severity.INFO,
+                     f"OpenAPI backlog growing: {backlog:.0f} CRDs Established but not yet published")}
+
+
+#: The events log's lines while the OpenAPI backlog grows, and once it has drained.
+OPENAPI_GROWING = EventRule(OpenAPISample, "openapi-backlog-growing", "openapi-backlog-drained", _backlog_growing,
+                            lambda _key, _judging: "OpenAPI backlog drained", judgements=(OPENAPI_BACKLOG,),
+                            constants=("BACKLOG_RISES",))
+
 OPENAPI_BEHIND_CHECK = CheckSpec(
     openapi_behind, "OpenAPI publication backlog", probes=(OpenAPISample,),
-    thresholds=("openapi_backlog_warn", "openapi_oldest_seconds_warn"), rules=_openapi_rules, kinds=("openapi-behind",))
+    thresholds=("openapi_backlog_warn", "openapi_oldest_seconds_warn"), rules=_openapi_rules, kinds=("openapi-behind",),
+    judgements=(OPENAPI_BACKLOG, OPENAPI_OLDEST), events=(OPENAPI_GROWING,))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Iterable
+from typing import Any
 
 from crdscope.base.errors import ConfigError
 from crdscope.base.paths import config_file
@@ -25,7 +26,7 @@ from crdscope.base.store import SampleStore
 from . import checks, crashloop, crossplane, kubectl_discovery, resources, webhooks
 from .model import ACCEPTED, CHANGED, CLOSED, EXPIRED, OPENED, Finding, FindingChange, Severity, most_severe_first
 from .observations import Observations
-from .spec import Check, CheckSpec
+from .spec import Check, CheckSpec, EventRule
 
 log = logging.getLogger("crdscope.findings")
 
@@ -56,6 +57,11 @@ CHECKS: tuple[CheckSpec, ...] = (
 OPTIONAL_CHECKS: tuple[CheckSpec, ...] = (kubectl_discovery.KUBECTL_DISCOVERY_CHECK,)
 #: Every declared check.
 DECLARED: tuple[CheckSpec, ...] = CHECKS + OPTIONAL_CHECKS
+
+
+def event_rules() -> tuple[EventRule[Any], ...]:
+    """Every event line a declared check declares (the events detector runs these, and no other)."""
+    return tuple(rule for check in DECLARED for rule in check.events)
 
 
 def finding_kinds() -> tuple[str, ...]:

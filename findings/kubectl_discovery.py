@@ -4,19 +4,63 @@
 burst, its cache's lifetime, which aggregated discovery it asks for) with the discovery probe's
 figures (this cluster's group-versions, the measured per-request latency replayed behind kubectl's
 limits) into one finding.
+
+Discovery seconds are judged here only (:data:`DISCOVERY_SECONDS`): this finding, the events log's
+"discovery over budget" line (:data:`DISCOVERY_BUDGET`, the kubectl 1.24+ client model) and the
+discovery panel's colours of the client models all ask it.
 """
 
 from __future__ import annotations
 
-from crdscope.base.samples.discovery import DiscoverySample
+import math
+from collections.abc import Iterable
+
+from crdscope.base.samples.discovery import ClientModel, DiscoverySample
 
 from crdscope.findings.kubectl import KubectlClient, KubectlMeasurement
 from .model import Finding, Severity
 from .observations import Observations, fmt_seconds
-from .spec import CheckSpec
+from .spec import CheckSpec, EventRule, Holding, Judgement, Judging, Said
 
 #: Below this many group-versions a fast cold discovery is not worth a finding.
 SMALL_CLUSTER_GROUP_VERSIONS = 50
+#: The kubectl >= 1.24 client model (QPS 50, burst 300): the discovery budget people feel.
+KUBECTL_124_QPS, KUBECTL_124_BURST = 50.0, 300.0
+
+#: A client's cold discovery, against the budget people feel.
+DISCOVERY_SECONDS = Judgement("a client's cold discovery, seconds", "discovery_seconds_warn")
+
+
+def kubectl_124_seconds(models: Iterable[ClientModel]) -> float | None:
+    """Seconds of the kubectl >= 1.24 client model among a discovery sample's (None when absent)."""
+    models = list(models)
+    found = next((m for m in models if m.qps == KUBECTL_124_QPS and m.burst == KUBECTL_124_BURST), None) or \
+        next((m for m in models if "kubectl" in m.name and "1.24" in m.name), None)
+    if found is None or not isinstance(found.seconds, (int, float)) or not math.isfinite(found.seconds):
+        return None  # absent, or a recording's odd figure
+    return float(found.seconds)
+
+
+def _over_budget(judging: Judging[DiscoverySample]) -> Holding:
+    seconds = kubectl_124_seconds(judging.sample.client_models)
+    if seconds is None:
+        return None
+    if not DISCOVERY_SECONDS.crossed(seconds, judging.thresholds):
+        return {}
+    budget = DISCOVERY_SECONDS.limit(judging.thresholds)
+    return {"": Said(DISCOVERY_SECONDS.severity,
+                     f"discovery over budget: kubectl 1.24+ would take {seconds:.1f} s (> {budget:g} s)")}
+
+
+def _within_budget(_key: str, judging: Judging[DiscoverySample]) -> str:
+    seconds = kubectl_124_seconds(judging.sample.client_models) or 0.0
+    return f"discovery within budget again: kubectl 1.24+ {seconds:.1f} s"
+
+
+#: The events log's line while the kubectl 1.24+ client model's cold discovery is over budget.
+DISCOVERY_BUDGET = EventRule(DiscoverySample, "discovery-over-budget", "discovery-within-budget", _over_budget,
+                             _within_budget, judgements=(DISCOVERY_SECONDS,),
+                             constants=("KUBECTL_124_QPS", "KUBECTL_124_BURST"))
 
 
 def estimate_cold_discovery(kubectl: KubectlClient, discovery: DiscoverySample) -> tuple[float | None, str]:
@@ -52,12 +96,13 @@ def kubectl_check(obs: Observations) -> list[Finding]:
     seconds, measured = _measured(obs.kubectl_measured, modelled)
     if seconds is None:
         return []
-    budget = obs.thresholds.discovery_seconds_warn
-    if seconds <= budget and discovery.group_versions < SMALL_CLUSTER_GROUP_VERSIONS:
+    budget = DISCOVERY_SECONDS.limit(obs.thresholds)
+    slow = DISCOVERY_SECONDS.crossed(seconds, obs.thresholds)
+    if not slow and discovery.group_versions < SMALL_CLUSTER_GROUP_VERSIONS:
         return []  # a small cluster's discovery is no news
     ttl = "10 minutes" if kubectl.cache_ttl_seconds < 3600 else "6 hours"
-    severity = Severity.WARNING if seconds > budget else Severity.INFO
-    verdict = "slow" if seconds > budget else "fine"
+    severity = DISCOVERY_SECONDS.severity if slow else Severity.INFO
+    verdict = "slow" if slow else "fine"
     return [Finding(
         "kubectl-discovery", severity,
         f"your kubectl {kubectl.git_version}: next cold discovery about {fmt_seconds(seconds)} ({verdict}), "
@@ -91,4 +136,5 @@ def _measured(measurement: KubectlMeasurement | None,
 #: Not among the engine's default checks: a front end adds it once it knows the local kubectl.
 KUBECTL_DISCOVERY_CHECK = CheckSpec(
     kubectl_check, "your kubectl's next cold discovery", probes=(DiscoverySample,),
-    thresholds=("discovery_seconds_warn",), constants=("SMALL_CLUSTER_GROUP_VERSIONS",), kinds=("kubectl-discovery",))
+    thresholds=("discovery_seconds_warn",), constants=("SMALL_CLUSTER_GROUP_VERSIONS",), kinds=("kubectl-discovery",),
+    judgements=(DISCOVERY_SECONDS,), events=(DISCOVERY_BUDGET,))

@@ -6,21 +6,118 @@ kept in step by position (the checks, what ``crdscope doctor`` lists as checked,
 a good sample; ``crdscope rules`` renders every declared :class:`AlertRule`; a test holds the
 declared threshold names to :class:`~crdscope.base.settings.Thresholds` and the declared sample
 classes to the probe registry.
+
+One judge per fact: a figure that a finding, an event line and a panel colour all judge is judged
+by one :class:`Judgement` (a threshold's verdict on it), declared on its check; the transitions the
+events log reports that are no finding are :class:`EventRule` declarations on the check of their
+subject (``CheckSpec.events``), and the events detector (``session.events``) only runs them.  A
+threshold is read in ``findings/`` only (a test holds it): ``config.toml`` moves every front end.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, Generic, TypeVar
 
 from crdscope.base.samples import Sample
 from crdscope.base.settings import Thresholds
 
-from .model import Finding
+from .model import Finding, Severity
 from .observations import Observations
 
 Check = Callable[[Observations], list[Finding]]
+S = TypeVar("S", bound=Sample)
+
+
+@dataclasses.dataclass(frozen=True)
+class Judgement:
+    """One figure judged against one threshold, in one place: the check that opens the finding, the
+    event line and the panel's colour of that figure all ask it, so a threshold changed in
+    ``config.toml`` moves them together."""
+
+    #: What is judged, as a person reads it ("a client's cold discovery, seconds").
+    figure: str
+    #: The :class:`Thresholds` field it is judged by.
+    threshold: str
+    #: How bad crossing it is.
+    severity: Severity = Severity.WARNING
+    #: Crossed at the threshold itself (``>=``), not only above it (``>``).
+    inclusive: bool = False
+
+    def limit(self, thresholds: Thresholds) -> float:
+        """The threshold's value in ``thresholds``."""
+        return float(getattr(thresholds, self.threshold))
+
+    def crossed(self, value: float | None, thresholds: Thresholds) -> bool:
+        """True when ``value`` (None: not observed, never) is past the threshold."""
+        if value is None:
+            return False
+        limit = self.limit(thresholds)
+        return value >= limit if self.inclusive else value > limit
+
+
+@dataclasses.dataclass(frozen=True)
+class Said:
+    """What an event rule finds holding: how bad, and the events log's line as it begins."""
+
+    severity: Severity
+    text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Judging(Generic[S]):
+    """What an :class:`EventRule` judges one sample with."""
+
+    sample: S
+    #: The samples of its probe the rule judged before this one, oldest first (the last few).
+    before: tuple[S, ...]
+    thresholds: Thresholds
+    #: The open findings after this sample, by id: a rule that follows a finding reads its state.
+    findings: Mapping[str, Finding]
+    #: What held after the previous sample, by key (a rule that holds until a figure drains reads it) ...
+    held: Mapping[str, Said]
+    #: ... and since when each of those held.
+    since: Mapping[str, float]
+
+
+#: What holds now, by key (several may at once: one per priority level, per verb); None: the sample
+#: does not tell (a figure not observed), and what held stands.
+Holding = Mapping[str, Said] | None
+
+
+@dataclasses.dataclass(frozen=True)
+class EventRule(Generic[S]):
+    """A transition the events log reports: something begins to hold (``began``) and stops (``ended``).
+
+    Declared on the check of its subject (``CheckSpec.events``); the events detector runs every
+    declared rule on each sample of its class and reports each key of :attr:`holding` once as it
+    appears and once as it goes, never once per sample.  A rule judges a figure with the
+    :class:`Judgement` s it declares, or follows a finding's state (``finding``): then the finding is
+    the one judge and the event only says when it opened and closed.
+    """
+
+    #: The samples it judges (good ones only: a failed sample's figures are defaults).
+    sample: type[S]
+    #: The event's kind when a key begins to hold, and when it stops.
+    began: str
+    ended: str
+    #: What holds after this sample.
+    holding: Callable[[Judging[S]], Holding]
+    #: The line when ``key`` stops holding (the event is info).
+    ended_text: Callable[[str, Judging[S]], str]
+    #: The judgements it judges figures by (their thresholds are its check's).
+    judgements: tuple[Judgement, ...] = ()
+    #: The finding kind whose state it follows ("": its own figures).
+    finding: str = ""
+    #: Names of the constants of its module it judges by.
+    constants: tuple[str, ...] = ()
+
+    @property
+    def thresholds(self) -> tuple[str, ...]:
+        """The :class:`Thresholds` fields it judges by."""
+        return tuple(judgement.threshold for judgement in self.judgements)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,6 +200,11 @@ class CheckSpec:
     #: The finding kinds it can open (a finding's id before any ``:``): what ``[[silence]]`` entries
     #: may name and what the runbook (``docs/runbook.md``) has a section for.
     kinds: tuple[str, ...] = ()
+    #: The judgements of single figures it shares with the event lines and panels (their thresholds
+    #: are among :attr:`thresholds`).
+    judgements: tuple[Judgement, ...] = ()
+    #: The event lines of its subject (the events log, the headless watch): rules, not findings.
+    events: tuple[EventRule[Any], ...] = ()
 
     def __call__(self, obs: Observations) -> list[Finding]:
         """Run the check."""

@@ -441,6 +441,9 @@ def build(kubernetes: str | None = None, *, progress: Callable[[str], None] | No
     """
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     versions = versions_for(kubernetes)
+    if not shutil.which("go"):
+        raise LabError(f"Kubernetes {versions.kubernetes} is built from Go modules and Go is not installed "
+                       "(see the README: `make system-deps`)")
     newest = pinned_versions()
     target = build_dir(versions)
     target.mkdir(parents=True, exist_ok=True)

@@ -206,9 +206,16 @@ def image_config(registry: str) -> dict[str, Any]:
 
 
 def provider(package: str) -> dict[str, Any]:
-    """A Provider object installing ``package``."""
+    """A Provider object installing ``package``, pulled on every read (``packagePullPolicy: Always``).
+
+    Why Always: Crossplane v2.4's package client tees each pull into its package cache and, when
+    the pull is cut short (a reconcile's deadline passing mid-read on a loaded machine), closes the
+    cache entry as if complete. The next read parses that prefix: a revision Healthy with 2 of its
+    14 MRDs, and truncated or nameless MRDs it keeps failing to apply (seen in the lab: 39 of 74
+    revisions short, the install stuck at 243 of 800 MRDs; crossplane#7817 reports the same
+    truncation). Always skips the cache read, so a cut pull is an error Crossplane retries."""
     return {"apiVersion": "pkg.crossplane.io/v1", "kind": "Provider", "metadata": {"name": package},
-            "spec": {"package": package_reference(package)}}
+            "spec": {"package": package_reference(package), "packagePullPolicy": "Always"}}
 
 
 def activation_policy(patterns: list[str]) -> dict[str, Any]:

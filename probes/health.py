@@ -22,8 +22,13 @@ Across runs the probe keeps:
   How many replicas exist comes from their identity Leases
   (:mod:`probes.leases`), read at most every :data:`LEASE_INTERVAL_SECONDS`;
 * outage windows (:mod:`probes.health_tracker` keeps them, with the replicas, Leases, restarts
-  and fits): from the first run that finds the server unreachable or not
-  ready to the first that finds it ready again (resolution: the cadence);
+  and fits): from the first attempt that found the server unreachable or not ready (its own, or
+  the first the session's "not answering" verdict left unanswered: ``ClusterFacts.server_away``)
+  to the first that finds it ready again.  While the server is away the probe is ``dating``: it
+  runs every :data:`OUTAGE_CADENCE_SECONDS` and each run costs the server at most one cheap check
+  (:mod:`probes.outage`: every second while refused, one in flight with a back-off while requests
+  time out), so ``down_seconds`` is known to the second; a run whose reads a hung server holds
+  ends as soon as the session judges the server away, its reads left in flight as that check;
 * least-squares fits (:mod:`base.fit`) of resident memory, heap and open
   descriptors against the CRD count, one per API server process.
 
@@ -44,7 +49,7 @@ import time
 from collections.abc import Awaitable, Callable, Collection
 from typing import TYPE_CHECKING
 
-from crdscope.base.facts import ClusterFacts, LabHooks
+from crdscope.base.facts import ClusterFacts, LabHooks, ServerAway
 from crdscope.base.restarts import IDENTITY_LEASE, KUBE_STATE_METRICS, PlatformRestarts, RestartEvent
 from crdscope.connection.cluster import Cluster
 from crdscope.connection.metrics import PROCESS_FAMILIES, SHARED_SCRAPE_AGE, MetricsSource, Scrape
@@ -56,6 +61,7 @@ from .health_figures import (OBJECT_FAMILIES, SIZE_FAMILIES, ContainerFigures, G
                              scraped_gauges, sources_of, with_prometheus)
 from .health_tracker import HealthTracker, OwnShare, Restarts, Slope
 from .leases import LeaseReading, read_leases
+from .outage import Attempt, OutageCheck
 from .probe import Pacing, ProbeBase
 from .replicas import from_instances
 from .shared import SharedState
@@ -76,6 +82,11 @@ SEEK_SCRAPES_PER_RUN = 3
 SEEK_RUNS = 3
 #: Restart events carried by each sample (the crash-loop finding needs the last ten minutes').
 RESTART_EVENTS_IN_SAMPLE = 30
+#: While the server is away, a sample this often (each run costs at most the outage check, which paces
+#: itself): a ``down_seconds`` threshold crosses within this of its value.
+OUTAGE_CADENCE_SECONDS = 0.5
+#: While a run's reads wait, how often it looks whether the session judged the server away.
+AWAY_POLL_SECONDS = 0.25
 
 HEALTH_FAMILIES = (*PROCESS_FAMILIES.values(), *OBJECT_FAMILIES, *SIZE_FAMILIES)
 
@@ -124,8 +135,9 @@ class HealthProbe(ProbeBase):
 
     name = "health"
     #: /readyz every run (/livez only when not ready), the identity Leases every 30 s (budget
-    #: 10/min); the process figures from the shared /metrics scrape.
-    pacing = Pacing(busy=10.0, idle=20.0, budget=10.0)
+    #: 10/min); the process figures from the shared /metrics scrape.  While the server is away, a run
+    #: every half second that sends at most the outage check (refused: unsent; timing out: one in flight).
+    pacing = Pacing(busy=10.0, idle=20.0, budget=10.0, outage=OUTAGE_CADENCE_SECONDS)
 
     def __init__(self, cluster: Cluster, metrics: MetricsSource, *, crd_count: CrdCounter,
                  cadence: float | None = None, prometheus: PrometheusSource | None = None,
@@ -144,6 +156,10 @@ class HealthProbe(ProbeBase):
         if cadence is not None:  # a one-shot run: its own age for the shared scrape
             self.cadence = cadence
         self.tracker = HealthTracker(since_start=since_start)
+        #: The one check of the server while it is away, and when it last answered one.
+        self.outage_check = OutageCheck(lambda: health_check(self.cluster, "readyz"))
+        #: The session's verdict at the last run that read it.
+        self._told: ServerAway | None = None
         self._seek_marker: tuple[int, int] | None = None
         self._seek_runs = SEEK_RUNS
         metrics.want(*HEALTH_FAMILIES)
@@ -157,15 +173,40 @@ class HealthProbe(ProbeBase):
         if start is not None:
             self.tracker.observe_start(start, scrape.timestamp, scraped_gauges(scrape))
 
+    @property
+    def busy(self) -> bool:
+        """While an outage is open (a server not ready answers), the busy cadence rather than the idle one."""
+        return self.tracker.open_outage is not None
+
+    @property
+    def dating(self) -> bool:
+        """While the server is away: runs on the outage cadence, each one the outage check at most."""
+        return self._away_since() is not None
+
+    def _away_since(self) -> float | None:
+        """The first attempt left unanswered since the server last answered a check of this probe: the
+        session's verdict's (PINGs and requests every half second) or this probe's own (None: it answers)."""
+        told = self.facts.server_away
+        check = self.outage_check
+        known = [since for since in (told.since if told is not None and told.since > check.answered_at else None,
+                                     check.failing_since) if since is not None]
+        return min(known) if known else None
+
     async def run(self) -> HealthSample:
         """One observation; an unreachable server is a sample with ``error`` and an open outage."""
+        if self.dating:
+            away = await self._outage_run()
+            if away is not None:
+                return away
         if self.tracker.lease_reading is None:
             # Read the Leases before the first scrape: with several API servers every scrape then
             # goes out on its own connection from the start, and each replica is seen in the first
             # rounds instead of whenever a kept-alive connection happens to move.
             await self._leases()
             self._spread_scrapes()
-        run = await self._gather()
+        run = await self._gather_unless_away()
+        if isinstance(run, Attempt):
+            return await self._down_sample(run)
         unobservable: dict[str, str] = {}
         judged = await self._judge(run, unobservable)
         in_use = frozenset(n for n, count in judged.storage.objects.items() if count > 0)
@@ -198,6 +239,51 @@ class HealthProbe(ProbeBase):
         return _Gathered(sent, ready, live, scrape, crds, crds_reason, crd_names, reading, etcd_connections,
                          leases, platform)
 
+    async def _gather_unless_away(self) -> _Gathered | Attempt:
+        """The run's reads; once the session judges the server away before they finish (a hung server
+        holds them to their timeouts), they stay in flight as the outage's one check (its attempt)."""
+        sent = time.time()
+        gathering = asyncio.ensure_future(self._gather())
+        held = False
+        try:
+            while not gathering.done():
+                await asyncio.wait({gathering}, timeout=AWAY_POLL_SECONDS)
+                if not gathering.done() and self.facts.server_away is not None and self._away_since() is not None:
+                    self.outage_check.hold(_ready_of(gathering), sent)
+                    held = True
+                    return Attempt(sent, None)
+        finally:
+            if not held and not gathering.done():  # the run was cancelled: nothing left behind
+                gathering.cancel()
+        return gathering.result()
+
+    async def _outage_run(self) -> HealthSample | None:
+        """While the server is away: the outage check only, a down sample (None: the server answered the
+        check, and a full run says how it is)."""
+        told = self.facts.server_away
+        back = self._told is not None and told is None  # the session hears the server again: check now
+        self._told = told
+        attempt = await self.outage_check.poll(now_if_between=back)
+        if attempt.answered:
+            return None
+        return await self._down_sample(attempt)
+
+    async def _down_sample(self, attempt: Attempt) -> HealthSample:
+        """A sample of a server away: the outage dated from its first unanswered attempt, the restarts
+        the platform counts meanwhile; no figure of the server's own."""
+        now = time.time()
+        told = self.facts.server_away
+        if attempt.result is not None and attempt.result.error:
+            reason = attempt.result.error
+        else:
+            reason = f"GET /readyz unanswered for {max(0.0, now - attempt.sent):.1f} s"
+            reason = f"{told.why} ({reason})" if told is not None else reason
+        self.tracker.observe_availability(self._away_since() or attempt.sent or now, True, reason)
+        platform = await self._platform()
+        if platform is not None:
+            self.tracker.ledger.platform(platform)
+        return away_sample(self.tracker, self.cluster.server, now, reason)
+
     async def _judge(self, run: _Gathered, unobservable: dict[str, str]) -> _Judged:
         """The readers' figures of one run, the tracker's restarts, outages and fits updated."""
         now = time.time()
@@ -205,9 +291,10 @@ class HealthProbe(ProbeBase):
         process = with_prometheus(read_process(run.scrape), run.reading, container)
         restarts = await self._count_restarts(run, process, unobservable)
         down, reason = _availability(run.ready, run.live)
-        # A hang counts from when the check was sent (it failed only at its read timeout), a
-        # recovery from when it answered.
-        self.tracker.observe_availability(run.sent if down else now, down, reason)
+        self.outage_check.saw(run.sent, run.ready)
+        # A hang counts from when the check was sent (it failed only at its read timeout) or the first
+        # attempt the session saw unanswered, a recovery from when it answered.
+        self.tracker.observe_availability((self._away_since() or run.sent) if down else now, down, reason)
         storage = read_storage(run.scrape)
         slopes = self.tracker.slopes(process, run.crds, restarts.replica, unobservable)
         own = self.tracker.own_share(process, run.crds, storage.objects, unobservable)
@@ -278,6 +365,10 @@ class HealthProbe(ProbeBase):
             own_share_by=judged.own.own_share_by,
         )
 
+    async def aclose(self) -> None:
+        """Cancel the outage check still waiting on a hung server."""
+        await self.outage_check.aclose()
+
     async def _prometheus(self) -> PrometheusReading | None:
         return await self.prometheus.read() if self.prometheus else None
 
@@ -335,6 +426,32 @@ class HealthProbe(ProbeBase):
         if several and not self.metrics.spread:
             log.info("several API servers: each /metrics scrape opens its own connection")
             self.metrics.spread_over_replicas()
+
+
+async def _ready_of(run: Awaitable[_Gathered]) -> CheckResult:
+    """The /readyz answer of a run left in flight (a failure of the run reads as unreachable)."""
+    try:
+        return (await run).ready
+    except Exception as exc:  # a run's failures are results; this one ended otherwise
+        log.exception("a health run left in flight failed")
+        return CheckResult(ok=False, unreachable=True, error=f"the health run failed: {type(exc).__name__}")
+
+
+def away_sample(tracker: HealthTracker, server: str, now: float, reason: str) -> HealthSample:
+    """The sample of a run while the server is away: what outlives it (restarts its sources count, the
+    outage windows, the replicas last seen); its own figures unknown."""
+    ledger = tracker.ledger
+    total = ledger.total()
+    restarts = total if total is not None else (tracker.restarts if tracker.start_time is not None else None)
+    opened = tracker.open_outage
+    return HealthSample(
+        timestamp=now, error=reason, server=server, restarts=restarts,
+        restarts_source=ledger.best() if total is not None else None, restarts_by_source=dict(ledger.counts),
+        restart_events=ledger.recent()[-RESTART_EVENTS_IN_SAMPLE:], lease_restarts=dict(tracker.leases.replaced_hosts),
+        oom_kills=ledger.oom_kills, apiservers=tracker.apiservers, replicas=tracker.replicas.figures(),
+        ready=False, down=True, down_seconds=round(now - opened.start, 1) if opened is not None else 0.0,
+        outages=tracker.outage_windows(now),
+        unobservable={"figures": "the API server is away: only its outage check runs (probes.outage)"})
 
 
 def _availability(ready: CheckResult, live: CheckResult) -> tuple[bool, str]:

@@ -132,10 +132,13 @@ class HealthTracker:
             uptime_seconds=max(0.0, dead.last_seen - dead.start_time) if replaced and dead and dead.last_seen else None)
 
     def observe_availability(self, now: float, down: bool, reason: str) -> None:
-        """Open an outage window on the first bad run, close it on the first good one."""
+        """Open an outage window on the first bad run, close it on the first good one; a bad run
+        that knows an earlier start (the first attempt left unanswered) dates the open window back."""
         if down and self.open_outage is None:
             self.open_outage = Outage(start=now, reason=reason)
             log.warning("API server down: %s", reason)
+        elif down and self.open_outage is not None and now < self.open_outage.start:
+            self.open_outage = dataclasses.replace(self.open_outage, start=now)
         elif not down and self.open_outage is not None:
             start = self.open_outage.start
             self.outages.append(Outage(start, now, now - start, self.open_outage.reason))

@@ -9,7 +9,9 @@ on the base), so a probe writes only what it has to say:
 * ``name`` and ``pacing`` (class attributes: its cadences and request budget, :class:`Pacing`);
 * ``async def run() -> Sample``;
 * optionally ``deadline`` (seconds a run may take), ``busy`` (a property: True keeps it on its busy
-  cadence while all is quiet) and ``async def aclose()`` (what it holds beyond the shared client).
+  cadence while all is quiet), ``dating`` (a property: True runs it on its pacing's ``outage``
+  cadence, while it dates an outage to the second) and ``async def aclose()`` (what it holds beyond
+  the shared client).
 
 The scheduler sets ``cadence`` (the wait before the next run) from the pacing before each wait;
 ``config.toml``'s ``[cadences]`` and ``[budgets]`` override a declared pacing
@@ -46,15 +48,21 @@ class Pacing:
     ``busy``: seconds from the end of one run to the start of the next while CRDs change (and
     always, without ``idle``); ``idle``: the cadence once no CRD changed for ``cadences.settle``
     seconds (a CRD change brings ``busy`` back at once); ``budget``: requests per minute, averaged
-    over five minutes, that the footprint probe holds it to (None: it sends no request of its own).
+    over five minutes, that the footprint probe holds it to (None: it sends no request of its own);
+    ``outage``: the cadence while the probe is ``dating`` (the server away: each run then costs the
+    server at most a cheap check, which the probe paces itself; None: no such cadence).
     """
 
     busy: float
     idle: float | None = None
     budget: float | None = None
+    outage: float | None = None
 
-    def cadence(self, quiet: bool) -> float:
-        """The wait before the next run: the idle cadence while all is quiet, else the busy one."""
+    def cadence(self, quiet: bool, dating: bool = False) -> float:
+        """The wait before the next run: the outage cadence while dating, the idle one while all is
+        quiet, else the busy one."""
+        if dating and self.outage is not None:
+            return self.outage
         return max(self.busy, self.idle) if quiet and self.idle is not None else self.busy
 
 
@@ -72,6 +80,10 @@ class Probe(Protocol):
     @property
     def busy(self) -> bool:
         """True while the probe has work pending (it stays on its busy cadence while all is quiet)."""
+
+    @property
+    def dating(self) -> bool:
+        """True while the probe dates an outage (it runs on its pacing's ``outage`` cadence)."""
 
     async def run(self) -> Sample:
         """Observe once and return a sample; expected failures return a sample with ``error``."""
@@ -101,6 +113,10 @@ class ProbeBase:
 
     @property
     def busy(self) -> bool:
+        return False
+
+    @property
+    def dating(self) -> bool:
         return False
 
     async def run(self) -> Sample:
@@ -145,4 +161,4 @@ def paced(name: str, declared: Pacing, cadences: Cadences, budgets: RequestBudge
     set_budgets = budgets.overrides() if budgets is not None else {}
     idle = set_cadences.get(f"{name}_idle", declared.idle) if declared.idle is not None else None
     return Pacing(busy=set_cadences.get(name, declared.busy), idle=idle,
-                  budget=set_budgets.get(name, declared.budget))
+                  budget=set_budgets.get(name, declared.budget), outage=declared.outage)

@@ -186,6 +186,14 @@ class Scheduler:
 
     async def _deliver(self, sample: Sample) -> None:
         await deliver(self.sinks, sample)
+        self._repace()
+
+    def _repace(self) -> None:
+        """A sample can change how another probe is paced (once the session judges the server away,
+        the health probe dates the outage): wake each probe whose wait would now be shorter."""
+        for entry in self._entries.values():
+            if self._cadence_of(entry) < entry.probe.cadence:
+                entry.wake.set()
 
     async def _loop(self, entry: _Entry) -> None:
         # The stop check is belt and braces: cancellation ends the loop, but a loop that lost
@@ -218,13 +226,17 @@ class Scheduler:
         """Set and return the probe's ``cadence`` for its next run and wait.
 
         A probe whose pacing has an idle cadence runs on it while all is quiet (and the probe is
-        not ``busy``), else on the busy one.  The probe's ``cadence`` itself changes, so what a
-        probe derives from it (how old a shared scrape it takes) follows.
+        not ``busy``), else on the busy one; a probe ``dating`` an outage runs on its outage
+        cadence.  The probe's ``cadence`` itself changes, so what a probe derives from it (how old
+        a shared scrape it takes) follows.
         """
+        entry.probe.cadence = self._cadence_of(entry)
+        return entry.probe.cadence
+
+    def _cadence_of(self, entry: _Entry) -> float:
         probe = entry.probe
         quiet = entry.pacing.idle is not None and self._quiet is not None and self._quiet() and not probe.busy
-        probe.cadence = entry.pacing.cadence(quiet)
-        return probe.cadence
+        return entry.pacing.cadence(quiet, dating=probe.dating)
 
     def _stopping(self) -> bool:
         return self._stopped is not None and self._stopped.is_set()

@@ -33,6 +33,7 @@ from crdscope.base.samples.health import HealthSample
 from crdscope.base.settings import Thresholds
 from crdscope.base.silences import Silence
 from crdscope.base.store import SampleStore
+from crdscope.findings.checks import server_away
 from crdscope.findings.engine import FindingsEngine, check_silences
 from crdscope.findings.resources import memory_pressure
 from crdscope.findings.kubectl import KubectlClient, read_local_kubectl
@@ -176,10 +177,12 @@ class WatchCore:
         except Exception:  # a findings bug must not lose the sample or the events
             log.exception("findings failed on a %s sample", sample.probe)
             changes = ()
-        # The memory finding's verdict holds the monitor's heavy reads back (probes.guard reads it).
+        # The memory finding's verdict holds the monitor's heavy reads back (probes.guard reads it); the
+        # "not answering" one dates the health probe's outage and hurries its checks.
         self.facts.memory_pressure = memory_pressure(self.findings.open)
+        self.facts.server_away = server_away(self.findings.open)
         try:
-            events = tuple(self.detector.observe(sample))
+            events = tuple(self.detector.observe(sample, self.findings.open))
         except Exception:
             log.exception("events detector failed on a %s sample", sample.probe)
             events = ()
@@ -208,6 +211,7 @@ class WatchCore:
         self.detector = EventDetector(self.thresholds)
         self.facts.forget_observed()
         self.facts.memory_pressure = None
+        self.facts.server_away = None
         self.findings = engine_on(self.store, self.thresholds, self.facts)
         self.findings.accept(self.silences, self.cluster)
         self.know_kubectl(self.kubectl)

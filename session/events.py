@@ -8,8 +8,12 @@ panel, the headless watcher and the recorder all use it; an event's timestamp
 is the timestamp of the sample that revealed it, so replaying a recording
 yields the same events as the live session did.
 
-Each probe's figures are read as attributes of its sample class (a type checker
-sees them); a figure the probe reports as unobservable (``None``) raises no event.
+What each figure's line says is not judged here: every rule is an
+:class:`~crdscope.findings.spec.EventRule` declared on the check of its subject (the
+one list, ``findings.engine.CHECKS``), judging by that check's
+:class:`~crdscope.findings.spec.Judgement` s or following its finding's state, so a
+threshold changed in ``config.toml`` moves the line, the finding and the panel at
+once.  A figure the probe reports as unobservable (``None``) raises no event.
 Samples of other classes (a probe this detector does not know) only count for
 probe down / recovered.
 """
@@ -18,19 +22,19 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from crdscope.base.samples.loader import LoaderSample
-from crdscope.base.samples.discovery import ClientModel, DiscoverySample
 from crdscope.base.restarts import KUBE_STATE_METRICS, LAB_SUPERVISOR, START_TIME, RestartEvent
 from crdscope.base.samples.health import HealthSample
-from crdscope.base.samples.latency import LatencySample
-from crdscope.base.samples.openapi import OpenAPISample
 from crdscope.base.samples import Sample
 from crdscope.base.settings import Thresholds
+from crdscope.findings.engine import event_rules
+from crdscope.findings.model import Finding, Severity as FindingSeverity
 from crdscope.findings.model import format_duration as format_seconds  # one formatter for events and findings
-from crdscope.base.samples.throttling import ThrottlingSample
+from crdscope.findings.spec import EventRule, Judging, Said
 
 from .values import finite_number
 
@@ -41,10 +45,6 @@ WARN: Severity = "warn"
 FAIL: Severity = "fail"
 SEVERITIES: tuple[Severity, ...] = (INFO, WARN, FAIL)
 
-#: The kubectl >= 1.24 client model (QPS 50, burst 300): the discovery budget people feel.
-KUBECTL_124_QPS, KUBECTL_124_BURST = 50.0, 300.0
-#: Consecutive rises of the OpenAPI backlog that count as "growing" below the warn threshold.
-BACKLOG_RISES = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,47 +87,74 @@ class _ProbeState:
     down_since: float | None = None
 
 
-class EventDetector:
-    """Turns a stream of samples (any probe, any order) into transition events."""
+#: An event rule's finding severity as the events log says it.
+SEVERITY_OF: dict[FindingSeverity, Severity] = {FindingSeverity.CRITICAL: FAIL, FindingSeverity.WARNING: WARN,
+                                                FindingSeverity.INFO: INFO}
+#: Samples of its probe each event rule sees before the one it judges (the OpenAPI backlog's rises).
+BEFORE_KEPT = 4
 
-    def __init__(self, thresholds: Thresholds | None = None) -> None:
+
+@dataclasses.dataclass
+class _RuleState:
+    """What one event rule held after the last sample it judged, since when, and the samples before."""
+
+    held: dict[str, Said] = dataclasses.field(default_factory=dict)
+    since: dict[str, float] = dataclasses.field(default_factory=dict)
+    before: deque[Sample] = dataclasses.field(default_factory=lambda: deque(maxlen=BEFORE_KEPT))
+
+
+class EventDetector:
+    """Turns a stream of samples (any probe, any order) into transition events.
+
+    What a figure's line says is judged by the declared :class:`~crdscope.findings.spec.EventRule` s
+    (``rules``: every declared check's, ``findings.engine.event_rules()``); this class only runs
+    them, once per transition.  It says itself what a sample states with no verdict to make: a
+    probe's own failure, a restart its sources counted, the loader's progress.
+    """
+
+    def __init__(self, thresholds: Thresholds | None = None, rules: Iterable[EventRule[Any]] | None = None) -> None:
         self.thresholds = thresholds or Thresholds()
+        self.rules: tuple[EventRule[Any], ...] = tuple(rules) if rules is not None else event_rules()
         self._probes: dict[str, _ProbeState] = {}
         self._restarts: float | None = None
         self._start_time: float | None = None
-        self._ready: bool | None = None
-        self._throttled = False
-        self._responses_429: float | None = None
-        self._over_budget = False
-        self._backlog: float | None = None
-        self._backlog_rises = 0
-        self._backlog_growing = False
-        self._breaches: dict[str, str] = {}
+        self._states = [_RuleState() for _ in self.rules]
         self._loader_state: str | None = None
 
-    def observe(self, sample: Sample) -> list[Event]:
-        """The events this sample reveals (usually none)."""
+    def observe(self, sample: Sample, findings: Mapping[str, Finding] | None = None) -> list[Event]:
+        """The events this sample reveals (usually none); ``findings``: the findings open after it
+        (the rules that follow a finding read them; a caller without an engine passes none)."""
         probe = type(sample).probe
         events = self._availability(probe, sample)
-        if sample.error:
-            # A failed sample's figures are defaults, not observations, except those a source outside
-            # the server keeps counting while it is away (a supervisor's deaths: the OOM drill's server
-            # never answered between its deaths, and drill 1 printed none of its nine restarts).
-            if isinstance(sample, HealthSample):
-                events += self._restarts_seen(sample)
-            return events
         if isinstance(sample, HealthSample):
-            events += self._health(sample)
-        elif isinstance(sample, ThrottlingSample):
-            events += self._throttling(sample)
-        elif isinstance(sample, DiscoverySample):
-            events += self._discovery(sample)
-        elif isinstance(sample, OpenAPISample):
-            events += self._openapi(sample)
-        elif isinstance(sample, LatencySample):
-            events += self._latency(sample)
-        elif isinstance(sample, LoaderSample):
+            # Even a failed sample's restarts, where a source outside the server kept counting them (a
+            # supervisor's deaths: the OOM drill's server never answered between its deaths, and drill 1
+            # printed none of its nine restarts).
+            events += self._restarts_seen(sample)
+        if sample.error:
+            return events  # a failed sample's figures are defaults, not observations
+        for rule, state in zip(self.rules, self._states, strict=True):
+            if isinstance(sample, rule.sample):
+                events += self._judge(rule, state, sample, findings or {})
+        if isinstance(sample, LoaderSample):
             events += self._loader(sample)
+        return events
+
+    def _judge(self, rule: EventRule[Any], state: _RuleState, sample: Sample,
+               findings: Mapping[str, Finding]) -> list[Event]:
+        """One rule on one sample: an event for each key that began or stopped holding."""
+        judging = Judging(sample, tuple(state.before), self.thresholds, findings, dict(state.held), dict(state.since))
+        state.before.append(sample)
+        holding = rule.holding(judging)
+        if holding is None:
+            return []  # not observed: what held stands
+        probe, at = type(sample).probe, sample.timestamp
+        events = [Event(at, rule.began, SEVERITY_OF[said.severity], probe, said.text)
+                  for key, said in holding.items() if key not in state.held]
+        events += [Event(at, rule.ended, INFO, probe, rule.ended_text(key, judging))
+                   for key in state.held if key not in holding]
+        state.since = {key: state.since.get(key, at) for key in holding}
+        state.held = dict(holding)
         return events
 
     # -- every probe: down / recovered ------------------------------------------------
@@ -143,20 +170,7 @@ class EventDetector:
                           f"probe recovered after {format_seconds(seconds)}")]
         return []
 
-    # -- per probe ---------------------------------------------------------------------
-    def _health(self, sample: HealthSample) -> list[Event]:
-        events = self._restarts_seen(sample)
-        ready = sample.ready
-        if ready is not None:
-            if not ready and self._ready is not False:
-                failing = _first_few(list(sample.failing_checks)) or "no check named"
-                events.append(Event(sample.timestamp, "readyz-failing", FAIL, "health",
-                                    f"readyz failing: {failing}"))
-            elif ready and self._ready is False:
-                events.append(Event(sample.timestamp, "readyz-recovered", INFO, "health", "readyz ok again"))
-            self._ready = ready
-        return events
-
+    # -- restarts and the loader: what the sample says, no verdict -------------------------
     def _restarts_seen(self, sample: HealthSample) -> list[Event]:
         """One line per restart since the last sample; a failed sample counts only restarts its
         sources name (deaths a platform saw), its own start time being unknown."""
@@ -180,69 +194,6 @@ class EventDetector:
             for number, event in enumerate(fresh, start=1):
                 line = restart_line(sample, event, latest=number == len(fresh) and not sample.error)
                 events.append(Event(sample.timestamp, "apiserver-restarted", FAIL, "health", line))
-        return events
-
-    def _throttling(self, sample: ThrottlingSample) -> list[Event]:
-        rejecting = []
-        for level in sample.priority_levels:
-            rate = finite_number(level.rejected_per_s)
-            if rate:
-                rejecting.append(f"{level.name} {rate:.1f}/s")
-        seen = float(sample.responses_429.total)
-        new_429 = self._responses_429 is not None and seen > self._responses_429
-        self._responses_429 = seen
-        throttled = bool(rejecting) or new_429
-        if throttled == self._throttled:
-            return []
-        self._throttled = throttled
-        if throttled:
-            where = f"APF rejecting at {', '.join(rejecting)}" if rejecting else "crdscope received 429s"
-            return [Event(sample.timestamp, "throttling-began", WARN, "throttling", f"429s began: {where}")]
-        return [Event(sample.timestamp, "throttling-stopped", INFO, "throttling", "429s stopped")]
-
-    def _discovery(self, sample: DiscoverySample) -> list[Event]:
-        seconds = kubectl_124_seconds(sample.client_models)
-        if seconds is None:
-            return []
-        budget = self.thresholds.discovery_seconds_warn
-        over = seconds > budget
-        if over == self._over_budget:
-            return []
-        self._over_budget = over
-        if over:
-            return [Event(sample.timestamp, "discovery-over-budget", WARN, "discovery",
-                          f"discovery over budget: kubectl 1.24+ would take {seconds:.1f} s (> {budget:g} s)")]
-        return [Event(sample.timestamp, "discovery-within-budget", INFO, "discovery",
-                      f"discovery within budget again: kubectl 1.24+ {seconds:.1f} s")]
-
-    def _openapi(self, sample: OpenAPISample) -> list[Event]:
-        backlog = float(sample.backlog)
-        previous, self._backlog = self._backlog, backlog
-        self._backlog_rises = self._backlog_rises + 1 if previous is not None and backlog > previous else 0
-        warn = self.thresholds.openapi_backlog_warn
-        if not self._backlog_growing and backlog > 0 and (backlog >= warn or self._backlog_rises >= BACKLOG_RISES):
-            self._backlog_growing = True
-            severity = WARN if backlog >= warn else INFO
-            return [Event(sample.timestamp, "openapi-backlog-growing", severity, "openapi",
-                          f"OpenAPI backlog growing: {backlog:.0f} CRDs Established but not yet published")]
-        if self._backlog_growing and backlog == 0:
-            self._backlog_growing = False
-            return [Event(sample.timestamp, "openapi-backlog-drained", INFO, "openapi", "OpenAPI backlog drained")]
-        return []
-
-    def _latency(self, sample: LatencySample) -> list[Event]:
-        now = {key: breach_text(key, sample) for key in sample.slo_breaches}
-        for name in sample.canary_slo_breaches:
-            canary = sample.canaries.get(name)
-            p99 = finite_number(canary.p99_seconds) if canary else None
-            slo = finite_number(canary.slo_seconds) if canary else None
-            figures = f" p99 {p99:.2f} s > {slo:g} s" if p99 is not None and slo is not None else ""
-            now[f"canary {name}"] = f"canary {name}{figures}"
-        events = [Event(sample.timestamp, "latency-slo-breached", WARN, "latency", f"latency SLO breached: {text}")
-                  for key, text in now.items() if key not in self._breaches]
-        events += [Event(sample.timestamp, "latency-slo-recovered", INFO, "latency", f"latency SLO met again: {key}")
-                   for key in self._breaches if key not in now]
-        self._breaches = now
         return events
 
     def _loader(self, sample: LoaderSample) -> list[Event]:
@@ -309,30 +260,3 @@ def restart_line(sample: HealthSample, event: RestartEvent | None, *, latest: bo
 
 def _clock(at: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(at))
-
-
-def kubectl_124_seconds(models: Iterable[ClientModel]) -> float | None:
-    """Seconds of the kubectl >= 1.24 client model among a discovery sample's (None when absent)."""
-    models = list(models)
-    for model in models:
-        if model.qps == KUBECTL_124_QPS and model.burst == KUBECTL_124_BURST:
-            return finite_number(model.seconds)
-    for model in models:
-        if "kubectl" in model.name and "1.24" in model.name:
-            return finite_number(model.seconds)
-    return None
-
-
-def breach_text(key: str, sample: LatencySample) -> str:
-    """A breach (``"VERB scope"``) as a person reads it, with p99 against the SLO when the sample has them."""
-    p99 = finite_number(sample.p99_by_verb_scope.get(key))
-    slo = finite_number(sample.slo_seconds.get(key))
-    if p99 is not None and slo is not None:
-        return f"{key} p99 {p99:.2f} s > {slo:g} s"
-    return key
-
-
-def _first_few(names: list[str], shown: int = 3) -> str:
-    """``a, b, c (+4 more)``: a restarting server fails a dozen checks at once."""
-    more = f" (+{len(names) - shown} more)" if len(names) > shown else ""
-    return ", ".join(names[:shown]) + more

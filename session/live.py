@@ -35,6 +35,7 @@ from crdscope.base.samples import Sample
 
 from .core import LatestSamples, SessionStore, Taken, WatchCore
 from .events import Event
+from .notes import Note
 from .recorder import Recorder
 
 log = logging.getLogger("crdscope.session")
@@ -73,7 +74,7 @@ class TakenRecorder:
             changed()
         facts.limit_listeners.append(changed)
 
-    def record(self, item: Sample | Event | FindingChange | LimitRecord) -> None:
+    def record(self, item: Sample | Event | FindingChange | LimitRecord | Note) -> None:
         """Record one item (also what the core learned beyond a sample: a finding re-judged)."""
         if self.recorder is None:
             return

@@ -25,6 +25,8 @@ or changed severity: :class:`findings.model.FindingChange`), ``{"type": "limit",
 {"timestamp", "memory_limit_bytes", "memory_limit_origin", "memory_limit_source"}}`` (the memory
 limit given from then on, ``--memory-limit`` or the lab's cap: :class:`base.facts.LimitRecord`;
 without the size, none; readers before it skip it), and on a clean close
+``{"type": "note", "data": {"timestamp", "line", "severity", "kind", "cast"}}`` (a line a narrated
+session said: :class:`session.notes.Note`; readers before it skip it), and on a clean close
 ``{"type": "end", "timestamp": ..., "reason": "closed" | "rotated",
 "next": "<file of the next part>"}``.  The header names the cluster by its server
 address, context name and Kubernetes version only: never a user, token, key or
@@ -67,6 +69,7 @@ from crdscope.base.samples import Sample
 from crdscope.findings.model import FindingChange
 
 from .events import Event
+from .notes import Note
 
 FORMAT = "crdscope-recording"
 FORMAT_VERSION = 1
@@ -226,14 +229,16 @@ class Recorder:
         """Record a sample or an event (the monitor's sink signature)."""
         self.record(item)
 
-    def record(self, item: Sample | Event | FindingChange | LimitRecord) -> None:
-        """Record a sample, an event, a finding's transition or a given memory limit now."""
+    def record(self, item: Sample | Event | FindingChange | LimitRecord | Note) -> None:
+        """Record a sample, an event, a finding's transition, a given memory limit or a narrator's line now."""
         if isinstance(item, Event):
             self.write(event_record(item))
         elif isinstance(item, FindingChange):
             self.write(finding_record(item))
         elif isinstance(item, LimitRecord):
             self.write({"type": "limit", "data": item.to_json()})
+        elif isinstance(item, Note):
+            self.write({"type": "note", "data": item.to_json()})
         else:
             self._append(sample_line(item))
 

@@ -42,6 +42,7 @@ from crdscope.base.settings import Thresholds
 from .core import SessionStore, WatchCore
 from .durations import parse_duration
 from .events import Event
+from .notes import Note
 from .recorder import FORMAT, FORMAT_VERSION, ClusterInfo, part_path
 
 @dataclasses.dataclass(frozen=True)
@@ -137,7 +138,7 @@ class RecordingReader:
             )
         return header
 
-    def __iter__(self) -> Iterator[Sample | Event | LimitRecord]:
+    def __iter__(self) -> Iterator[Sample | Event | LimitRecord | Note]:
         number = int(self.header.get("part", 1) or 1)
         path = self.path
         while True:
@@ -161,7 +162,7 @@ class RecordingReader:
             self.parts.append(following)
             path = following
 
-    def _read_part(self, path: Path) -> Generator[Sample | Event | LimitRecord, None, str | None]:
+    def _read_part(self, path: Path) -> Generator[Sample | Event | LimitRecord | Note, None, str | None]:
         """Yield one part's records; return the next part's file name ("" = by number) or None."""
         offset = line_number = 0
         with open_recording(path) as handle:
@@ -202,12 +203,12 @@ class RecordingReader:
                                 else f"not valid JSON ({exc.msg} at column {exc.colno})") from None
         if not isinstance(record, dict) or not isinstance(record.get("type"), str):
             raise _DamagedError("not a record (no type)")
-        if record["type"] not in ("sample", "event", "limit", "end"):
+        if record["type"] not in ("sample", "event", "limit", "note", "end"):
             return None  # a record kind of a later minor revision: skip it
         return record
 
     @staticmethod
-    def _rebuild(record: dict[str, Any]) -> Sample | Event | LimitRecord:
+    def _rebuild(record: dict[str, Any]) -> Sample | Event | LimitRecord | Note:
         data = record.get("data")
         if not isinstance(data, dict):
             raise _DamagedError(f"{record['type']} record without data")
@@ -216,6 +217,8 @@ class RecordingReader:
                 return Event.from_json(data)
             if record["type"] == "limit":
                 return LimitRecord.from_json(data)
+            if record["type"] == "note":
+                return Note.from_json(data)
             sample = sample_type(str(record.get("probe", ""))).from_json(data)
         except (TypeError, ValueError, AttributeError) as exc:
             raise _DamagedError(f"{record.get('probe', 'event')} record does not rebuild: {exc}") from None
@@ -239,6 +242,8 @@ class Recording:
     parts: list[Path]
     #: The memory limits given while it was recorded (``--memory-limit``, the lab's cap), in time order.
     limits: list[LimitRecord] = dataclasses.field(default_factory=list)
+    #: What a narrated session said (``crdscope demo``), in time order.
+    notes: list[Note] = dataclasses.field(default_factory=list)
 
     @property
     def start(self) -> float | None:
@@ -255,18 +260,23 @@ def read_recording(path: str | Path) -> Recording:
     samples: list[Sample] = []
     events: list[Event] = []
     limits: list[LimitRecord] = []
+    notes: list[Note] = []
     for item in reader:
         if isinstance(item, Event):
             events.append(item)
         elif isinstance(item, LimitRecord):
             limits.append(item)
+        elif isinstance(item, Note):
+            notes.append(item)
         else:
             samples.append(item)
     # Probes finish out of order by a few milliseconds; replay by when each sample was taken.
     samples.sort(key=lambda s: s.timestamp)
     limits.sort(key=lambda r: r.timestamp)
+    notes.sort(key=lambda n: n.timestamp)
     return Recording(path=reader.path, header=reader.header, cluster=reader.cluster, samples=samples,
-                     events=events, damage=reader.damage, ended=reader.ended, parts=reader.parts, limits=limits)
+                     events=events, damage=reader.damage, ended=reader.ended, parts=reader.parts, limits=limits,
+                     notes=notes)
 
 
 

@@ -28,10 +28,12 @@ from crdscope.base.settings import load_settings
 from crdscope.base.store import SampleStore
 from crdscope.findings.kubectl import KubectlClient, read_local_kubectl
 from crdscope.findings.model import Finding, FindingChange
+from crdscope.findings.kubectl_discovery import kubectl_124_seconds
 
 from .core import SessionStore, WatchCore
-from .events import Event, kubectl_124_seconds
+from .events import Event
 from .recorder import ClusterInfo
+from .notes import Note
 from .replay import Damage, RecordingReader
 from .values import finite_number, members, names_of, read_field
 
@@ -160,6 +162,8 @@ def summarise(path: str | Path, *, kubectl: KubectlClient | None | bool = True) 
             continue
         if isinstance(item, LimitRecord):  # the memory limit given from then on
             core.facts.give_limit(item.limit)
+            continue
+        if isinstance(item, Note):  # a narrator's line (crdscope demo): no figure of the cluster's
             continue
         probe = type(item).probe
         summary.samples[probe] = summary.samples.get(probe, 0) + 1

@@ -8,9 +8,17 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+# Two workers under `make test` (pytest-xdist): modules kept whole, the longest first, `alone` tests alone.
+from tests.scheduling import (  # noqa: F401 - hooks, registered by being in this conftest
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_runtest_protocol,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_CRDS = ROOT.parent / "shared" / "crds"
@@ -85,27 +93,37 @@ def lab_binaries():
 
 
 @pytest.fixture(scope="session")
-def lab(tmp_path_factory: pytest.TempPathFactory, lab_binaries) -> LabHandle:
-    """One real lab for the whole session; torn down at the end."""
+def lab(tmp_path_factory: pytest.TempPathFactory, lab_binaries):
+    """One real lab for the whole session (for each worker under xdist); torn down at the end."""
+    yield from own_lab(tmp_path_factory.mktemp("session-lab"), lab_binaries)
+
+
+def own_lab(home: Path, binaries) -> Iterator[LabHandle]:
+    """A lab started in ``home`` for a fixture to yield, torn down after it."""
     from crdscope.lab.controlplane import Lab
 
-    home = tmp_path_factory.mktemp("session-lab")
     the_lab = Lab(home)
-    state = the_lab.up(lab_binaries)
-    handle = LabHandle(lab=the_lab, state=state, kubeconfig=state.kubeconfig)
-    yield handle
-    the_lab.down()
+    state = the_lab.up(binaries)
+    try:
+        yield LabHandle(lab=the_lab, state=state, kubeconfig=state.kubeconfig)
+    finally:
+        the_lab.down()
 
 
 @pytest.fixture
 def fresh_lab(tmp_path_factory: pytest.TempPathFactory, lab_binaries):
     """A lab of the test's own, for tests that kill, stop or restart it or measure its memory."""
-    from crdscope.lab.controlplane import Lab
+    yield from own_lab(tmp_path_factory.mktemp("own-lab"), lab_binaries)
 
-    the_lab = Lab(tmp_path_factory.mktemp("own-lab"))
-    state = the_lab.up(lab_binaries)
-    yield LabHandle(lab=the_lab, state=state, kubeconfig=state.kubeconfig)
-    the_lab.down()
+
+@pytest.fixture(scope="module")
+def module_lab(tmp_path_factory: pytest.TempPathFactory, lab_binaries):
+    """A lab of the module's own: for modules whose figures depend on what the server has served.
+
+    The session lab's /metrics grows with every resource the tests before touched (request and
+    storage histograms are kept per resource for the life of the process, CRDs deleted or not).
+    """
+    yield from own_lab(tmp_path_factory.mktemp("module-lab"), lab_binaries)
 
 
 @pytest.fixture

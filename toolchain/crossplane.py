@@ -153,12 +153,18 @@ def crossplane_binaries(progress: Callable[[str], None] | None = None,
         raise LabError("Crossplane is built from Go modules and Go is not installed "
                        "(see the README: `make system-deps`)")
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
-    for needed in dict.fromkeys((CLI_RELEASE, release)):  # the CLI first; once when they are one
-        if not _built(needed):
-            _build(needed, say)
+    for needed in releases_to_build(release.version):
+        _build(needed, say)
     found = cached_binaries(release.version)
     assert found is not None
     return found
+
+
+def releases_to_build(version: str | None = None) -> list[CoreRelease]:
+    """The builds core ``version`` (default: the default core) still needs, in build order: the CLI's
+    module first (crank and crane), then the core's own; empty when both are cached."""
+    release = release_of(version)
+    return [needed for needed in dict.fromkeys((CLI_RELEASE, release)) if not _built(needed)]
 
 
 def _built(release: CoreRelease) -> bool:

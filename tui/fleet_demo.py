@@ -6,7 +6,9 @@ the driver of ``crdscope lab --crossplane``, once per lab) when Crossplane is bu
 crdscope's own loader (the compare screen's ``l``, without its dialog).  :class:`FleetDemoApp` is
 the monitor on both, opened on the compare screen: once up it starts both installs and narrates
 what to look at, one notification per stage (memory nearing the cap, the OOM kill and the
-supervisor's restart), and ends with each cluster's open findings.
+supervisor's restart: :class:`tui.demo_story.Narrator`, from each health sample), and ends with
+each cluster's open findings.  Every line is also a note in the capped lab's recording, so that
+``crdscope demo --replay`` (:mod:`tui.fleet_replay`) tells the story again from the recordings.
 """
 
 from __future__ import annotations
@@ -15,17 +17,20 @@ import dataclasses
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from crdscope.base.errors import ConfigError
-from crdscope.findings.model import Finding
-from crdscope.base.errors import LabError
+from crdscope.base.errors import ConfigError, LabError
+from crdscope.base.samples.health import HealthSample
 from crdscope.loader.crossplane_install import LabClient, Stage, run_install
+from crdscope.session.core import Taken
+from crdscope.session.notes import Note, NoteKind
 
 from .app import CrdscopeApp
 from .crossplane_demo import InstallSaid
+from .demo_story import DemoLab, Narrator, findings_line
 from .fleet_figures import figures_of
 from .format import size
 from .sessions import ClusterSession
@@ -51,29 +56,18 @@ OLD, NEW = "1.26", "1.37"
 #: Seconds a narration line stays on screen (the last ones, the findings, stay longer).
 NOTE_SECONDS = 30.0
 END_SECONDS = 600.0
-#: Memory over this fraction of the cap is a stage worth a line: the kill is near.
-NEAR_CAP = 0.8
 FOLLOW_SECONDS = 2.0
 
 
-@dataclass
-class LabInstall:
-    """One lab of the demo and how the provider goes into it."""
+@dataclass(kw_only=True)
+class LabInstall(DemoLab):
+    """One lab of the demo (its name, minor, cap and install's result, as the story names it) and how
+    the provider goes into it."""
 
     lab: Lab
     state: LabState
-    kubernetes: str
-    memory_limit: int
     #: Through Crossplane (the driver's stages), or None: crdscope's own loader.
     stages: list[Stage] | None = None
-    #: True once installed, False when it stopped short, None while it runs (or before it starts).
-    result: bool | None = None
-
-    @property
-    def label(self) -> str:
-        """``demo-126 (1.26, capped at 2.5 GiB)``: the lab as the narration names it."""
-        cap = f", capped at {size(self.memory_limit)}" if self.memory_limit else ""
-        return f"{self.lab.name} ({self.kubernetes}{cap})"
 
 
 @dataclass
@@ -174,6 +168,9 @@ def prepare_demo(provider: str, *, prefix: str = "demo", memory_limit: int | Non
     check_available()
     cap = memory_limit or default_memory_limit(binaries is not None)
     wanted = list(zip(names, (OLD, NEW), (cap, 0), strict=True))
+    from crdscope.lab.buildplan import say_plan
+
+    say_plan(say, (OLD, NEW))  # before the first build: what it builds and about how long
     for _, kubernetes, _ in wanted:
         _binaries_for(kubernetes, say)
     installs = []
@@ -187,7 +184,8 @@ def prepare_demo(provider: str, *, prefix: str = "demo", memory_limit: int | Non
                                                                   controllers=False)) \
             if binaries else None
         state = lab.require()
-        installs.append(LabInstall(lab, state, kubernetes, state.memory_limit, stages))
+        installs.append(LabInstall(name=name, kubernetes=kubernetes, memory_limit=state.memory_limit, lab=lab,
+                                   state=state, stages=stages))
     return FleetDemo(installs, source.spec, fallback, [i.lab for i in installs])
 
 
@@ -216,29 +214,22 @@ def build_demo_app(demo: FleetDemo, *, record: RecordChoice = None, settings: Se
                         compare=True, demo=demo)
 
 
-def findings_line(session: ClusterSession, findings: list[Finding]) -> str:
-    """One cluster's open findings in one line (most severe first)."""
-    if not findings:
-        return f"findings of {session.name}: none open"
-    listed = "; ".join(f"{f.severity.value}: {f.title}" for f in findings[:4])
-    more = f" (+{len(findings) - 4} more: f lists them)" if len(findings) > 4 else ""
-    return f"findings of {session.name} ({len(findings)}): {listed}{more}"
-
-
 class FleetDemoApp(CrdscopeApp):
     """The compare screen on the demo's two labs, installing the same provider into both and
-    narrating it (``narration`` keeps every line said, in order)."""
+    narrating it (``narration`` keeps every line said, in order; each is also recorded as a note in
+    the capped lab's recording, which ``crdscope demo --replay`` tells again)."""
 
     def __init__(self, *args: Any, demo: FleetDemo, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.demo = demo
         self.narration: list[str] = []
-        #: True once every install ended (or the capped lab was killed and the others ended).
-        self.ended = False
         self._stop = threading.Event()
-        self._near_cap_said = False
-        self._restarts_said = 0
-        self._seen_findings: set[tuple[str, str]] = set()
+        self.narrator = Narrator(list(zip(demo.installs, self.sessions, strict=True)), self._tell)
+
+    @property
+    def ended(self) -> bool:
+        """True once every install ended (or the capped lab was killed and the others ended)."""
+        return self.narrator.ended
 
     @property
     def pairs(self) -> list[tuple[LabInstall, ClusterSession]]:
@@ -246,25 +237,37 @@ class FleetDemoApp(CrdscopeApp):
         return list(zip(self.demo.installs, self.sessions, strict=True))
 
     # -- narration ---------------------------------------------------------------------
-    def say(self, line: str, severity: str = "information", timeout: float = NOTE_SECONDS) -> None:
-        """One line of narration, on screen (from the event loop's thread)."""
+    def say(self, line: str, severity: str = "information", kind: NoteKind = "story") -> None:
+        """One line of narration, on screen (from the event loop's thread) and in the first lab's recording
+        (the first line with the cast: the labs as the story names them)."""
         log.info("demo: %s", line)
+        cast = () if self.narration else tuple(i.cast(s.name) for i, s in self.pairs)
         self.narration.append(line)
+        recording = self.sessions[0].recording
+        if recording is not None:
+            recording.record(Note(time.time(), line, severity, kind, cast))
+        timeout = END_SECONDS if self.ended else NOTE_SECONDS
         self.notify(line, title="demo", severity=severity, timeout=timeout)  # type: ignore[arg-type]
+
+    def _tell(self, line: str, severity: str, kind: NoteKind) -> None:
+        self.say(line, severity, kind)
 
     def on_install_said(self, message: InstallSaid) -> None:
         self.say(message.line, message.severity)
 
     # -- the stages --------------------------------------------------------------------
+    def on_mount(self) -> None:  # after the app's own (Textual calls each class's handler)
+        for session in self.sessions:  # the story follows each health sample as it is taken
+            session.core.add_listener(self._taken)
+
+    def _taken(self, taken: Taken) -> None:
+        if isinstance(taken.sample, HealthSample):
+            self.narrator.follow()
+
     def on_ready(self) -> None:
-        old, new = self.demo.installs[0], self.demo.installs[1]
-        self.say(f"{old.label} beside {new.label}: watch RSS, MiB/CRD, headroom and restarts in the table, "
-                 "and RSS against CRDs on the chart")
         how = ("through each lab's Crossplane (ImageConfig, family Provider, members' MRDs, then an MRAP "
                "activating every kind)" if not self.demo.fallback else "with crdscope's loader, at the same pace")
-        self.say(f"installing {self.demo.provider} into both {how}")
-        if self.demo.fallback:
-            self.say(self.demo.fallback, "warning")
+        self.narrator.opening(self.demo.provider, how, self.demo.fallback)
         for install, session in self.pairs:
             if install.stages is not None:
                 self.run_worker(functools.partial(self._install, install), thread=True,
@@ -310,80 +313,21 @@ class FleetDemoApp(CrdscopeApp):
             self.say(f"{install.lab.name}: the load stopped short: {why}", "warning")
 
     def follow(self) -> None:
-        """Every few seconds: say what changed worth a look (memory near the cap, a kill), and end."""
-        capped = [(i, s) for i, s in self.pairs if i.memory_limit]
-        for install, session in capped:
-            figures = figures_of(session)
-            if (not self._near_cap_said and figures.rss_bytes
-                    and figures.rss_bytes >= NEAR_CAP * install.memory_limit):
-                self._near_cap_said = True
-                self.say(f"{install.lab.name} at {figures.rss_bytes / install.memory_limit:.0%} of its cap with "
-                         f"{figures.crds or 0} CRDs; " + self._others_memory(session), "warning")
-            restarts = figures.restarts or 0
-            if restarts > self._restarts_said:
-                first = self._restarts_said == 0
-                self._restarts_said = restarts
-                if first:
-                    killed = "OOM-killed by its cgroup" if _oom_killed(session) else "killed"
-                    self.say(f"{install.lab.name} was {killed} at its {size(install.memory_limit)} cap and "
-                             f"restarted by the lab's supervisor (it reloads every CRD and may be killed again); "
-                             + self._others_memory(session), "error")
-        if not self.ended and self._finished(capped):
+        """Every few seconds: the end, once every install ended (the figures' lines follow the samples)."""
+        if not self.ended and self._finished():
             self.end()
-        elif self.ended:
-            self._say_new_findings()
 
-    def _others_memory(self, capped: ClusterSession) -> str:
-        parts = []
-        for session in self.sessions:
-            if session is capped:
-                continue
-            figures = figures_of(session)
-            rss = size(figures.rss_bytes) if figures.rss_bytes else "?"
-            per = f", {figures.mib_per_crd:.1f} MiB per CRD" if figures.mib_per_crd else ""
-            parts.append(f"{session.name} holds {figures.crds or 0} CRDs in {rss}{per}")
-        return "; ".join(parts)
-
-    def _finished(self, capped: list[tuple[LabInstall, ClusterSession]]) -> bool:
+    def _finished(self) -> bool:
         """Every install ended, or every uncapped one did and each capped lab was killed at least once."""
-        others = [i for i, _ in self.pairs if not i.memory_limit]
-        if any(i.result is None for i in others):
+        if any(i.result is None for i, _ in self.pairs if not i.memory_limit):
             return False
-        return all(i.result is not None or (figures_of(s).restarts or 0) > 0 for i, s in capped)
+        return all(i.result is not None or (figures_of(s).restarts or 0) > 0 for i, s in self.narrator.capped)
 
     def end(self) -> None:
         """The last stage: each cluster's open findings, then how to leave."""
-        self.ended = True
         done = ", ".join(f"{i.lab.name} {'installed' if i.result else 'not installed'}" for i in self.demo.installs)
-        self.say(f"the end ({done}): each cluster's findings follow (f opens them in a cluster's monitor)",
-                 timeout=END_SECONDS)
-        for session in self.sessions:
-            findings = session.core.open_findings()
-            self._seen_findings |= {(session.name, f.id) for f in findings}
-            self.say(findings_line(session, findings), _severity_of(findings), timeout=END_SECONDS)
-        self.say("q quits and leaves both labs up (it says how to take them down)", timeout=END_SECONDS)
-
-    def _say_new_findings(self) -> None:
-        """After the end, a finding that opens (a crash loop confirmed) is one more line."""
-        for session in self.sessions:
-            for finding in session.core.open_findings():
-                if (session.name, finding.id) not in self._seen_findings:
-                    self._seen_findings.add((session.name, finding.id))
-                    self.say(f"new finding of {session.name}: {finding.severity.value}: {finding.title}",
-                             _severity_of([finding]))
-
-
-def _severity_of(findings: list[Finding]) -> str:
-    worst = max((f.severity.rank for f in findings), default=0)
-    return {0: "information", 1: "information", 2: "warning"}.get(worst, "error")
-
-
-def _oom_killed(session: ClusterSession) -> bool:
-    """Whether the lab counted an OOM kill of the API server (its memory group's counter)."""
-    from crdscope.base.samples.health import HealthSample
-
-    samples = (session.store.latest_of(HealthSample), session.store.last_good_of(HealthSample))
-    return any(sample is not None and (sample.oom_kills or 0) > 0 for sample in samples)
+        self.narrator.end(f"the end ({done}): each cluster's findings follow (f opens them in a cluster's monitor)")
+        self.say("q quits and leaves both labs up (it says how to take them down)", kind="live")
 
 
 def open_fleet_demo(provider: str | None = None, *, prefix: str = "demo", memory_limit: int | None = None,
@@ -403,7 +347,7 @@ def open_fleet_demo(provider: str | None = None, *, prefix: str = "demo", memory
         _say(demo.fallback)
     app = build_demo_app(demo, record=record)
     _run(app, where)
-    for session in app.sessions:
-        _say(findings_line(session, session.core.open_findings()))
+    for install, session in app.pairs:
+        _say(findings_line(install.name, session.core.open_findings()))
     for lab in demo.labs:
         say_lab_still_running(lab)

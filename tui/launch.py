@@ -235,6 +235,11 @@ def _lab_up(name: str, *, kubernetes: str | None = None, options: LabOptions | N
     lab = Lab(name=name)
     state = lab.state()
     if state is None or not lab.status()["ready"]:
+        from crdscope.lab.binaries import find_binaries
+        from crdscope.lab.buildplan import say_plan
+
+        if find_binaries(kubernetes=kubernetes) is None:
+            say_plan(say, (kubernetes,))  # before the build: what it builds and about how long
         binaries = ensure_binaries(kubernetes=kubernetes, progress=say)
         state = lab.up(binaries, say=say, options=options)
     return lab, state

@@ -42,14 +42,9 @@ SLACK_REQUESTS = 4
 
 
 @pytest.fixture(scope="module")
-def own_lab(tmp_path_factory: pytest.TempPathFactory, lab_binaries):
+def own_lab(module_lab):
     """A lab of this module's own: the AWS CRDs loaded here would fatten the shared lab's /metrics."""
-    from crdscope.lab.controlplane import Lab
-
-    the_lab = Lab(tmp_path_factory.mktemp("footprint-lab"))
-    state = the_lab.up(lab_binaries)
-    yield LabHandle(lab=the_lab, state=state, kubeconfig=state.kubeconfig)
-    the_lab.down()
+    return module_lab
 
 
 def footprints(recording: Path) -> list[dict]:

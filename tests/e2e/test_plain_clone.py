@@ -56,12 +56,17 @@ def run(*argv: str | Path, cwd: Path | None = None, env: dict[str, str] | None =
 @pytest.fixture
 def plain_clone(tmp_path: Path) -> Path:
     """A clone of the checkout with nothing beside it, and its venv (``.venv``, as the Makefile names it)."""
-    if not shutil.which("tmux"):
-        pytest.skip("tmux is absent (make system-deps)")
     from crdscope.toolchain import crossplane as toolchain_crossplane
 
     if toolchain_crossplane.cached_binaries() is None:
         pytest.skip("Crossplane is not built (make lab-binaries)")
+    return make_plain_clone(tmp_path)
+
+
+def make_plain_clone(tmp_path: Path) -> Path:
+    """``git clone`` of this checkout's HEAD into ``tmp_path/plain``, alone there, with its venv made offline."""
+    if not shutil.which("tmux"):
+        pytest.skip("tmux is absent (make system-deps)")
     clone = tmp_path / "plain"
     run("git", "clone", "--quiet", ROOT, clone)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plain"]  # no ../shared beside it

@@ -32,6 +32,9 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (built,) = out.glob("crdscope-*.whl")
     return built
 
+#: The fleet demo's shipped recordings in this tree (none or both labs').
+SHIPPED = sorted(p.name for p in (ROOT / "tui" / "data" / "fleet-demo").glob("*.jsonl.xz"))
+
 
 def test_the_wheel_holds_only_the_crdscope_namespace(wheel: Path):
     with zipfile.ZipFile(wheel) as archive:
@@ -42,6 +45,9 @@ def test_the_wheel_holds_only_the_crdscope_namespace(wheel: Path):
     for expected in ("crdscope/probes/scheduler.py", "crdscope/cli/main.py", "crdscope/lab/go.mod",
                      "crdscope/tui/monitor.tcss"):
         assert expected in names
+    # The fleet demo's recording, when the tree has one (`crdscope demo --replay` from an installed wheel): both labs'.
+    assert len(SHIPPED) in (0, 2), SHIPPED
+    assert {f"crdscope/tui/data/fleet-demo/{name}" for name in SHIPPED} <= set(names)
 
 
 def test_a_fresh_venv_runs_the_installed_wheel_against_the_lab(wheel: Path, tmp_path: Path):
@@ -65,6 +71,17 @@ def test_a_fresh_venv_runs_the_installed_wheel_against_the_lab(wheel: Path, tmp_
         return subprocess.run([crdscope, *args], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
 
     assert run("--help").returncode == 0
+    if SHIPPED:  # the recorded demo reads from the wheel's own files (its replay: tests/e2e/test_demo_replay.py)
+        shipped = subprocess.run([str(fresh_python), "-c", "from crdscope.tui.fleet_replay import read_demo, "
+                                  "shipped_recordings; demo = read_demo(shipped_recordings()); "
+                                  "print(' '.join(lab.name for lab in demo.labs), demo.recordings[0].path)"],
+                                 capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert shipped.returncode == 0, shipped.stderr
+        assert shipped.stdout.startswith("demo-126 demo-137 " + str(fresh_site)), shipped.stdout
+    else:  # none shipped: one line saying so, no lab started
+        replay = run("demo", "--replay")
+        assert replay.returncode != 0 and replay.stderr.startswith("crdscope: no recording of the demo"), replay.stderr
+        assert len(replay.stderr.strip().splitlines()) == 1 and "Traceback" not in replay.stdout, replay
     up = run("lab", "up")
     try:
         assert up.returncode == 0, up.stderr

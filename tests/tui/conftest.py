@@ -90,3 +90,19 @@ def shown(screen, cls):
 def status_text(panel) -> str:
     """A panel's first line: freshness, staleness, or its error."""
     return widget_text(panel.query_one(".panel-status"))
+
+
+def fake_kubectl(directory: Path, monkeypatch, git_version: str) -> Path:
+    """A kubectl first on PATH that answers ``kubectl version --client -o json`` as the real one of
+    ``git_version`` (``v1.23.17``) does: what the TUI finds as "the local kubectl"."""
+    import json
+
+    major, minor = git_version.lstrip("v").split(".")[:2]
+    bin_dir = directory / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "kubectl"
+    answer = {"clientVersion": {"major": major, "minor": minor, "gitVersion": git_version}}
+    fake.write_text(f"#!/bin/sh\necho '{json.dumps(answer)}'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    return fake

@@ -11,7 +11,6 @@ carry that kubectl's own cache TTL (10 minutes, not the 6 hours of a newer one).
 from __future__ import annotations
 
 import io
-import json
 import time
 
 import pytest
@@ -23,6 +22,7 @@ from crdscope.base.samples.version import VersionSample
 from crdscope.session.recorder import ClusterInfo, Recorder
 from crdscope.session.replay import read_recording
 from tests.helpers import async_wait_for
+from tests.tui.conftest import fake_kubectl
 
 CLUSTER = ClusterInfo(server="https://10.9.8.7:6443", context="prod-one-core", kubernetes_version="v1.29.4")
 #: The findings the samples below must open, in every front end.
@@ -32,14 +32,7 @@ EXPECTED = {"kubectl-discovery", "apiserver-not-answering"}
 @pytest.fixture
 def kubectl_123(tmp_path, monkeypatch):
     """A kubectl 1.23 first on PATH: ``kubectl version --client -o json`` as the real one answers."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "kubectl"
-    answer = {"clientVersion": {"major": "1", "minor": "23", "gitVersion": "v1.23.17"}}
-    fake.write_text(f"#!/bin/sh\necho '{json.dumps(answer)}'\n")
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
-    return fake
+    return fake_kubectl(tmp_path, monkeypatch, "v1.23.17")
 
 
 @pytest.fixture

@@ -59,6 +59,9 @@ def test_packages_name_a_host_the_image_config_rewrites_to_the_lab_registry():
     assert image_config["spec"]["rewriteImage"] == {"prefix": f"{REGISTRY}/"}
     providers = [o for s in stages for o in s.objects if o["kind"] == "Provider"]
     assert all(p["spec"]["package"] == f"{PACKAGE_HOST}/crdscope/{p['metadata']['name']}:v0.1.0" for p in providers)
+    # Pulled on every read: Crossplane v2.4 keeps a pull cut short as a complete cache entry, and a
+    # cached prefix installs a revision short of its MRDs (loader.crossplane_install.provider).
+    assert all(p["spec"]["packagePullPolicy"] == "Always" for p in providers)
 
 
 def test_a_single_package_waits_for_its_mrds_itself():

@@ -13,6 +13,7 @@ from crdscope.base.samples.latency import LatencySample
 from crdscope.base.samples.openapi import OpenAPISample
 from crdscope.base.samples import Sample
 from crdscope.base.settings import Thresholds
+from crdscope.findings.engine import FindingsEngine
 from crdscope.session.events import Event, EventDetector
 
 
@@ -29,9 +30,13 @@ def fake(probe: str, **fields):
 
 
 def run(detector: EventDetector, samples) -> list[Event]:
+    """Each sample through the detector with the findings open after it, as a session core runs them
+    (the rules that follow a finding read its state)."""
+    engine = FindingsEngine(detector.thresholds)
     events = []
     for sample in samples:
-        events += detector.observe(sample)
+        engine.observe(sample)
+        events += detector.observe(sample, engine.open)
     return events
 
 
@@ -140,7 +145,9 @@ def test_429s_begin_and_stop_once_from_apf_rejections_or_responses():
                throttling(5.0, 0.0, 3), throttling(6.0, 0.0, 3)]
     events = run(EventDetector(), samples)
     assert kinds(events) == ["throttling-began", "throttling-stopped", "throttling-began", "throttling-stopped"]
-    assert "workload-low 2.5/s" in events[0].message
+    # The apf-rejecting finding's state, severity and title: 2.5/s is past apf_rejected_per_second_critical.
+    assert "workload-low (2.50/s)" in events[0].message and events[0].severity == "fail"
+    assert events[2].message == "429s began: crdscope received 429s" and events[2].severity == "warn"
     assert [e.timestamp for e in events] == [2.0, 4.0, 5.0, 6.0]
 
 
@@ -181,7 +188,8 @@ def test_latency_breaches_are_per_verb_and_scope():
     assert [(e.kind, e.timestamp) for e in events] == [
         ("latency-slo-breached", 2.0), ("latency-slo-breached", 3.0),
         ("latency-slo-recovered", 4.0), ("latency-slo-recovered", 5.0)]
-    assert "GET resource p99 2.00 s > 1 s" in events[0].message
+    assert events[0].message == "latency SLO breached: GET resource p99 2.00 s > 1 s"
+    assert events[-1].message == "latency SLO met again: LIST cluster"
 
 
 def test_unknown_probes_and_samples_of_other_classes_raise_nothing():
@@ -219,23 +227,25 @@ def test_the_real_sample_classes_carry_the_fields_the_detector_reads():
         return ThrottlingSample(timestamp=t, priority_levels=(PriorityLevel(name="workload-low", rejected_per_s=rate),),
                                 responses_429=Responses429(total=total))
 
-    def latency(t, over, canary_over=()):
+    def latency(t, over, canary_p99=0.5):
+        # The events follow the latency-slo findings: the canary's breach is its p99 over its SLO.
         return LatencySample(timestamp=t, slo_breaches=over, p99_by_verb_scope={"LIST cluster": 31.0},
-                             slo_seconds={"LIST cluster": 30.0}, canary_slo_breaches=canary_over,
-                             canaries={"version": Canary(p99_seconds=1.5, slo_seconds=1.0)})
+                             slo_seconds={"LIST cluster": 30.0},
+                             canaries={"version": Canary(p99_seconds=canary_p99, slo_seconds=1.0)})
 
     samples = [discovery(1, 1.0), discovery(2, 6.0), discovery(3, 1.0),
                throttling(4, 0.0, 0), throttling(5, None, 2), throttling(6, 0.0, 2),
                OpenAPISample(timestamp=7, backlog=0), OpenAPISample(timestamp=8, backlog=80),
                OpenAPISample(timestamp=9, backlog=0),
-               latency(10, ()), latency(11, ("LIST cluster",), ("version",)), latency(12, ())]
+               latency(10, ()), latency(11, ("LIST cluster",), 1.5), latency(12, ())]
     events = run(EventDetector(Thresholds(discovery_seconds_warn=5.0, openapi_backlog_warn=50)), samples)
     assert kinds(events) == ["discovery-over-budget", "discovery-within-budget", "throttling-began",
                              "throttling-stopped", "openapi-backlog-growing", "openapi-backlog-drained",
                              "latency-slo-breached", "latency-slo-breached", "latency-slo-recovered",
                              "latency-slo-recovered"]
-    assert "LIST cluster p99 31.00 s > 30 s" in events[6].message
-    assert "canary version p99 1.50 s > 1 s" in events[7].message
+    breached = {e.message for e in events[6:8]}
+    assert breached == {"latency SLO breached: LIST cluster p99 31.00 s > 30 s",
+                        "latency SLO breached: canary version p99 1.50 s > 1 s"}
 
 
 def test_restarts_counted_while_the_server_was_away_each_name_their_own_death():

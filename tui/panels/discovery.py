@@ -10,7 +10,9 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Static
 
+from crdscope.base.settings import Thresholds
 from crdscope.findings.kubectl import KubectlClient
+from crdscope.findings.kubectl_discovery import DISCOVERY_SECONDS
 from crdscope.base.samples.discovery import DiscoverySample
 
 from ..format import age, duration, number as fmt, size
@@ -41,12 +43,13 @@ def latency_series(samples: list[DiscoverySample], now: float) -> tuple[list[tup
     return aggregated, sorted(legacy)
 
 
-def models_table(sample: DiscoverySample, budget: float | None) -> str:
-    """The client models side by side: total seconds and seconds waiting on the limiter."""
+def models_table(sample: DiscoverySample, thresholds: Thresholds) -> str:
+    """The client models side by side: total seconds (over budget as the discovery findings and
+    events judge it: ``DISCOVERY_SECONDS``) and seconds waiting on the limiter."""
     rows: list[list[Cell]] = []
     for model in sample.client_models:
         seconds = model.seconds
-        over = budget is not None and seconds > budget
+        over = DISCOVERY_SECONDS.crossed(seconds, thresholds)
         rows.append([model.name, f"{model.qps or 0:g}", fmt(model.burst),
                      (duration(seconds), "probe-warn" if over else ""), duration(model.waited_seconds)])
     if not rows:
@@ -103,7 +106,7 @@ class DiscoveryPanel(ProbePanel):
         now = self.now()
         self.query_one("#discovery-summary", Static).update(summary_text(sample, now))
         self.query_one("#discovery-models", Static).update(
-            models_table(sample, self.cluster.thresholds.discovery_seconds_warn))
+            models_table(sample, self.cluster.thresholds))
         # The local kubectl, once the session core knows it.
         self.query_one("#discovery-cache", Static).update(cache_line(sample, self.cluster.kubectl))
         slowest = sample.slowest[:SLOWEST_SHOWN]

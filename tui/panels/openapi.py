@@ -9,6 +9,8 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from crdscope.base.samples.openapi import OpenAPISample
+from crdscope.base.settings import Thresholds
+from crdscope.findings.checks import OPENAPI_BACKLOG
 
 from ..format import age, duration, number as fmt, size
 from .base import ProbePanel, one_line
@@ -19,6 +21,16 @@ from .text import columns, pairs
 STAGE_LABELS = {"names_accepted": "NamesAccepted", "established": "Established",
                 "discovery": "in discovery", "openapi_v3": "in OpenAPI v3"}
 BACKLOG_NAMES_SHOWN = 2
+
+
+def backlog_text(sample: OpenAPISample, thresholds: Thresholds) -> str:
+    """The backlog, coloured as the OpenAPI finding and events judge it (``OPENAPI_BACKLOG``), and its oldest."""
+    backlog = sample.backlog
+    role = "probe-warn" if OPENAPI_BACKLOG.crossed(backlog, thresholds) else "probe-ok" if backlog == 0 else ""
+    text = f"[${role}]{fmt(backlog)}[/]" if role else fmt(backlog)
+    if backlog:
+        text += f" (oldest {age(sample.backlog_oldest_seconds)})"
+    return text
 
 
 def lag_table(sample: OpenAPISample) -> str:
@@ -77,15 +89,9 @@ class OpenAPIPanel(ProbePanel):
         sample = self.store.last_good_of(OpenAPISample)
         if sample is None:
             return
-        backlog = sample.backlog
-        warn = self.cluster.thresholds.openapi_backlog_warn
-        role = "probe-warn" if backlog >= warn else "probe-ok" if backlog == 0 else ""
-        backlog_text = f"[${role}]{fmt(backlog)}[/]" if role else fmt(backlog)
-        if backlog:
-            backlog_text += f" (oldest {age(sample.backlog_oldest_seconds)})"
         summary = pairs(("v3 paths", fmt(sample.v3_paths)),
                         ("index", f"{duration(sample.v3_seconds)} {size(sample.v3_bytes)}"),
-                        ("backlog", backlog_text))
+                        ("backlog", backlog_text(sample, self.cluster.thresholds)))
         names = sample.backlog_names[:BACKLOG_NAMES_SHOWN]
         if names:
             summary += "\n[$probe-warn]waiting: " + one_line(", ".join(map(str, names))) + "[/]"

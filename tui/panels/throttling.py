@@ -9,6 +9,8 @@ from textual.widgets import Static
 
 from crdscope.base.samples.throttling import PriorityLevel, ThrottlingSample
 from crdscope.base.samples.health import HealthSample, replica_named
+from crdscope.base.settings import Thresholds
+from crdscope.findings.checks import APF_REJECTING_HARD
 
 from ..format import DASH, age, duration, number as fmt, rate
 from .base import ProbePanel, one_line
@@ -18,8 +20,9 @@ from .text import Cell, columns, pairs
 LEVELS_SHOWN = 8
 
 
-def level_rows(sample: ThrottlingSample) -> list[list[Cell]]:
-    """One row per priority level: busiest (rejecting, queueing, executing) first."""
+def level_rows(sample: ThrottlingSample, thresholds: Thresholds) -> list[list[Cell]]:
+    """One row per priority level: busiest (rejecting, queueing, executing) first; rejections coloured
+    as the APF finding judges them (a warning, critical from ``APF_REJECTING_HARD``)."""
     def busy(level: PriorityLevel) -> tuple[float, int, int, str]:
         return (-(level.rejected_per_s or 0), -level.inqueue, -level.executing_seats, level.name)
 
@@ -34,7 +37,8 @@ def level_rows(sample: ThrottlingSample) -> list[list[Cell]]:
             level.name,
             (fmt(inqueue), "probe-warn" if inqueue else ""),
             (f"{fmt(seats)}/{fmt(limit) if limit is not None else DASH}", "probe-warn" if full else ""),
-            (rate(rejected) if rejected is not None else DASH, "probe-fail" if rejected else ""),
+            (rate(rejected) if rejected is not None else DASH,
+             "probe-fail" if APF_REJECTING_HARD.crossed(rejected, thresholds) else "probe-warn" if rejected else ""),
             duration(level.wait_p99_seconds),
         ])
     return rows
@@ -85,7 +89,7 @@ class ThrottlingPanel(ProbePanel):
         if missing:
             summary += "\n" + "\n".join(f"[$probe-idle]{one_line(k)}: {one_line(v)}[/]" for k, v in missing.items())
         self.query_one("#throttling-summary", Static).update(summary)
-        rows = level_rows(sample)
+        rows = level_rows(sample, self.cluster.thresholds)
         self.query_one("#throttling-levels", Static).update(
             columns(("priority level", "inQ", "seats", "rej/s", "wait p99"), rows, max_widths=(26, 0, 0, 0, 0))
             if rows else "[$probe-idle]no priority levels reported[/]")
