@@ -73,6 +73,10 @@ class Cadences:
     #: cadence use it from then on (a CRD change brings the busy one back at once), and the legacy
     #: walk runs again.
     settle: float = 60.0
+    #: Seconds the latency probe's p99s span (the server's histograms between two scrapes this far
+    #: apart, the canaries' rolling percentiles): the Kubernetes SLOs' 5 minutes.  A shorter window
+    #: closes a latency-slo finding sooner once a stall is over, and judges fewer requests.
+    latency_window: float = 300.0
 
     def overrides(self) -> dict[str, float]:
         """The keys set (``config.toml``, flags, a collector's stream): name -> seconds."""

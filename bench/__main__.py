@@ -13,6 +13,8 @@ NAME is any of: discovery, loader, overhead, ui_latency, metrics_parse, cli, doc
 you name, beside another crdscope (before and after a change; bench/oneshot.py).
 ``python -m bench heapprofile [--help]`` two kept API-server heap profiles' top functions side by side
 (bench/heapprofile.py).
+``python -m bench etcd_connections [--help]`` what the API server's etcd connections grow with, per minor
+(CRDs installed, kinds in use, CRD updates; bench/etcd_connections.py).
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ SIZE_BY_SIZE = ("discovery", "overhead", "ui_latency", "doctor")
 SEPARATE = {"versions": ("versions", False), "footprint": ("footprint", True), "hang": ("hang", True),
             "crossplane": ("crossplane", True), "calibrate": ("calibrate", False), "fleet": ("fleet", True),
             "fleet_ui": ("fleet_ui", False), "request_cost": ("request_cost", True), "mrap": ("mrap", True),
-            "viewers": ("viewers", True), "oneshot": ("oneshot", False), "heapprofile": ("heapprofile", False)}
+            "viewers": ("viewers", True), "oneshot": ("oneshot", False), "heapprofile": ("heapprofile", False),
+            "etcd_connections": ("etcd_connections", True)}
 
 
 def steps(chosen: list[str], options: Options) -> list[tuple[str, Options]]:

@@ -34,6 +34,8 @@ CANARY_VERB_SCOPE = {
     "list_crds": "LIST cluster",
     "list_cr": "LIST cluster",
 }
+#: The resource each canary requests (the custom resource canary's is the sample's ``cr_resource``).
+CANARY_RESOURCE = {"get_namespace": "namespaces", "list_crds": "customresourcedefinitions.apiextensions.k8s.io"}
 #: An APF level whose requests wait this long (p99) in its queues is queueing noticeably.
 APF_WAIT_WARN_SECONDS = 1.0
 
@@ -181,6 +183,9 @@ def latency_slo(obs: Observations) -> list[Finding]:
         slo = canary_slo_seconds(name, canary)
         own = "" if canary.slo_seconds is not None else " (no official SLO: held to the 1 s single-object read SLO)"
         what = CANARY_VERB_SCOPE.get(name, name)
+        resource = latency.cr_resource if name == "list_cr" else CANARY_RESOURCE.get(name, "")
+        if resource:
+            what += f" {resource}"
         found.append(Finding(
             f"latency-slo:canary {name}", Severity.WARNING,
             f"slow requests: {what} canary {name} p99 {fmt_seconds(canary.p99_seconds)} over its {slo:g} s SLO",
@@ -191,22 +196,35 @@ def latency_slo(obs: Observations) -> list[Finding]:
             "leader change); a p99 over 5 minutes keeps a stall in view for 5 minutes after it",
             "compare with the server-side p99 (latency.p99_by_verb_scope) and etcd's latency; if the server is "
             "healthy again the finding closes when the stall leaves the 5-minute window"))
-    slos = latency.slo_seconds or {}
-    for key in latency.slo_breaches or ():
-        p99 = (latency.p99_by_verb_scope or {}).get(key)
-        limit = slos.get(key)
-        slo_text = "its" if limit is None else f"the {limit:g} s"
-        count = (latency.requests_by_verb_scope or {}).get(key)
-        found.append(Finding(
-            f"latency-slo:{key}", Severity.WARNING,
-            f"{key} requests: server-side p99 {fmt_seconds(p99)} over {slo_text} SLO",
-            (f"latency.p99_by_verb_scope[{key}] = {fmt_seconds(p99)} from {latency.server_family} over "
-             f"{fmt_seconds(latency.window_seconds)} ({fmt_count(count)} requests), the server's own histogram",),
-            "the API server is slow to serve these requests: big LISTs, APF queueing, etcd latency, or "
-            "memory pressure (GC)",
-            "look at which resources are listed (apiserver_request_duration_seconds by resource), APF "
-            "queueing (throttling panel) and etcd request latency"))
+    found += [_server_breach(latency, key) for key in latency.slo_breaches or ()]
     return found
+
+
+def _server_breach(latency: LatencySample, key: str) -> Finding:
+    """The finding of one "VERB scope" whose server-side p99 is over its SLO, naming the resources behind it."""
+    p99 = (latency.p99_by_verb_scope or {}).get(key)
+    limit = (latency.slo_seconds or {}).get(key)
+    slo_text = "its" if limit is None else f"the {limit:g} s"
+    count = (latency.requests_by_verb_scope or {}).get(key)
+    # Recordings made before the resources were counted have none: the title then names the verb alone.
+    slowest = [(name.removeprefix(key + " "), n) for name, n in (latency.requests_over_slo or {}).items()
+               if name.startswith(key + " ")]
+    evidence = [f"latency.p99_by_verb_scope[{key}] = {fmt_seconds(p99)} from {latency.server_family} over "
+                f"{fmt_seconds(latency.window_seconds)} ({fmt_count(count)} requests), the server's own histogram"]
+    if slowest:
+        evidence.append("latency.requests_over_slo: " + ", ".join(
+            f"{resource} {fmt_count(n)}" for resource, n in slowest) + f" requests over {slo_text} SLO in the "
+            "window (the resources with the most)")
+    to = f" to {', '.join(resource for resource, _ in slowest)}" if slowest else ""
+    return Finding(
+        f"latency-slo:{key}", Severity.WARNING,
+        f"{key} requests{to}: server-side p99 {fmt_seconds(p99)} over {slo_text} SLO", tuple(evidence),
+        "the API server is slow to serve these requests: big LISTs, a slow conversion webhook of the resource's "
+        "CRD, etcd latency, or memory pressure (GC)" + (
+            "; admission webhooks and APF queueing are not in this histogram" if latency.server_family.endswith(
+                "_sli_duration_seconds") else "; or admission webhooks, or APF queueing"),
+        "look at the resources named (apiserver_request_sli_duration_seconds by resource and version), their "
+        "CRD's conversion webhook (webhooks panel) and etcd request latency")
 
 
 def _latency_rules(q: PromQL) -> tuple[AlertRule, ...]:

@@ -23,7 +23,7 @@ from crdscope.base.settings import Thresholds
 from crdscope.base.silences import Silence, covering
 from crdscope.base.store import SampleStore
 
-from . import checks, crashloop, crossplane, kubectl_discovery, resources, webhooks
+from . import checks, crashloop, crossplane, etcd, kubectl_discovery, resources, webhooks
 from .model import ACCEPTED, CHANGED, CLOSED, EXPIRED, OPENED, Finding, FindingChange, Severity, most_severe_first
 from .observations import Observations
 from .spec import Check, CheckSpec, EventRule
@@ -43,7 +43,7 @@ CHECKS: tuple[CheckSpec, ...] = (
     checks.OPENAPI_BEHIND_CHECK,
     resources.MEMORY_CHECK,
     resources.UNUSED_CRDS_CHECK,
-    resources.ETCD_CONNECTIONS_CHECK,
+    etcd.ETCD_CONNECTIONS_CHECK,
     crossplane.UNUSED_ACTIVE_MRDS_CHECK,
     crossplane.WITHOUT_SAFE_START_CHECK,
     crossplane.ACTIVE_OUTSIDE_MRAPS_CHECK,

@@ -1,4 +1,4 @@
-"""Findings about what CRDs cost the API server: memory, unused CRDs, etcd connections, discovery."""
+"""Findings about what CRDs cost the API server: memory, unused CRDs, discovery (etcd connections: etcd.py)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,6 @@ MIB = float(1 << 20)
 UNUSED_MIN_CRDS = 100
 #: Growth is judged over at least this long, and only while the CRD count did not change.
 GROWTH_MIN_SECONDS = 300.0
-#: etcd connections per CRD above which storage is judged to open one per CRD (lab only figure).
-ETCD_CONNECTIONS_PER_CRD = 0.5
-ETCD_CONNECTIONS_MIN = 50
 
 
 # --------------------------------------------------------------------------- 4. no aggregated discovery
@@ -246,29 +243,3 @@ def _unused_crds_rules(q: PromQL) -> tuple[AlertRule, ...]:
 UNUSED_CRDS_CHECK = CheckSpec(
     unused_crds, "CRDs without objects", probes=(HealthSample,), thresholds=("unused_crds_fraction_info",),
     constants=("UNUSED_MIN_CRDS",), rules=_unused_crds_rules, kinds=("unused-crds",))
-
-
-# --------------------------------------------------------------------------- 9. etcd connections
-
-
-def etcd_connections(obs: Observations) -> list[Finding]:
-    """The API server holds about one etcd connection per CRD (where /proc lets us count them)."""
-    health = obs.good(HealthSample)
-    if health is None or health.etcd_connections is None or not health.crds:
-        return []
-    per_crd = health.etcd_connections / health.crds
-    if health.etcd_connections < ETCD_CONNECTIONS_MIN or per_crd < ETCD_CONNECTIONS_PER_CRD:
-        return []
-    return [Finding(
-        "etcd-connections-per-crd", Severity.WARNING,
-        f"API server holds {health.etcd_connections} etcd connections for {health.crds} CRDs",
-        (f"health.etcd_connections = {health.etcd_connections} (established TCP connections to etcd, from "
-         f"/proc), {per_crd:.2f} per CRD",),
-        "older API servers open an etcd client per CRD storage; each costs file descriptors and memory on "
-        "both sides",
-        "upgrade to a release that shares etcd clients between resources; watch etcd's connection limit")]
-
-
-ETCD_CONNECTIONS_CHECK = CheckSpec(
-    etcd_connections, "etcd connections per CRD", probes=(HealthSample,),
-    constants=("ETCD_CONNECTIONS_PER_CRD", "ETCD_CONNECTIONS_MIN"), kinds=("etcd-connections-per-crd",))

@@ -124,6 +124,7 @@ def summarize(records: Iterable[CRDRecord], now: float | None = None, *, window:
         window_seconds=window,
         installing=installing,
         crdscope_owned=sum(1 for r in records if r.managed_by_crdscope),
+        served_versions=sum(len(r.served_versions) for r in records if r.state in ("Established", "Terminating")),
     )
 
 

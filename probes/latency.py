@@ -76,19 +76,51 @@ def slo_seconds(verb: str, scope: str) -> float | None:
 
 #: "VERB scope" -> cumulative buckets summed over resources
 Reduced = dict[str, list[tuple[float, float]]]
+#: "VERB scope resource" -> requests slower than that verb and scope's SLO so far (only those with any:
+#: a healthy server has none, so this stays small where the buckets per resource would not).
+OverSlo = dict[str, float]
+#: Resources a breached verb and scope names: those with the most requests over its SLO in the window.
+NAMED_RESOURCES = 3
 
 
-def reduce_scrape(scrape: Scrape) -> tuple[str, Reduced]:
-    """The request-latency histogram of a scrape, summed per "VERB scope" (family used, buckets)."""
+def reduce_scrape(scrape: Scrape) -> tuple[str, Reduced, OverSlo]:
+    """The request-latency histogram of a scrape, summed per "VERB scope" (family used, buckets), and the
+    requests over the SLO per resource."""
     family = SLI_FAMILY if scrape.has(SLI_FAMILY + "_bucket") else DURATION_FAMILY
     grouped: dict[str, list[list[tuple[float, float]]]] = {}
+    over: OverSlo = {}
     for key, series in buckets(scrape, family).items():
         labels = dict(key)
         verb, scope = labels.get("verb", ""), labels.get("scope", "")
         if not scope or verb in UNTIMED_VERBS:
             continue
         grouped.setdefault(f"{verb} {scope}", []).append(series)
-    return family, {name: merge_buckets(series) for name, series in grouped.items()}
+        slo = slo_seconds(verb, scope)
+        slower = series[-1][1] - max((count for bound, count in series if bound <= slo), default=0.0) if slo else 0.0
+        if slower > 0:
+            name = f"{verb} {scope} {resource_name(labels)}"
+            over[name] = over.get(name, 0.0) + slower  # a resource's versions (and components) added
+    return family, {name: merge_buckets(series) for name, series in grouped.items()}, over
+
+
+def resource_name(labels: dict[str, str]) -> str:
+    """``widgets.example.io`` (``namespaces`` for the core group), ``/status`` after a subresource."""
+    resource, group, sub = labels.get("resource", ""), labels.get("group", ""), labels.get("subresource", "")
+    return (f"{resource}.{group}" if group else resource) + (f"/{sub}" if sub else "")
+
+
+def slowest_resources(newer: OverSlo, older: OverSlo | None, breached: tuple[str, ...]) -> dict[str, int]:
+    """Per breached "VERB scope", the :data:`NAMED_RESOURCES` resources with the most requests over its SLO
+    between two scrapes ("VERB scope resource" -> requests; a counter reset keeps ``newer``)."""
+    before = older or {}
+    if any(count < before.get(name, 0.0) for name, count in newer.items()):
+        before = {}
+    grew = {name: int(count - before.get(name, 0.0)) for name, count in newer.items()}
+    named: dict[str, int] = {}
+    for key in breached:
+        mine = sorted(((n, c) for n, c in grew.items() if c > 0 and n.startswith(key + " ")), key=lambda nc: -nc[1])
+        named.update(mine[:NAMED_RESOURCES])
+    return named
 
 
 def window_p99(newer: Reduced, older: Reduced | None) -> tuple[dict[str, float], dict[str, float], dict[str, int]]:
@@ -166,7 +198,7 @@ class LatencyProbe(ProbeBase):
         self._pick_cr = pick_cr  # -> (a CRD to list, or None and why)
         self._times: dict[str, deque[tuple[float, float]]] = {name: deque() for name in CANARIES}
         #: Scrapes kept per API server process: behind a balancer, windows never mix two replicas.
-        self._histories: dict[int | None, deque[tuple[float, Reduced]]] = {}
+        self._histories: dict[int | None, deque[tuple[float, Reduced, OverSlo]]] = {}
         self.cr_name = ""
         metrics.want(*LATENCY_FAMILIES, PROCESS_FAMILY)
 
@@ -190,14 +222,16 @@ class LatencyProbe(ProbeBase):
         by_verb: dict[str, float] = {}
         by_scope: dict[str, float] = {}
         counts: dict[str, int] = {}
+        slower: tuple[OverSlo, OverSlo | None] = ({}, None)
         if scrape.ok:
-            family, reduced = reduce_scrape(scrape)
-            baseline = self._remember(scrape.timestamp, reduced, process_of(scrape))
+            family, reduced, over_slo = reduce_scrape(scrape)
+            baseline = self._remember(scrape.timestamp, reduced, process_of(scrape), over_slo)
             if baseline is None:
                 unobservable["p99_by_verb"] = "needs a second /metrics scrape (a window between two)"
             else:
                 window = scrape.timestamp - baseline[0]
                 by_verb, by_scope, counts = window_p99(reduced, baseline[1])
+                slower = (over_slo, baseline[2])
         else:
             unobservable["p99_by_verb"] = scrape.error or "/metrics failed"
         slos, over = breaches(by_scope)
@@ -212,6 +246,7 @@ class LatencyProbe(ProbeBase):
             timestamp=now, error=error, server=self.cluster.server, canaries=canaries, cr_resource=self.cr_name,
             server_family=family, window_seconds=window, p99_by_verb=by_verb, p99_by_verb_scope=by_scope,
             requests_by_verb_scope=counts, slo_seconds=slos, slo_breaches=over, canary_slo_breaches=canary_over,
+            requests_over_slo=slowest_resources(*slower, over),
             process_start_time_seconds=process, unobservable=unobservable,
         )
 
@@ -248,16 +283,18 @@ class LatencyProbe(ProbeBase):
         """Take the first scrape now, so that the next run has a window to compare."""
         scrape = await self.metrics.scrape()
         if scrape.ok:
-            self._remember(scrape.timestamp, reduce_scrape(scrape)[1], process_of(scrape))
+            _, reduced, over_slo = reduce_scrape(scrape)
+            self._remember(scrape.timestamp, reduced, process_of(scrape), over_slo)
 
-    def _remember(self, stamp: float, reduced: Reduced, process: int | None = None) -> tuple[float, Reduced] | None:
+    def _remember(self, stamp: float, reduced: Reduced, process: int | None = None,
+                  over_slo: OverSlo | None = None) -> tuple[float, Reduced, OverSlo] | None:
         """Keep this scrape; return the oldest one of the same process kept within the window (None on the first)."""
         history = self._histories.setdefault(process, deque())
         while len(self._histories) > KEEP_SLOTS:
             oldest = min(self._histories, key=lambda key: self._histories[key][-1][0] if self._histories[key] else 0.0)
             del self._histories[oldest]
         if not history or stamp > history[-1][0]:  # the shared scrape may be one already seen
-            history.append((stamp, reduced))
+            history.append((stamp, reduced, over_slo or {}))
         # Drop scrapes older than needed: keep the newest one that is at least a window old.
         while len(history) > 2 and history[1][0] <= stamp - self.window:
             history.popleft()
@@ -279,7 +316,8 @@ def make_probe(monitor: ProbeParts) -> LatencyProbe:
             return None, f"the CRD watch has not listed yet ({monitor.crds.status.last_error or 'starting'})"
         return None, "no Established CRD to list"
 
-    probe = LatencyProbe(monitor.cluster, monitor.metrics, pick_cr=pick)
+    probe = LatencyProbe(monitor.cluster, monitor.metrics, pick_cr=pick,
+                         window=monitor.settings.cadences.latency_window)
     return probe
 
 

@@ -65,6 +65,10 @@ class InventorySample(Sample):
     window_seconds: float = WINDOW_SECONDS
     installing: dict[str, OwnerInstall] = figure(default_factory=dict, label="owner")
     crdscope_owned: int = 0
+    #: Versions served, summed over the CRDs the API server can serve (Established or Terminating):
+    #: the most etcd connections its custom resources can hold, one per served version of each kind
+    #: in use (None: not counted, a recording made before it was).
+    served_versions: int | None = None
     mrds: MRDCounts = dataclasses.field(default_factory=MRDCounts)
     #: The Crossplane install chain (Providers, revisions, MRDs, CRDs, MRAPs), as last read.
     crossplane: CrossplaneChain = dataclasses.field(default_factory=CrossplaneChain)

@@ -41,6 +41,9 @@ class LatencySample(Sample):
     requests_by_verb_scope: dict[str, int] = figure(default_factory=dict, label="verb_scope")
     slo_seconds: dict[str, float] = figure(default_factory=dict, label="verb_scope")
     slo_breaches: tuple[str, ...] = ()
+    #: For each breach, the resources with the most requests over its SLO in the window:
+    #: "VERB scope resource" (``GET resource widgets.example.io``) -> those requests.
+    requests_over_slo: dict[str, int] = figure(default_factory=dict, label="verb_scope_resource")
     canary_slo_breaches: tuple[str, ...] = ()
     #: The API server process whose histograms the p99s come from (behind a balancer, one replica's).
     process_start_time_seconds: float | None = None

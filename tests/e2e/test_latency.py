@@ -78,9 +78,12 @@ async def test_p99_by_verb_and_descriptor_growth_after_loading_crds(lab, tmp_pat
     assert {"POST", "GET", "LIST"} <= set(latency.p99_by_verb)
     for verb, seconds in latency.p99_by_verb.items():
         assert 0 < seconds <= 60, (verb, seconds)
-    for name in latency.slo_breaches:
-        assert latency.p99_by_verb_scope[name] > latency.slo_seconds[name]
     assert latency.slo_seconds["POST resource"] == 1.0 and latency.slo_seconds["LIST cluster"] == 30.0
+    # Every verb and scope with an SLO is judged, both ways: a breach is exactly a p99 over its SLO (the
+    # breaches themselves are provoked in test_latency_slo.py; on this idle lab there may be none).
+    judged = {name: latency.p99_by_verb_scope[name] > slo for name, slo in latency.slo_seconds.items()}
+    assert {"POST resource", "GET resource", "LIST cluster"} <= set(judged), judged
+    assert set(latency.slo_breaches) == {name for name, over in judged.items() if over}, judged
     # Descriptors and etcd connections grow together, one per kind brought into use.
     etcd_growth = after.etcd_connections - before.etcd_connections
     fds_growth = after.open_fds - before.open_fds

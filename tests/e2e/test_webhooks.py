@@ -21,7 +21,8 @@ import json
 import os
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -70,15 +71,15 @@ def widgets(lab, webhook_server) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def reading(lab) -> Iterator[list[str]]:
-    """kubectl reads the other version twice a second meanwhile, as a client of the provider's kinds
-    would; yields the errors it got."""
+def reading(lab, read: Callable[[Any], subprocess.CompletedProcess] = read_other_version) -> Iterator[list[str]]:
+    """kubectl reads the other version twice a second meanwhile (``read``: another read), as a client of
+    the provider's kinds would; yields the errors it got."""
     errors: list[str] = []
     done = threading.Event()
 
     def loop() -> None:
         while not done.is_set():
-            answer = read_other_version(lab)
+            answer = read(lab)
             if answer.returncode != 0:
                 errors.append(answer.stderr.strip())
             done.wait(0.5)  # a client's pace, not a wait for a condition

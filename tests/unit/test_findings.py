@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from crdscope.base.facts import ClusterFacts, LimitOrigin, MemoryLimit
 from crdscope.findings.engine import FindingsEngine
 from crdscope.findings.model import CLOSED, OPENED, Finding, FindingChange, Severity
@@ -186,3 +188,30 @@ def test_memory_headroom_uses_the_limit_prometheus_shows_unless_one_is_given():
     # --memory-limit wins: 2,000 MiB leaves this server at 45%, no finding; so does a lab's cap.
     assert WatchCore(None, store=SessionStore(), facts=ClusterFacts(flag_limit=2 * limit)).take(shown).changes == ()
     assert WatchCore(None, store=SessionStore(), facts=ClusterFacts(lab_limit=2 * limit)).take(shown).changes == ()
+
+
+def test_a_server_side_breach_names_the_verb_and_the_resources_behind_it():
+    sample = LatencySample(timestamp=10.0, p99_by_verb_scope={"GET resource": 1.62}, slo_seconds={"GET resource": 1.0},
+                           slo_breaches=("GET resource",), requests_by_verb_scope={"GET resource": 167},
+                           requests_over_slo={"GET resource widgets.webhooks.example.io": 20,
+                                              "GET resource pods/status": 7},
+                           server_family="apiserver_request_sli_duration_seconds", window_seconds=300.0)
+    (change,) = FindingsEngine().observe(sample)
+    finding = change.finding
+    assert finding.id == "latency-slo:GET resource"  # one finding per verb and scope, whatever the resources
+    assert finding.title == ("GET resource requests to widgets.webhooks.example.io, pods/status: server-side p99 "
+                             "1.62 s over the 1 s SLO")
+    assert any("widgets.webhooks.example.io 20, pods/status 7 requests over the 1 s SLO" in e
+               for e in finding.evidence), finding.evidence
+    assert "conversion webhook" in finding.cause and "admission webhooks and APF queueing are not" in finding.cause
+    # A recording made before the resources were counted: the verb and scope alone, as before.
+    (change,) = FindingsEngine().observe(dataclasses.replace(sample, requests_over_slo={}))
+    assert change.finding.title == "GET resource requests: server-side p99 1.62 s over the 1 s SLO"
+
+
+def test_a_resource_canary_names_its_resource():
+    slow = Canary(path="/apis/example.io/v1/widgets?limit=1", seconds=40.0, slo_seconds=30.0, p99_seconds=40.0,
+                  count=3)
+    sample = LatencySample(timestamp=10.0, canaries={"list_cr": slow}, cr_resource="widgets.example.io")
+    (change,) = FindingsEngine().observe(sample)
+    assert change.finding.title.startswith("slow requests: LIST cluster widgets.example.io canary list_cr p99 40.0 s")

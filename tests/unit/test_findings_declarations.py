@@ -90,11 +90,12 @@ def test_every_rule_is_declared_once():
 
 
 def health_series() -> list[HealthSample]:
-    """Twelve minutes of a server at 1,000 CRDs growing 100 MiB/min, crash-looping at the end."""
+    """Twelve minutes of a server at 1,000 CRDs growing 100 MiB/min, crash-looping at the end, holding 2,500
+    etcd connections (more than one per version the CRDs serve, see :func:`filled_stores`)."""
     deaths = tuple(RestartEvent(at=NOW - 240.0 * i, source="lab", rss_bytes_at_death=LIMIT) for i in (3, 2, 1))
     return [HealthSample(timestamp=NOW - 720.0 + 60.0 * i, rss_bytes=1000 * MIB + 100 * MIB * i, crds=1000,
                          start_time=1.0, mib_per_crd=4.0, r2=0.95, fit_points=12, fit_crd_counts=4,
-                         crds_without_objects=900, unused_crd_examples=("a.example.io",), etcd_connections=1000,
+                         crds_without_objects=900, unused_crd_examples=("a.example.io",), etcd_connections=2500,
                          restarts=3, restarts_source="lab", restarts_by_source={"lab": 3}, restart_events=deaths)
             for i in range(13)]
 
@@ -138,7 +139,8 @@ def filled_stores() -> list[SampleStore]:
                                  patterns=("k0.*", "k1.*", "k2.sqs.aws.upbound.i"),
                                  compositions=(composing("K1", "K6"),), runtime=UNAVAILABLE, has_nodes=False)):
         store = SampleStore()
-        for sample in (*rich_samples(), dataclasses.replace(inventory, timestamp=NOW)):
+        # The 1,000 CRDs serve one version each: 2,500 etcd connections are more than every kind in use holds.
+        for sample in (*rich_samples(), dataclasses.replace(inventory, timestamp=NOW, served_versions=1000)):
             store.add(sample)
         stores.append(store)
     return stores

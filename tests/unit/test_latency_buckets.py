@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from crdscope.probes.latency import DURATION_FAMILY, SLI_FAMILY, breaches, reduce_scrape, slo_seconds, window_p99
+from crdscope.probes.latency import (DURATION_FAMILY, SLI_FAMILY, breaches, reduce_scrape, slo_seconds, slowest_resources,
+                                    window_p99)
 from crdscope.connection.metrics import parse_text
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -27,8 +28,8 @@ def saved(n: int) -> str:
 
 @pytest.fixture(scope="module")
 def reduced_pair():
-    family_1, older = reduce_scrape(parse_text(saved(1), [SLI_FAMILY]))
-    family_2, newer = reduce_scrape(parse_text(saved(2), [SLI_FAMILY]))
+    family_1, older, _ = reduce_scrape(parse_text(saved(1), [SLI_FAMILY]))
+    family_2, newer, _ = reduce_scrape(parse_text(saved(2), [SLI_FAMILY]))
     assert family_1 == family_2 == SLI_FAMILY
     return newer, older
 
@@ -74,7 +75,7 @@ def test_a_counter_reset_uses_the_newer_counts_alone(reduced_pair):
 
 def test_the_plain_duration_family_is_used_when_the_sli_one_is_absent():
     renamed = saved(2).replace(SLI_FAMILY, DURATION_FAMILY)
-    family, reduced = reduce_scrape(parse_text(renamed, [SLI_FAMILY, DURATION_FAMILY]))
+    family, reduced, _ = reduce_scrape(parse_text(renamed, [SLI_FAMILY, DURATION_FAMILY]))
     assert family == DURATION_FAMILY
     assert reduced["PUT resource"][-1] == (float("inf"), 350.0)
 
@@ -90,3 +91,62 @@ def test_slos_follow_the_kubernetes_definitions():
                            "LIST cluster": 31.0, "DELETECOLLECTION namespace": 99.0})
     assert over == ("LIST cluster", "POST resource")
     assert slos == {"GET resource": 1.0, "LIST cluster": 30.0, "LIST namespace": 5.0, "POST resource": 1.0}
+
+
+def sli_scrape(get_widgets_slow: int, get_widgets_fast: int, get_namespaces: int) -> str:
+    """An exposition of the SLI family: GETs of widgets (two versions, split between them) and of
+    namespaces (all under 0.05 s), with the buckets around the 1 s SLO."""
+    lines = []
+
+    def histogram(labels: str, fast: int, slow: int) -> None:
+        for bound, count in (("0.05", fast), ("1", fast), ("1.5", fast), ("2", fast + slow), ("+Inf", fast + slow)):
+            lines.append(f'{SLI_FAMILY}_bucket{{{labels},le="{bound}"}} {count}')
+
+    widgets = 'component="apiserver",group="webhooks.example.io",resource="widgets",scope="resource",subresource=""'
+    histogram(f'{widgets},verb="GET",version="v1"', get_widgets_fast, 0)
+    histogram(f'{widgets},verb="GET",version="v1beta1"', 0, get_widgets_slow)
+    histogram('component="apiserver",group="",resource="namespaces",scope="resource",subresource="",verb="GET",'
+              'version="v1"', get_namespaces, 0)
+    histogram('component="apiserver",group="",resource="pods",scope="resource",subresource="status",verb="GET",'
+              'version="v1"', 0, get_widgets_slow // 3)
+    return "\n".join(lines) + "\n"
+
+
+def test_a_breach_names_the_resources_with_the_most_requests_over_the_slo():
+    # Counted by hand: between the scrapes 30 - 10 = 20 slow widgets reads (v1beta1, 1.5-2 s), 10 - 3 = 7 slow
+    # pod status reads; 40 fast reads of widgets (v1) and 100 of namespaces; GET resource p99 of 167 requests
+    # lies in the 1.5-2 s bucket.
+    _, older, older_over = reduce_scrape(parse_text(sli_scrape(10, 10, 50), [SLI_FAMILY]))
+    _, newer, newer_over = reduce_scrape(parse_text(sli_scrape(30, 50, 150), [SLI_FAMILY]))
+    assert newer_over == {"GET resource widgets.webhooks.example.io": 30.0, "GET resource pods/status": 10.0}
+    _, by_scope, counts = window_p99(newer, older)
+    assert counts["GET resource"] == 20 + 40 + 100 + 7 and 1.5 < by_scope["GET resource"] <= 2.0
+    _, over = breaches(by_scope)
+    assert over == ("GET resource",)
+    named = slowest_resources(newer_over, older_over, over)
+    assert named == {"GET resource widgets.webhooks.example.io": 20, "GET resource pods/status": 7}
+    assert list(named) == ["GET resource widgets.webhooks.example.io", "GET resource pods/status"]
+    # Nothing is named for a verb and scope that does not breach, and a counter reset keeps the newer counts.
+    assert slowest_resources(newer_over, older_over, ()) == {}
+    assert slowest_resources(older_over, newer_over, over) == {"GET resource widgets.webhooks.example.io": 10,
+                                                                "GET resource pods/status": 3}
+
+
+def test_config_toml_sets_the_window_the_p99s_span(tmp_path):
+    from types import SimpleNamespace
+
+    from crdscope.base.settings import load_settings
+    from crdscope.probes.latency import WINDOW_SECONDS, make_probe
+
+    class Wanting:
+        def want(self, *families: str) -> None:
+            self.families = families
+
+    def probe_of(settings):
+        return make_probe(SimpleNamespace(cluster=None, metrics=Wanting(), settings=settings))  # type: ignore[arg-type]
+
+    config = tmp_path / "config.toml"
+    config.write_text("[cadences]\nlatency = 5\n")
+    assert probe_of(load_settings(config)).window == WINDOW_SECONDS == 300.0  # the SLOs' 5 minutes
+    config.write_text("[cadences]\nlatency_window = 30\n")
+    assert probe_of(load_settings(config)).window == 30.0

@@ -21,7 +21,7 @@ from crdscope.session.replay import read_recording
 RECORDING = Path(__file__).parent.parent / "data" / "recording-0.1.0-handwritten-encoder.jsonl.xz"
 #: probe -> paths (keys from the sample's top) of fields added after the recording was made.
 #: (Fields with a plain default are not written for a rebuilt sample, so only a default_factory field counts.)
-ADDED_SINCE = {"inventory": (("crossplane", "activation"),)}
+ADDED_SINCE = {"inventory": (("crossplane", "activation"),), "latency": (("requests_over_slo",),)}
 #: Probes added after the recording was made (it has no sample of theirs).
 PROBES_ADDED_SINCE = {"webhooks"}
 
