@@ -46,7 +46,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Literal, Protocol
 
-from .activation import MRD, ActivationView, CompositionKinds, Policy, analyse, view_of
+from .activation import MRD, ActivationReport, ActivationView, CompositionKinds, Policy, analyse, view_of
 from .globs import go_match as go_match  # re-exported: callers name the chain module for its rules
 
 PROVIDERS_CRD = "providers.pkg.crossplane.io"
@@ -112,6 +112,15 @@ class RevisionInfo:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class EntryMatch:
+    """One MRAP entry and how many of a set of MRDs it matches."""
+
+    mrap: str
+    pattern: str
+    mrds: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ProviderChain:
     """One Provider and everything it installed."""
 
@@ -151,6 +160,14 @@ class ProviderChain:
     #: Active MRDs have none (None: object counts not observable): what an MRAP of the kinds in use keeps.
     active_in_use: tuple[str, ...] = ()
     active_unused: int | None = None
+    #: Its Active MRDs the activation plan leaves out: no Composition composes them and they have no
+    #: objects (None: object counts not observable); their names (sorted, at most :data:`NAMES_KEPT`).
+    active_unplanned: int | None = None
+    active_unplanned_names: tuple[str, ...] = ()
+    #: The MRAP entries that match those (what activated them, on a safe-start provider), most first,
+    #: and how many of them no current entry matches.
+    unplanned_activated_by: tuple[EntryMatch, ...] = ()
+    unplanned_unmatched: int = 0
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -401,40 +418,45 @@ def build_chain(objects: CrossplaneObjects, crds: Mapping[str, tuple[int, int]],
         else:
             orphans.append(info)
     providers = {p.name: p for p in objects.providers or ()}
+    report, view = activation(objects, in_use)
+    unplanned = frozenset(report.active_unused) if report is not None and in_use is not None else None
     chains = []
     for name in sorted(set(providers) | set(by_provider)):
-        chains.append(_with_use(_provider_chain(name, providers.get(name), by_provider.get(name, []), rows, crds,
-                                                installs, expected), by_provider.get(name, []), rows, in_use))
+        revisions = by_provider.get(name, [])
+        chain = _with_use(_provider_chain(name, providers.get(name), revisions, rows, crds, installs, expected),
+                          revisions, rows, in_use)
+        chains.append(_with_plan(chain, revisions, rows, unplanned, objects.mraps or ()))
     return CrossplaneChain(
         present=True, read_at=objects.read_at, providers=tuple(chains),
         orphan_revisions=tuple(sorted(orphans, key=lambda r: r.name)),
         mraps=tuple(_mrap_info(m, rows) for m in sorted(objects.mraps or (), key=lambda m: m.name)),
         mrds_unattributed=sum(1 for name in rows if name not in attributed) if objects.revisions is not None else 0,
-        has_nodes=objects.has_nodes, unobservable=dict(objects.unobservable),
-        activation=activation_view(objects, in_use))
+        has_nodes=objects.has_nodes, unobservable=dict(objects.unobservable), activation=view)
 
 
-_last_view: list[tuple[tuple[int, int, int, frozenset[str] | None], ActivationView]] = []
+_last_view: list[tuple[tuple[int, int, int, frozenset[str] | None], ActivationReport | None, ActivationView]] = []
 
 
-def activation_view(objects: CrossplaneObjects, in_use: frozenset[str] | None) -> ActivationView:
-    """The activation report of what was read (the kinds in use from ``in_use``: CRDs with objects).
+def activation(objects: CrossplaneObjects,
+               in_use: frozenset[str] | None) -> tuple[ActivationReport | None, ActivationView]:
+    """The activation report of what was read (the kinds in use from ``in_use``: CRDs with objects) and
+    its bounded view (no report where the MRDs were not read).
 
     Worked out once per read of the objects and set of kinds in use (the inventory samples every few
     seconds; the objects are re-read on the chain's own cadence).
     """
     if objects.mrds is None:
-        return ActivationView()
+        return None, ActivationView()
     key = (id(objects.mrds), id(objects.mraps), id(objects.compositions), in_use)
     if _last_view and _last_view[0][0] == key:
-        return _last_view[0][1]
+        return _last_view[0][1], _last_view[0][2]
     mrds = [MRD(row.name, state=row.state or "Inactive", established=row.established if row.state == "Active" else None,
                 objects=None if in_use is None else int(row.name in in_use)) for row in objects.mrds]
     policies = [Policy(m.name, m.patterns) for m in objects.mraps or ()]
     report = analyse(objects.compositions or (), mrds, policies, objects_known=in_use is not None)
     view = view_of(report, compositions_read=objects.compositions is not None)
-    _last_view[:] = [(key, view)]
-    return view
+    _last_view[:] = [(key, report, view)]
+    return report, view
 
 
 def _classified(revision: RevisionObject, has_nodes: bool | None, rows: Mapping[str, MRDRow]) -> RevisionInfo:
@@ -480,6 +502,22 @@ def _with_use(chain: ProviderChain, revisions: list[RevisionObject], rows: Mappi
     active = {n for r in revisions for n in r.mrd_names if n in rows and rows[n].state == "Active"}
     used = sorted(active & in_use)
     return dataclasses.replace(chain, active_in_use=tuple(used[:IN_USE_KEPT]), active_unused=len(active) - len(used))
+
+
+def _with_plan(chain: ProviderChain, revisions: list[RevisionObject], rows: Mapping[str, MRDRow],
+               unplanned: frozenset[str] | None, mraps: Iterable[MRAPObject]) -> ProviderChain:
+    """The provider's Active MRDs the plan leaves out, and the MRAP entries that match them."""
+    if unplanned is None:
+        return chain
+    left_out = sorted({n for r in revisions for n in r.mrd_names if n in rows and rows[n].state == "Active"}
+                      & unplanned)
+    matches = [EntryMatch(mrap=mrap.name, pattern=pattern, mrds=sum(1 for n in left_out if go_match(pattern, n)))
+               for mrap in mraps for pattern in mrap.patterns]
+    unmatched = sum(1 for n in left_out if not any(go_match(p, n) for mrap in mraps for p in mrap.patterns))
+    return dataclasses.replace(chain, active_unplanned=len(left_out), active_unplanned_names=_names(left_out),
+                               unplanned_activated_by=tuple(sorted((m for m in matches if m.mrds),
+                                                                   key=lambda m: (-m.mrds, m.mrap, m.pattern))),
+                               unplanned_unmatched=unmatched)
 
 
 def _mrap_info(mrap: MRAPObject, rows: Mapping[str, MRDRow]) -> MRAPInfo:

@@ -116,6 +116,9 @@ class LabHooks:
     etcd_connections: Callable[[], int | None] | None = None
     #: The supervisor's account of API server deaths (read in a thread: it reads files).
     restarts: Callable[[], PlatformRestarts | None] | None = None
+    #: The lab's ``--name`` ("" the default lab; None: not known to be crdscope's lab): what a remedy
+    #: names in ``crdscope lab limit SIZE --name NAME``.
+    name: str | None = None
 
 
 class ClusterFacts:

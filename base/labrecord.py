@@ -80,6 +80,9 @@ class LabState:
     #: Crossplane's version when ``lab up --crossplane`` (or ``lab crossplane``) started it.
     crossplane_version: str = ""
     crossplane_metrics_port: int = 0
+    #: Docker's ``config.json`` with the credentials of the lab's registry when it asks for them
+    #: (``--registry-auth``); empty: the registry is open.
+    registry_config: str = ""
 
     @property
     def pki_dir(self) -> Path:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from crdscope.cli.main import registry_config_option
+
 
 @click.command("demo")
 @click.option("--provider", default=None, metavar="SRC",
@@ -29,6 +31,7 @@ import click
 @click.option("--recording", "recordings", multiple=True, type=click.Path(dir_okay=False), metavar="FILE",
               help="with --replay: a recording of a demo of one's own (give each lab's: the demo says where it "
                    "recorded them when it quits)")
+@registry_config_option
 @click.pass_context
 def demo(ctx: click.Context, provider: str | None, memory_limit: str | None, crossplane: bool | None, prefix: str,
          record: bool, replay: bool, speed: float | None, recordings: tuple[str, ...]) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from crdscope.cli.main import cluster_options, memory_limit_bytes, memory_limit_option
+from crdscope.cli.main import cluster_options, memory_limit_bytes, memory_limit_option, registry_config_option
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -72,6 +72,7 @@ NULL_HINTS = {"installed_crds": "--context compares with what a cluster runs",
                    "discovery.legacy_requests_after, openapi.v3_paths_added, openapi.v2_bytes_added, "
                    "install.seconds_at_loader_defaults (with --activate: install.seconds_after_mrap)")
 @cluster_options
+@registry_config_option
 def estimate(source: str | None, kubernetes_minor: str | None, memory_limit: str | None,
              prometheus_url: str | None, as_json: bool,
              output_format: str, measure: bool, schema_props: int, seed: int, from_context: str | None,
@@ -216,7 +217,7 @@ def _print_estimate(predicted: Estimate, read: SourceCRDs, selection: MRDSelecti
     coefficients = for_minor(minor)
     found = (activation(read.crds, lambda crd: crd_memory(coefficients, crd))
              if is_crossplane_provider(read.crds) else None)
-    data = to_json(predicted, source=read.spec, activation=found, problems=len(read.problems))
+    data = to_json(predicted, source=read.spec, activation=found, problems=len(read.problems), packages=read.packages)
     if selection is not None:
         data["activate"] = {"patterns": list(selection.patterns), "mrds": list(selection.names),
                             "mrds_total": selection.mrds_total, "already_active": list(selection.already_active)}
@@ -224,9 +225,9 @@ def _print_estimate(predicted: Estimate, read: SourceCRDs, selection: MRDSelecti
     if as_json:
         click.echo(json.dumps({**data, "fail_if": gate_json(gates, crossed)}, indent=1))
     elif output_format == "md":
-        click.echo(to_markdown(predicted, source=read.spec, activation=found))
+        click.echo(to_markdown(predicted, source=read.spec, activation=found, packages=read.packages))
     else:
-        click.echo(to_table(predicted, source=read.spec, activation=found))
+        click.echo(to_table(predicted, source=read.spec, activation=found, packages=read.packages))
     if read.problems:
         click.echo(f"estimate: {len(read.problems)} entries of {read.spec} could not be read and are left out "
                    f"(first: {read.problems[0].origin}: {read.problems[0].reason})", err=True)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import click
 
-from crdscope.cli.main import Group
+from crdscope.cli.main import Group, registry_config_option
 from crdscope.lab.faults import ACTIONS
 
 
@@ -67,8 +67,17 @@ def crossplane_version_option(function: Callable[..., Any]) -> Callable[..., Any
                              "`lab versions` lists them")(function)
 
 
+def registry_auth_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--registry-auth``: the lab's registry asks for credentials (:mod:`lab.registry`)."""
+    return click.option("--registry-auth", "registry_auth", is_flag=True,
+                        help="the registry asks for credentials (Debian's docker-registry with htpasswd): the "
+                             "lab writes them to a Docker config.json (for --registry-config) and a pull secret "
+                             "in crossplane-system [default: an open registry]")(function)
+
+
 def crossplane_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``--crossplane``, ``--crossplane-version`` and ``--activation PATTERN`` (repeatable)."""
+    """``--crossplane``, ``--crossplane-version``, ``--activation PATTERN`` (repeatable), ``--registry-auth``."""
+    function = registry_auth_option(function)
     function = click.option("--activation", "activations", multiple=True, metavar="PATTERN",
                             help="a pattern of Crossplane's default MRAP (repeatable; default '*' as "
                                  "upstream; 'none': no default MRAP)")(function)
@@ -88,24 +97,28 @@ def crossplane_options(function: Callable[..., Any]) -> Callable[..., Any]:
                    "[default: ../shared/crds/provider-gcp.tar.xz, or where it is absent synthetic:800, "
                    "a family crdscope generates]")
 @click.option("--name", "name", default="", metavar="NAME", help="a named lab (see `lab up --name`)")
+@registry_auth_option
+@registry_config_option
 @click.pass_context
-def lab(ctx: click.Context, source: str | None, with_crossplane: bool, provider: str | None, name: str) -> None:
+def lab(ctx: click.Context, source: str | None, with_crossplane: bool, provider: str | None, name: str,
+        registry_auth: bool) -> None:
     """A local etcd + kube-apiserver: with no command, start it and open the monitor."""
     from crdscope.base.errors import LabError
 
     if ctx.invoked_subcommand is not None:
-        if with_crossplane or provider or name:
-            raise LabError(f"--crossplane, --provider and --name of `crdscope lab` open the monitor: "
+        if with_crossplane or provider or name or registry_auth:
+            raise LabError(f"--crossplane, --provider, --registry-auth and --name of `crdscope lab` open the monitor: "
                            f"give them to `lab {ctx.invoked_subcommand}` after its name where it takes them",
                            exit_code=2)
         return
-    if provider and not with_crossplane:
-        raise LabError("--provider is what the demo installs through Crossplane: use it with --crossplane", exit_code=2)
+    if (provider or registry_auth) and not with_crossplane:
+        raise LabError("--provider and --registry-auth are the demo's through Crossplane: use them with --crossplane",
+                       exit_code=2)
     check_lab_name(name)
     if with_crossplane:
         from crdscope.tui.launch import open_crossplane_demo
 
-        open_crossplane_demo(provider, name=name, source=source)
+        open_crossplane_demo(provider, name=name, source=source, registry_auth=registry_auth)
     else:
         from crdscope.tui.launch import open_lab_monitor
 
@@ -247,10 +260,11 @@ def _crossplane_rows(as_json: bool) -> None:
 @click.option("--apiservers", type=click.IntRange(1, MAX_APISERVERS), default=1, show_default=True,
               help="kube-apiservers on the one etcd; more than one run behind haproxy (round robin)")
 @crossplane_options
+@registry_config_option
 @click.argument("extra_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- APISERVER_FLAGS...]")
 def lab_up(apiserver_bin: str | None, etcd_bin: str | None, kubernetes: str | None, name: str, feature_gates: str,
            apiserver_args: tuple[str, ...], memory_limit: str | None, restart: bool | None, apiservers: int,
-           with_crossplane: bool, crossplane_version: str | None, activations: tuple[str, ...],
+           with_crossplane: bool, crossplane_version: str | None, activations: tuple[str, ...], registry_auth: bool,
            extra_args: tuple[str, ...]) -> None:
     """Start the lab in the background and return once it is ready."""
     from crdscope.lab.binaries import ensure_binaries
@@ -274,9 +288,13 @@ def lab_up(apiserver_bin: str | None, etcd_bin: str | None, kubernetes: str | No
         from crdscope.lab.cgroups import check_available
 
         check_available()  # before a build of minutes, not after
-    if (activations or crossplane_version) and not with_crossplane:
-        raise LabError("--activation and --crossplane-version are Crossplane's: use them with --crossplane",
-                       exit_code=2)
+    if (activations or crossplane_version or registry_auth) and not with_crossplane:
+        raise LabError("--activation, --crossplane-version and --registry-auth are Crossplane's: use them with "
+                       "--crossplane", exit_code=2)
+    if registry_auth:
+        from crdscope.lab.registry import check_tools
+
+        check_tools()  # before a build of minutes, not after
     # Builds (Crossplane, the lab minor's kube-controller-manager) before the lab starts.
     crossplane = _crossplane_ready(activations, crossplane_version, kubernetes) if with_crossplane else None
     binaries = ensure_binaries(apiserver_bin, etcd_bin, kubernetes=kubernetes, progress=_say)
@@ -291,7 +309,7 @@ def lab_up(apiserver_bin: str | None, etcd_bin: str | None, kubernetes: str | No
         click.echo(f"memory limit: {options.memory_limit / 2**20:.0f} MiB on the API server ({restarts})")
     if crossplane is not None:
         try:
-            _start_crossplane(lab_, state, *crossplane)
+            _start_crossplane(lab_, state, *crossplane, registry_auth=registry_auth)
         except LabError as exc:
             again = f"crdscope lab crossplane{f' --name {name}' if name else ''}"
             raise LabError(f"the lab is up but Crossplane is not: {exc} (try again: `{again}`)",
@@ -320,15 +338,21 @@ def _crossplane_ready(activations: tuple[str, ...], version: str | None, kuberne
         return binaries, patterns
 
 
-def _start_crossplane(lab_: Any, state: Any, binaries: Any, activations: list[str]) -> None:
+def _start_crossplane(lab_: Any, state: Any, binaries: Any, activations: list[str], *,
+                      registry_auth: bool = False) -> None:
     from crdscope.lab import crossplane
+    from crdscope.lab.registry import PULL_SECRET
 
-    crossplane.start(lab_, state, binaries, activations=activations, say=_say)
+    crossplane.start(lab_, state, binaries, activations=activations, say=_say, registry_auth=registry_auth)
     lab_.start_supervisor(state)
     registry = state.components["registry"].port
     mrap = ", ".join(activations) if activations else "none"
     click.echo(f"crossplane {binaries.version}: registry 127.0.0.1:{registry}, default MRAP activates: {mrap}")
-    click.echo(f"  push packages with `crdscope package SOURCE --name NAME --push`; "
+    if state.registry_config:
+        click.echo(f"  the registry asks for credentials: --registry-config {state.registry_config}; "
+                   f"Providers name the pull secret {PULL_SECRET} (spec.packagePullSecrets)")
+    click.echo(f"  push packages with `crdscope package SOURCE --name NAME --push"
+               f"{' --registry-config FILE' if state.registry_config else ''}`; "
                f"install one with a Provider whose package is 127.0.0.1:{registry}/crdscope/NAME:TAG")
 
 
@@ -337,16 +361,23 @@ def _start_crossplane(lab_: Any, state: Any, binaries: Any, activations: list[st
 @click.option("--activation", "activations", multiple=True, metavar="PATTERN",
               help="a pattern of the default MRAP (repeatable; default '*'; 'none': no default MRAP)")
 @crossplane_version_option
-def lab_crossplane(name: str, activations: tuple[str, ...], crossplane_version: str | None) -> None:
+@registry_auth_option
+@registry_config_option
+def lab_crossplane(name: str, activations: tuple[str, ...], crossplane_version: str | None,
+                   registry_auth: bool) -> None:
     """Start Crossplane v2's core and a package registry on a running lab."""
     from crdscope.lab.binaries import minor_of, supported_minors
 
     lab_ = _named_lab(name)
     state = lab_.require()
+    if registry_auth:
+        from crdscope.lab.registry import check_tools
+
+        check_tools()
     minor = minor_of(state.kubernetes_version)
     binaries, patterns = _crossplane_ready(activations, crossplane_version, minor or None,
                                            controllers=minor in supported_minors())
-    _start_crossplane(lab_, state, binaries, patterns)
+    _start_crossplane(lab_, state, binaries, patterns, registry_auth=registry_auth)
 
 
 @lab.command("down")
@@ -391,6 +422,9 @@ def lab_status(name: str, as_json: bool) -> None:
         click.echo(f"crossplane {core['version']}: {'healthy' if core['healthy'] else 'NOT healthy'}, "
                    f"registry {core['registry']}, metrics on port {core['metrics_port']} "
                    "(no kubelet: provider runtimes never run)")
+        if core.get("registry_config"):
+            click.echo(f"registry credentials: {core['registry_config']} (--registry-config), "
+                       f"pull secret {core['pull_secret']}")
     replica_of = {component: index for index, component in status.get("replicas", {}).items()}
     balancer = status.get("balancer", {})
     for component_name, component in status["components"].items():

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .main import cluster_options, run_async
+from .main import cluster_options, registry_config_option, run_async
 from .progress import LoadProgress, on_terminal
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ def _say(message: str) -> None:
 @click.option("--new-run", is_flag=True, help="start a new run even if a stopped run of this source could be finished")
 @click.option("--json", "as_json", is_flag=True, help="print the summary as one JSON object")
 @cluster_options(many=True)
+@registry_config_option
 def load(source: str | None, rate: float | None, concurrency: int | None, limit: int | None, profile: str | None,
          schema_props: int | None, seed: int, from_context: str | None, new_run: bool, as_json: bool,
          kubeconfig: str | None, context: tuple[str, ...]) -> None:

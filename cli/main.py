@@ -123,6 +123,23 @@ def memory_limit_option(function: Callable[..., Any]) -> Callable[..., Any]:
                              "OOM-killed (a capped crdscope lab's is known without it)")(function)
 
 
+def _use_registry_config(_ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value:
+        from crdscope.loader.registry_auth import use_registry_config
+
+        use_registry_config(value)
+
+
+def registry_config_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--registry-config FILE``: Docker's ``config.json`` the pulls and pushes of this command read
+    (:mod:`loader.registry_auth`), on every command that pulls or pushes a package."""
+    return click.option("--registry-config", default=None, metavar="FILE", expose_value=False,
+                        callback=_use_registry_config, type=click.Path(dir_okay=False),
+                        help="registry credentials for package references and pushes: a Docker config.json "
+                             "(auths, credHelpers, credsStore) [default: $DOCKER_CONFIG/config.json, "
+                             "else ~/.docker/config.json]")(function)
+
+
 def memory_limit_bytes(text: str | None) -> int | None:
     """``--memory-limit`` in bytes (None when not given); a bad size is a one-line error."""
     if not text:

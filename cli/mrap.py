@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from crdscope.cli.main import cluster_options, run_async
+from crdscope.cli.main import cluster_options, registry_config_option, run_async
 
 if TYPE_CHECKING:
     from crdscope.base.activation import ActivationReport
@@ -58,6 +58,7 @@ NULL_HINTS = {"upgrade": "--from NEW --context CTX prices an upgrade"}
                    "upgrade.discovery.group_versions_added (with --from and --context); cost.adds_crds, "
                    "cost.adds_bytes, cost.plan_crds, mrds, mrds_active")
 @cluster_options
+@registry_config_option
 def mrap(source: str | None, as_json: bool, output_format: str, as_yaml: bool, plan_name: str | None,
          kubernetes_minor: str | None, apply: bool, timeout: float, fail_if: tuple[str, ...], kubeconfig: str | None,
          context: str | None) -> None:

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from crdscope.cli.main import registry_config_option
+
 if TYPE_CHECKING:
     from crdscope.loader.package import PackageRun
 
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 @click.option("--from-context", default=None, metavar="CTX", help="package the CRDs of another kubeconfig context")
 @click.option("--kubeconfig", default=None, type=click.Path(dir_okay=False), help="kubeconfig of --from-context")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object listing the packages")
+@registry_config_option
 def package(source: str | None, name: str, family: bool, safe_start: bool, push: bool, registry: str | None,
             lab_name: str, version: str, output: str, from_context: str | None, kubeconfig: str | None,
             as_json: bool) -> None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import click
 
-from .main import cluster_options, memory_limit_bytes, memory_limit_option
+from .main import cluster_options, memory_limit_bytes, memory_limit_option, registry_config_option
 
 
 @click.command()
 @cluster_options(many=True)
+@registry_config_option
 @click.option("--headless", is_flag=True, help="run the probes without a screen, one line per notable event")
 @click.option("--duration", default=None, help="stop after this long (e.g. 90s, 5m, 1h)")
 @click.option("--record", "record", default=None, type=click.Path(dir_okay=False),

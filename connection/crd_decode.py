@@ -6,7 +6,9 @@ about 300 MB of JSON for the whole AWS set.  ``json.loads`` builds every dict of
 only for :func:`connection.crdwatch.slim` to drop them.  msgspec decodes into structs that declare
 the few fields crdscope reads and skips the rest while parsing, without building it: the monitor
 then costs the machine it shares with the API server far less CPU during an install
-(bench/RESULTS.md, footprint).  The result is the same slim dict :func:`connection.crdwatch.slim` makes.
+(bench/RESULTS.md, footprint).  A schema is kept as its raw bytes and counted (the cost model prices a
+CRD by its schema's compact JSON bytes, which is what the server sends).  The result is the same slim
+dict :func:`connection.crdwatch.slim` makes.
 """
 
 from __future__ import annotations
@@ -29,10 +31,23 @@ class _Metadata(msgspec.Struct, rename="camel", omit_defaults=True):
     continue_: str | None = msgspec.field(default=None, name="continue")
 
 
+class _Validation(msgspec.Struct):
+    # Its bytes as sent, never parsed into objects: all the cost model needs of a schema is its size.
+    schema: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="openAPIV3Schema")
+
+
 class _Version(msgspec.Struct, omit_defaults=True):
     name: str | None = None
     served: bool | None = None
     storage: bool | None = None
+    schema: _Validation | None = None
+    schema_bytes: int = msgspec.field(default=0, name="schemaBytes")
+
+    def __post_init__(self) -> None:
+        # The slim dict carries the schema's size (as :func:`connection.crdwatch.slim` counts it), not the schema.
+        if self.schema is not None:
+            self.schema_bytes = len(self.schema.schema)
+            self.schema = None
 
 
 class _ClientConfig(msgspec.Struct, omit_defaults=True):

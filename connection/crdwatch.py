@@ -28,6 +28,7 @@ without re-copying the buffer.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import time
@@ -73,7 +74,7 @@ ChangeType = Literal["ADDED", "MODIFIED", "DELETED"]
 
 @dataclass(frozen=True)
 class CRDRecord:
-    """What the monitor keeps of one CRD (its schema is dropped)."""
+    """What the monitor keeps of one CRD (its schema is dropped, its size kept)."""
 
     name: str
     uid: str
@@ -101,6 +102,10 @@ class CRDRecord:
     #: Where the server calls to convert between the CRD's versions (``spec.conversion``, strategy
     #: Webhook): the URL, or ``service <namespace>/<name>:<port><path>``; None: it converts by itself.
     conversion_webhook: str | None = None
+    #: Bytes of the served versions' schemas as the server sends them (compact JSON; in protobuf their
+    #: encoding, as long within a few percent: :func:`connection.crd_proto._schema_bytes`): with the
+    #: served versions, what the cost model prices a CRD by.
+    schema_bytes: int = 0
 
     @property
     def state(self) -> CRDState:
@@ -120,6 +125,11 @@ class CRDRecord:
     @property
     def group_versions(self) -> tuple[str, ...]:
         return tuple(f"{self.group}/{v}" for v in self.served_versions)
+
+    @property
+    def served(self) -> int:
+        """Served versions as the cost model counts them (a CRD serving none still costs its storage)."""
+        return max(1, len(self.served_versions))
 
 
 def owner_of(metadata: dict[str, Any]) -> str:
@@ -160,6 +170,16 @@ def conversion_webhook(spec: dict[str, Any]) -> str | None:
     service = config.get("service") or {}
     return (f"service {service.get('namespace', '?')}/{service.get('name', '?')}:{service.get('port') or 443}"
             f"{service.get('path') or ''}")
+
+
+def schema_bytes(version: dict[str, Any]) -> int:
+    """Bytes of one version's ``openAPIV3Schema``: the count a slim dict carries, else the schema's
+    compact JSON (as the server sends it and as the cost model's calibration measured it)."""
+    counted = version.get("schemaBytes")
+    if counted is not None:
+        return int(counted)
+    schema = (version.get("schema") or {}).get("openAPIV3Schema")
+    return len(json.dumps(schema, separators=(",", ":"))) if schema is not None else 0
 
 
 def record_from(obj: dict[str, Any], previous: CRDRecord | None = None, now: float | None = None,
@@ -212,11 +232,12 @@ def record_from(obj: dict[str, Any], previous: CRDRecord | None = None, now: flo
         seen_established=seen_established,
         established_live=established_live,
         conversion_webhook=conversion_webhook(spec),
+        schema_bytes=sum(schema_bytes(v) for v in versions if v.get("served", True)),
     )
 
 
 def slim(obj: dict[str, Any]) -> dict[str, Any]:
-    """The parts of a CRD object :func:`record_from` reads (schemas and annotations dropped)."""
+    """The parts of a CRD object :func:`record_from` reads (schemas, counted, and annotations dropped)."""
     metadata = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     annotations = metadata.get("annotations") or {}
@@ -233,7 +254,8 @@ def slim(obj: dict[str, Any]) -> dict[str, Any]:
             "group": spec.get("group"),
             "scope": spec.get("scope"),
             "names": spec.get("names") or {},
-            "versions": [{k: v.get(k) for k in ("name", "served", "storage")} for v in spec.get("versions") or []],
+            "versions": [{**{k: v.get(k) for k in ("name", "served", "storage")}, "schemaBytes": schema_bytes(v)}
+                         for v in spec.get("versions") or []],
             # Where the conversion webhook is (its caBundle dropped).
             "conversion": {"strategy": conversion.get("strategy"),
                            "webhook": {"clientConfig": {k: config[k] for k in ("url", "service") if config.get(k)}}},

@@ -89,28 +89,59 @@ def activated_crd_bytes(kubernetes_minor: str) -> tuple[float, str]:
 
 @dataclass(frozen=True)
 class StartupNeed:
-    """The resident memory an API server needs with ``crds`` typical CRDs (what a limit must hold)."""
+    """The resident memory an API server needs with ``crds`` CRDs (what a limit must hold), by the
+    cost model: the server without CRDs (its calibration's baseline) plus what the CRDs add (the first
+    CRDs' one-time cost and each CRD's terms), the latter with the model's interval, as
+    :func:`costmodel.model.estimate` prices an install on an empty cluster (``rss_after_bytes``)."""
 
     minor: str
     crds: int
-    #: The server with no CRD (the calibration's baseline) plus the first CRDs' one-time cost.
+    #: The server with no CRDs plus the first CRDs' one-time cost.
     base_bytes: float
+    #: The mean CRD's terms (each CRD's own where they were counted, else the typical CRD's).
     per_crd_bytes: float
+    #: The calibrated server without CRDs (not widened: a measurement, not a prediction).
+    baseline_bytes: float = 0.0
+    #: The half-width of the model's interval, relative to what the CRDs add (at least 25%).
+    relative: float = 0.0
+    #: True: priced from the CRDs' own served versions and schema bytes; False: as typical CRDs of
+    #: the calibration's real provider set.
+    own_terms: bool = False
 
     @property
     def total_bytes(self) -> float:
-        """Base plus every CRD."""
+        """Base plus every CRD: the model's value."""
         return self.base_bytes + self.per_crd_bytes * self.crds
 
+    @property
+    def crd_bytes(self) -> Interval:
+        """What the CRDs add to the server without them, with the model's interval."""
+        return Interval.around(self.total_bytes - self.baseline_bytes, self.relative)
 
-def startup_need(crds: int, kubernetes_minor: str) -> StartupNeed:
-    """What ``crds`` typical CRDs make an API server of ``kubernetes_minor`` hold, from its model.
+    @property
+    def high_bytes(self) -> float:
+        """The upper end of the model's interval: the server without CRDs plus the CRDs' high end."""
+        return self.baseline_bytes + self.crd_bytes.high
+
+
+def startup_need(crds: int, kubernetes_minor: str, *, served_versions: float | None = None,
+                 schema_bytes: float | None = None) -> StartupNeed:
+    """What ``crds`` CRDs make an API server of ``kubernetes_minor`` hold, from its model: priced by
+    their own totals of served versions and schema bytes where both are given (the CRD watch counts
+    them), else as typical CRDs.
 
     The crash-loop finding compares it with a memory limit: a server that reloads every CRD
     from etcd at start-up holds at least this much before it serves.
     """
     coefficients = for_minor(kubernetes_minor)
     terms = coefficients.figure("rss_bytes").get("terms") or {}
-    per_crd = sum(float(terms.get(name, 0.0)) * value for name, value in typical_terms(kubernetes_minor).items())
-    base = float(coefficients.baseline.get("rss_bytes") or 0.0) + (float(terms.get("fixed", 0.0)) if crds else 0.0)
-    return StartupNeed(coefficients.minor, crds, base, per_crd)
+    own = bool(crds and served_versions and schema_bytes)
+    mean = typical_terms(kubernetes_minor)
+    if own:
+        mean = {"crds": 1.0, "served_versions": float(served_versions or 0) / crds,
+                "schema_bytes": float(schema_bytes or 0) / crds}
+    per_crd = sum(float(terms.get(name, 0.0)) * value for name, value in mean.items())
+    baseline = float(coefficients.baseline.get("rss_bytes") or 0.0)
+    base = baseline + (float(terms.get("fixed", 0.0)) if crds else 0.0)
+    return StartupNeed(coefficients.minor, crds, base, per_crd, baseline, relative_interval(coefficients, "rss_bytes"),
+                       own)

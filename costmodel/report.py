@@ -5,13 +5,20 @@ Plain text only: the costmodel layer never imports rich or textual.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from .crossplane import Activation
 from .model import ACTIVATION, Estimate, Interval
 
+if TYPE_CHECKING:
+    from crdscope.loader.oci import PackageSummary
+
 MIB = float(1 << 20)
 GIB = float(1 << 30)
+#: The install path the model prices: CRDs created as ``crdscope load`` creates them, the path its
+#: calibration measured (not MRD activation through Crossplane, which it has not calibrated).
+PRICED_PATH = "direct"
 
 
 def _interval(value: Interval, divisor: float = 1.0, digits: int = 1) -> dict[str, float]:
@@ -52,13 +59,33 @@ def _counts_json(e: Estimate) -> dict[str, Any]:
             "delta": _delta_json(e)}
 
 
+def package_rows(packages: Sequence[PackageSummary], source: str) -> list[tuple[str, str]]:
+    """What a package reference brought (the package, then its dependencies) and the path priced."""
+    if not packages:
+        return []
+    first, *rest = packages
+    rows = [("packages", first.describe() + (f"; depends on {'; '.join(p.describe() for p in rest)}" if rest else ""))]
+    how = [f"{PRICED_PATH}: every CRD of the packages created at once, as `crdscope load` creates them (the path "
+           "the model is calibrated on); through Crossplane v2 each Provider's CRDs come from its MRDs"]
+    if any(p.safe_start for p in packages):
+        how.append(f"a safe-start Provider's only once an MRAP activates them (`crdscope mrap --from {source}` "
+                   "plans and prices the kinds its Compositions need)")
+    xrds = sum(p.xrds for p in packages)
+    if xrds:
+        how.append(f"{xrds} XRD{'s' if xrds != 1 else ''} of a Configuration add{'s' if xrds == 1 else ''} "
+                   f"a CRD{' each' if xrds != 1 else ''} (the composite kind), not priced here")
+    return [*rows, ("priced path", ", ".join(how))]
+
+
 def to_json(estimate: Estimate, *, source: str, activation: Activation | None = None,
-            problems: int = 0) -> dict[str, Any]:
+            problems: int = 0, packages: Sequence[PackageSummary] = ()) -> dict[str, Any]:
     """The estimate as one JSON object; keys are stable and carry their unit.  With an installed
     release (``delta``) the ``*_added`` sizes are the delta's, net."""
     e = estimate
     return {
         "source": source,
+        "priced_path": PRICED_PATH,
+        "packages": [p.to_json() for p in packages],
         "kubernetes_minor_requested": e.minor_requested,
         "kubernetes_minor_model": e.minor_used,
         "model": e.model_note,
@@ -148,11 +175,13 @@ def _delta_rows(e: Estimate) -> list[tuple[str, str]]:
                                       "are the delta's")]
 
 
-def lines(estimate: Estimate, *, source: str, activation: Activation | None = None) -> list[tuple[str, str]]:
+def lines(estimate: Estimate, *, source: str, activation: Activation | None = None,
+          packages: Sequence[PackageSummary] = ()) -> list[tuple[str, str]]:
     """(label, value) rows shared by the table and the Markdown card."""
     e = estimate
     rows = [
         ("source", f"{source}: {e.crds} CRDs, {e.served_versions} served versions, schemas {_size(e.schema_bytes)}"),
+        *package_rows(packages, source),
         ("model", e.model_note),
         ("priced as", e.path_note),
         *_delta_rows(e),
@@ -198,16 +227,18 @@ def lines(estimate: Estimate, *, source: str, activation: Activation | None = No
     return rows
 
 
-def to_table(estimate: Estimate, *, source: str, activation: Activation | None = None) -> str:
+def to_table(estimate: Estimate, *, source: str, activation: Activation | None = None,
+             packages: Sequence[PackageSummary] = ()) -> str:
     """A readable two-column table."""
-    rows = lines(estimate, source=source, activation=activation)
+    rows = lines(estimate, source=source, activation=activation, packages=packages)
     width = max(len(label) for label, _ in rows)
     return "\n".join(f"{label.ljust(width)}  {value}" for label, value in rows)
 
 
-def to_markdown(estimate: Estimate, *, source: str, activation: Activation | None = None) -> str:
+def to_markdown(estimate: Estimate, *, source: str, activation: Activation | None = None,
+                packages: Sequence[PackageSummary] = ()) -> str:
     """A footprint card a provider maintainer could publish with a release."""
-    rows = lines(estimate, source=source, activation=activation)
+    rows = lines(estimate, source=source, activation=activation, packages=packages)
     body = "\n".join(f"| {label} | {value.replace('|', '/')} |" for label, value in rows)
     return (f"### API-server footprint of {source}\n\n| figure | predicted |\n|---|---|\n{body}\n\n"
             f"Predicted by `crdscope estimate` ({estimate.model_note}); intervals are twice the calibration's "

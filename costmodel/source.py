@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from crdscope.loader.oci import OciSource, PackageSummary
 from crdscope.loader.sources import CRDDocument, SourceProblem, UniqueNames, open_source
 from crdscope.base.paths import cache_dir
 
@@ -27,6 +28,8 @@ class SourceCRDs:
     spec: str
     crds: tuple[CRDFeatures, ...]
     problems: tuple[SourceProblem, ...]
+    #: The Crossplane packages a reference named (the package, then its dependencies); empty otherwise
+    packages: tuple[PackageSummary, ...] = ()
 
 
 async def read_source(spec: str | None, *, schema_props: int = 40, seed: int = 1, from_context: str | None = None,
@@ -35,9 +38,10 @@ async def read_source(spec: str | None, *, schema_props: int = 40, seed: int = 1
     source = open_source(spec, seed=seed, schema_props=schema_props, from_context=from_context,
                          kubeconfig=kubeconfig)
     await source.aprepare()
+    packages = tuple(p.summary() for p in source.packages) if isinstance(source, OciSource) else ()
     cached = _cache_path(source.key)
     if cached is not None and (found := _read_cache(cached)) is not None:
-        return SourceCRDs(source.spec, found, ())
+        return SourceCRDs(source.spec, found, (), packages)
     unique = UniqueNames()
     crds: list[CRDFeatures] = []
     problems: list[SourceProblem] = []
@@ -49,7 +53,7 @@ async def read_source(spec: str | None, *, schema_props: int = 40, seed: int = 1
             problems.append(checked)
     if cached is not None and not problems:
         _write_cache(cached, crds)
-    return SourceCRDs(source.spec, tuple(crds), tuple(problems))
+    return SourceCRDs(source.spec, tuple(crds), tuple(problems), packages)
 
 
 #: Sources whose key names their content (a file's path, size and modification time).

@@ -21,11 +21,14 @@ loop.  Restarts whose replica no source names are judged together, as one server
 
 from __future__ import annotations
 
+import math
 import statistics
 
+from crdscope.base.facts import LimitOrigin, MemoryLimit
 from crdscope.base.settings import Thresholds
-from crdscope.costmodel.attribution import startup_need
+from crdscope.costmodel.attribution import StartupNeed, startup_need
 from crdscope.base.samples.health import HealthSample
+from crdscope.base.samples.inventory import InventorySample
 from crdscope.base.restarts import RestartEvent
 from crdscope.base.samples.version import VersionSample
 
@@ -37,7 +40,8 @@ CRASH_LOOP = "apiserver-crash-looping"
 MIB = float(1 << 20)
 #: Memory within this fraction of the limit before a death makes an OOM kill likely.
 NEAR_LIMIT_FRACTION = 0.9
-#: A limit that fits leaves this much above what the CRDs need at start-up.
+#: A limit that fits leaves this much above the upper end of the cost model's interval for what the
+#: CRDs need at start-up (the model's value can be 25% low: a limit at it may be killed again).
 HEADROOM_FRACTION = 0.3
 #: Deaths listed by the memory they were last seen with.
 SHOWN_DEATHS = 5
@@ -122,9 +126,9 @@ def crash_loop(obs: Observations) -> list[Finding]:
     limit = obs.facts.memory_limit_bytes
     oom, oom_evidence = _oom(health, loop, limit, obs)
     evidence += oom_evidence
-    need_line, need_bytes = _need(health, last_good, obs)
-    if need_line:
-        evidence.append(need_line)
+    need = _need(health, last_good, obs)
+    if need is not None:
+        evidence += _need_lines(need, health)
 
     verdict = {"confirmed": ", OOM-killed", "likely": ", OOM-killed (likely)"}.get(oom, "")
     # "Up" is each process's lifetime; what callers saw is answered or not: a process that lives 6 s
@@ -133,7 +137,7 @@ def crash_loop(obs: Observations) -> list[Finding]:
     title = (f"API server crash-looping{who}{verdict}: {len(loop)} restarts in {format_duration(span)}{lived}, "
              f"not answering {down_share:.0%} of the time")
     if oom:
-        remedy = _oom_remedy(limit, need_bytes, last_good)
+        remedy = _oom_remedy(obs.facts.memory_limit, need, last_good, obs.facts.lab.name)
         return [Finding(CRASH_LOOP, Severity.CRITICAL, title, tuple(evidence), OOM_CAUSE, remedy, since=start)]
     return [Finding(CRASH_LOOP, Severity.CRITICAL, title, tuple(evidence), CRASH_CAUSE, CRASH_REMEDY, since=start)]
 
@@ -184,9 +188,9 @@ def _crash_loop_rules(q: PromQL) -> tuple[AlertRule, ...]:
 
 CRASH_LOOP_CHECK = CheckSpec(
     crash_loop, "API server crash-looping (restarts from start times, Leases, the lab, kube-state-metrics)",
-    probes=(HealthSample,), also_reads=(VersionSample,),
+    probes=(HealthSample,), also_reads=(VersionSample, InventorySample),
     thresholds=("crashloop_restarts", "crashloop_window_seconds", "crashloop_quiet_seconds"),
-    constants=("NEAR_LIMIT_FRACTION",), rules=_crash_loop_rules, kinds=(CRASH_LOOP,))
+    constants=("NEAR_LIMIT_FRACTION", "HEADROOM_FRACTION"), rules=_crash_loop_rules, kinds=(CRASH_LOOP,))
 
 
 def _sources(health: HealthSample) -> str:
@@ -238,32 +242,66 @@ def _oom(health: HealthSample, loop: list[RestartEvent], limit: int | None,
     return ("likely" if near else ""), evidence
 
 
-def _need(health: HealthSample, last_good: HealthSample | None, obs: Observations) -> tuple[str, float | None]:
-    """What the cost model says the cluster's CRDs need at start-up, and the line saying it.
+def _need(health: HealthSample, last_good: HealthSample | None, obs: Observations) -> StartupNeed | None:
+    """What the cost model says the cluster's CRDs need at start-up (None: no CRD count known).
 
     The CRD count is the newest known, from a failed sample too: it is the CRD watch's, which
     outlives the server's answers.  A server killed while CRDs were being added may never answer a
     good sample that saw them (the drill's first death came within one health interval of the
-    load), and the CRDs it reloads and dies on are the ones the watch saw added.
+    load), and the CRDs it reloads and dies on are the ones the watch saw added.  They are priced by
+    their own terms where the watch counted them (the inventory's served versions and schema bytes,
+    per CRD, for that count), else as typical CRDs.
     """
     crds = health.crds if health.crds is not None else (last_good.crds if last_good else None)
     if not crds:
-        return "", None
+        return None
     minor = kubernetes_minor(obs)
-    need = startup_need(crds, minor)
+    inventory = obs.good(InventorySample)
+    if inventory is None or not inventory.crds or not inventory.crd_schema_bytes:
+        return startup_need(crds, minor)
+    share = crds / inventory.crds
+    return startup_need(crds, minor, served_versions=(inventory.served_versions or 0) * share,
+                        schema_bytes=inventory.crd_schema_bytes * share)
+
+
+def _need_lines(need: StartupNeed, health: HealthSample) -> list[str]:
+    """The evidence of what the CRDs need: the count and how it was priced, the model's interval."""
     seen = " (the CRD watch's count; the server has not answered since)" if health.error and health.crds else ""
-    line = (f"health.crds = {fmt_count(crds)}{seen}: the cost model (Kubernetes {need.minor}, typical CRDs of a real "
-            f"provider) puts the server at ~{need.total_bytes / MIB:,.0f} MiB with them "
-            f"({need.base_bytes / MIB:,.0f} MiB without CRDs, ~{need.per_crd_bytes / MIB:.2f} MiB per CRD)")
-    return line, need.total_bytes
+    priced = ("their own served versions and schema bytes, as the CRD watch counted them (inventory."
+              "served_versions, crd_schema_bytes)" if need.own_terms else "typical CRDs of a real provider")
+    span = need.crd_bytes
+    return [f"health.crds = {fmt_count(need.crds)}{seen}: the cost model (Kubernetes {need.minor}, {priced}) puts "
+            f"the server at ~{need.total_bytes / MIB:,.0f} MiB with them ({need.base_bytes / MIB:,.0f} MiB without "
+            f"CRDs, ~{need.per_crd_bytes / MIB:.2f} MiB per CRD)",
+            f"the model's interval: {need.baseline_bytes / MIB:,.0f} MiB for the server without CRDs plus "
+            f"{span.low / MIB:,.0f}-{span.high / MIB:,.0f} MiB for the CRDs (±{need.relative:.0%} of "
+            f"{span.value / MIB:,.0f} MiB): at most ~{need.high_bytes / MIB:,.0f} MiB"]
 
 
-def _oom_remedy(limit: int | None, need_bytes: float | None, last_good: HealthSample | None) -> str:
+def limit_to_raise(need: StartupNeed) -> int:
+    """The limit the remedy names, in MiB: the upper end of the model's interval for what the CRDs
+    need, plus :data:`HEADROOM_FRACTION`, rounded up to a whole MiB."""
+    return math.ceil(need.high_bytes * (1 + HEADROOM_FRACTION) / MIB)
+
+
+def _how_to_raise(limit: MemoryLimit | None, mib: int, lab_name: str | None) -> str:
+    """Where a limit of ``mib`` MiB is set, by where the limit came from."""
+    if limit is not None and limit.origin is LimitOrigin.LAB:
+        return f": `crdscope lab limit {mib}Mi{f' --name {lab_name}' if lab_name else ''}`"
+    if limit is not None and limit.origin is LimitOrigin.FLAG:
+        return f" (the API server's resources.limits.memory: {mib}Mi; then watch with `--memory-limit {mib}Mi`)"
+    return f" (the API server's resources.limits.memory: {mib}Mi)"
+
+
+def _oom_remedy(limit: MemoryLimit | None, need: StartupNeed | None, last_good: HealthSample | None,
+                lab_name: str | None) -> str:
     parts = []
-    if need_bytes:
-        fits = need_bytes * (1 + HEADROOM_FRACTION)
-        parts.append(f"raise the memory limit to at least {fits / MIB:,.0f} MiB ({HEADROOM_FRACTION:.0%} over "
-                     f"what the CRDs need" + (f"; now {limit / MIB:,.0f} MiB)" if limit else ")"))
+    if need is not None:
+        mib = limit_to_raise(need)
+        now = f"; now {limit.bytes / MIB:,.0f} MiB" if limit else ""
+        parts.append(f"raise the memory limit to at least {mib:,} MiB{_how_to_raise(limit, mib, lab_name)} (the upper "
+                     f"end of the cost model's interval for the {fmt_count(need.crds)} CRDs stored, "
+                     f"~{need.high_bytes / MIB:,.0f} MiB, plus {HEADROOM_FRACTION:.0%}{now})")
     else:
         parts.append("raise the memory limit")
     unused = last_good.crds_without_objects if last_good else None
@@ -273,5 +311,6 @@ def _oom_remedy(limit: int | None, need_bytes: float | None, last_good: HealthSa
     else:
         parts.append("or install fewer CRDs (with Crossplane v2, a ManagedResourceActivationPolicy activating "
                      "only the kinds in use)")
-    parts.append("until then the server restarts into the same kill: stop the installer adding CRDs")
+    parts.append("until then the server restarts into the same kill: stop the installer adding CRDs (the limit "
+                 "named is for the CRDs stored: `crdscope estimate SOURCE` prices what an installer still adds)")
     return "; ".join(parts)

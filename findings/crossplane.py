@@ -30,7 +30,10 @@ the Compositions compose and the kinds in use, as ``crdscope mrap`` prints it).
 
 from __future__ import annotations
 
+import json
+
 from crdscope.costmodel.attribution import activated_crd_bytes
+from crdscope.base.activation import MANAGED_BY, MRAP_API_VERSION, MRAP_KIND, PLAN_NAME
 from crdscope.base.crossplane import NOT_RUNNING, CrossplaneChain, ProviderChain, RevisionInfo
 from crdscope.base.globs import go_match
 from crdscope.base.samples.health import HealthSample
@@ -55,8 +58,10 @@ RUNTIME_GRACE_SECONDS = 180.0
 #: Providers named in the no-Node finding (the rest are counted).
 NAMES_SHOWN = 5
 MIB = float(1 << 20)
-#: Kinds named in an MRAP a remedy proposes; past this the remedy gives the count.
+#: Entries of an MRAP a remedy writes out; past this the remedy names the command that prints it.
 MRAP_KINDS_SHOWN = 12
+#: MRAP entries named as what activated a provider's kinds.
+MRAP_ENTRIES_SHOWN = 3
 
 
 def _chain(obs: Observations) -> CrossplaneChain | None:
@@ -90,48 +95,102 @@ def _with_active_revision(obs: Observations) -> list[tuple[ProviderChain, Revisi
     return [(provider, current) for provider in chain.providers if (current := _current(provider)) is not None]
 
 
-def _mrap_yaml(provider: ProviderChain, chain: CrossplaneChain) -> str:
+def plan_mrap(chain: CrossplaneChain) -> str | None:
+    """The activation plan as one MRAP on one line of JSON (``kubectl apply -f -`` takes it as written:
+    kubectl reads input that opens with a brace as JSON, so YAML's flow style is refused), labelled
+    crdscope's as ``crdscope mrap --apply`` writes it; None when it has no entry (an MRAP needs one) or
+    more than a remedy shows (:data:`MRAP_KINDS_SHOWN`)."""
     plan = chain.activation
-    planned = plan.compositions_read and plan.compositions > 0
-    entries = list(plan.plan) if planned else list(provider.active_in_use)
-    kinds = entries[:MRAP_KINDS_SHOWN]
-    more = (plan.plan_entries if planned else len(entries)) - len(kinds)
-    what = "more entries: `crdscope mrap --yaml` prints them all" if planned else "more kinds in use"
-    listed = ", ".join(f'"{kind}"' for kind in kinds) + (f", ... ({more} {what})" if more else "")
-    name = "crdscope-activation-plan" if planned else f"{provider.name}-in-use"
-    return (f"apiVersion: apiextensions.crossplane.io/v1alpha1, kind: ManagedResourceActivationPolicy, "
-            f"metadata: {{name: {name}}}, spec: {{activate: [{listed}]}}")
+    if not plan.plan_entries or plan.plan_entries > min(MRAP_KINDS_SHOWN, len(plan.plan)):
+        return None
+    return json.dumps({"apiVersion": MRAP_API_VERSION, "kind": MRAP_KIND,
+                       "metadata": {"name": PLAN_NAME, "labels": {MANAGED_BY[0]: MANAGED_BY[1]}},
+                       "spec": {"activate": list(plan.plan)}})
+
+
+def _plan_words(chain: CrossplaneChain) -> str:
+    """The plan (the kinds Compositions compose and those in use), to apply: as an MRAP when it is short,
+    else the command that prints it."""
+    entries = chain.activation.plan_entries
+    if not entries:
+        return "no MRAP at all (nothing is composed or in use)"
+    mrap = plan_mrap(chain)
+    if mrap is not None:
+        return f"the plan's MRAP ({entries} entr{'y' if entries == 1 else 'ies'}): {mrap}"
+    return f"the plan's MRAP ({entries} entries: `crdscope mrap --yaml` prints it)"
+
+
+def _deletion(provider: ProviderChain) -> str:
+    """The commands that delete the kinds the plan leaves out: their MRDs first (an Active MRD's controller
+    would make its CRD again), then their CRDs (each is owned by the provider's revision too, so it
+    outlives its MRD: no garbage collector removes it)."""
+    names = " ".join(provider.active_unplanned_names)
+    more = (provider.active_unplanned or 0) - len(provider.active_unplanned_names)
+    listed = f" ({more} more: `crdscope mrap` lists them)" if more > 0 else ""
+    return (f"delete their MRDs, then their CRDs: `kubectl delete managedresourcedefinitions {names}`, then "
+            f"`kubectl delete customresourcedefinitions {names}`{listed} (a CRD is owned by the provider's "
+            "revision too and outlives its MRD; the revision makes each MRD again, Inactive)")
+
+
+def _activated_how(provider: ProviderChain, current: RevisionInfo | None) -> str:
+    """How the provider's kinds the plan leaves out came to be Active."""
+    if current is not None and not current.safe_start:
+        return (f"{provider.name} declares no safe-start: every MRD of it was created Active at install, "
+                "whatever the MRAPs say")
+    parts = [f"MRAP {m.mrap}'s entry `{m.pattern}` activated {fmt_count(m.mrds)} of them"
+             for m in provider.unplanned_activated_by[:MRAP_ENTRIES_SHOWN]]
+    if provider.unplanned_unmatched:
+        parts.append(f"no current MRAP entry matches {fmt_count(provider.unplanned_unmatched)} of them (an MRAP "
+                     "that activated them was narrowed or deleted since)")
+    return f"{provider.name} is safe-start: " + "; ".join(parts or ["an MRAP activated them"])
+
+
+def _removal(provider: ProviderChain, current: RevisionInfo | None, chain: CrossplaneChain) -> str:
+    """What removes the CRDs of the kinds the plan leaves out, by how they were activated."""
+    delete = _deletion(provider)
+    plan = _plan_words(chain)
+    if current is not None and not current.safe_start:
+        return (f"move {provider.name} to a release that declares safe-start, with {plan}; an upgrade keeps the MRDs "
+                f"already Active (Crossplane carries an MRD's state over), so then {delete}; or install that "
+                "release on a new cluster")
+    entries = ", ".join(f"`{m.pattern}` (MRAP {m.mrap})" for m in provider.unplanned_activated_by[:MRAP_ENTRIES_SHOWN])
+    narrow = (f"narrow {entries} to what the plan keeps, or replace it with {plan}, so that nothing activates them "
+              "again; then " if entries else "")
+    return (f"narrowing an MRAP deactivates nothing (crossplane#6984): {narrow}{delete}; or start a new cluster "
+            "with the plan's MRAP")
 
 
 def unused_active_mrds(obs: Observations) -> list[Finding]:
-    """Per provider: Active MRDs (so CRDs) whose kinds have no objects, and what they cost."""
+    """Per provider: Active MRDs (so CRDs) the activation plan leaves out (no Composition composes them and
+    they have no objects), what they cost, how they were activated and what removes them."""
     chain = _chain(obs)
     if chain is None:
         return []
     found = []
     per_crd, priced_by = _mib_per_crd(obs)
+    composed = chain.activation.compositions_read
     for provider in chain.providers:
-        unused = provider.active_unused
-        if unused is None or unused < max(1, obs.thresholds.crossplane_unused_mrds_info):
+        left_out = provider.active_unplanned
+        if left_out is None or left_out < max(1, obs.thresholds.crossplane_unused_mrds_info):
             continue
-        in_use = len(provider.active_in_use)
-        mib = unused * per_crd
-        # Both lists are sorted prefixes and in_use is a subset of active: this names every unused
-        # kind among the first active ones.
-        named = [n for n in provider.active_mrd_names if n not in provider.active_in_use]
-        shown = "" if len(named) == unused else f"first {len(named)}: "
+        current = _current(provider)
+        kept = provider.mrds_active - left_out
+        mib = left_out * per_crd
+        neither = "neither composed nor in use" if composed else "not in use (no Composition was read)"
+        names = provider.active_unplanned_names
+        shown = "" if len(names) == left_out else f"first {len(names)}: "
         found.append(Finding(
             f"{UNUSED_ACTIVE}:{provider.name}", Severity.INFO,
-            f"{provider.name}: {fmt_count(unused)} of {fmt_count(provider.mrds_active)} active MRDs have no objects; "
-            f"an MRAP activating only the {fmt_count(in_use)} kinds in use would free about {mib:,.0f} MiB",
-            (f"inventory.crossplane.providers[{provider.name}].mrds_active = {provider.mrds_active}, "
-             f"active_unused = {unused} (apiserver_storage_objects: no objects of those kinds)",
-             f"{per_crd:.2f} MiB per CRD from {priced_by} × {fmt_count(unused)} = {mib:,.0f} MiB",
-             f"active kinds without objects ({shown}{', '.join(named)})"),
-            "every Active MRD makes a CRD the API server serves, stores and documents, used or not",
-            f"an Active MRD never goes back to Inactive: reinstall {provider.name} with safe-start (or a "
-            f"safe-start release) and this MRAP: {_mrap_yaml(provider, chain)}; check first with "
-            "`crdscope estimate --activate PATTERN`"))
+            f"{provider.name}: {fmt_count(left_out)} of {fmt_count(provider.mrds_active)} active kinds are {neither}: "
+            f"their CRDs hold about {mib:,.0f} MiB; the activation plan keeps the other {fmt_count(kept)}",
+            (f"inventory.crossplane.providers[{provider.name}].mrds_active = {provider.mrds_active}, active_unplanned "
+             f"= {left_out} (no Composition composes them; apiserver_storage_objects: no objects of those kinds)",
+             f"{per_crd:.2f} MiB per CRD from {priced_by} × {fmt_count(left_out)} = {mib:,.0f} MiB",
+             f"active kinds the plan leaves out ({shown}{', '.join(names)})",
+             _activated_how(provider, current)),
+            "every Active MRD makes a CRD the API server serves, stores and documents, used or not, and an "
+            "Active MRD never goes back to Inactive",
+            _removal(provider, current, chain)))
     return found
 
 
@@ -148,7 +207,8 @@ def without_safe_start(obs: Observations) -> list[Finding]:
              f"mrds_active = {provider.mrds_active} of mrds = {provider.mrds}"),
             "a package without the safe-start capability has its MRDs created Active, whatever the MRAPs say",
             "use a release of the provider that declares safe-start (or a provider family member per service), "
-            "then activate only the kinds you use with an MRAP"))
+            "then activate only the kinds you use with an MRAP; the MRDs already Active stay Active across the "
+            "upgrade (the unused-kinds finding names how to drop those no one uses)"))
     return found
 
 
@@ -174,7 +234,9 @@ def active_outside_mraps(obs: Observations) -> list[Finding]:
              f"{len(provider.active_mrd_names)} of {provider.mrds_active}) against the patterns of "
              f"{len(chain.mraps)} MRAPs: {', '.join(patterns) or 'none'}",),
             "an MRAP activated them and was changed or deleted since: Crossplane never deactivates an MRD",
-            "keep the MRAP that activated them, or reinstall the provider to drop their CRDs"))
+            "narrowing an MRAP deactivated nothing (crossplane#6984): keep them, or drop their CRDs by deleting their "
+            "MRDs and then their CRDs by hand (the unused-kinds finding names those no one uses), or start a new "
+            "cluster; reinstalling the provider would delete every CRD of it, and every object of those kinds"))
     return found
 
 
@@ -227,8 +289,17 @@ def composed_kind_inactive(obs: Observations) -> list[Finding]:
          *view.composed_inactive_messages),
         "a kind whose MRD is Inactive has no CRD: the XR's composition fails with \"no matches for kind\" "
         "until an MRAP activates it and its CRD is Established",
-        "activate exactly what the Compositions compose and what is in use: `crdscope mrap --yaml | kubectl "
-        "apply -f -` (or `crdscope mrap --apply --context NAME`, which waits until the CRDs are Established)")]
+        _composed_remedy(chain))]
+
+
+def _composed_remedy(chain: CrossplaneChain) -> str:
+    """Apply the plan (what the Compositions compose and what is in use): the MRAP itself where it is short."""
+    mrap = plan_mrap(chain)
+    written = (f"apply this MRAP (`kubectl apply -f -`): {mrap}; or " if mrap is not None
+               else "apply the plan: `crdscope mrap --yaml | kubectl apply -f -`, or ")
+    return (f"activate exactly what the Compositions compose and what is in use: {written}`crdscope mrap --apply "
+            "--context CONTEXT`, which writes the same plan and waits until its CRDs are Established; a kind no "
+            "MRD defines needs its provider installed or the Composition corrected (the evidence says which)")
 
 
 def mrap_entries_matching_nothing(obs: Observations) -> list[Finding]:

@@ -3,10 +3,12 @@
 ``crdscope lab up --crossplane`` (or ``lab crossplane`` on a running lab) does what the Helm chart
 would do, with plain processes instead of pods:
 
-1. a registry on loopback (``crane registry serve``, blobs on disk in the run directory), where
-   ``crdscope package --push`` puts provider packages;
+1. a registry on loopback (:mod:`lab.registry`: ``crane registry serve``, open; with ``--registry-auth``
+   Debian's ``docker-registry`` asking for credentials), where ``crdscope package --push`` puts
+   provider packages;
 2. the namespace ``crossplane-system`` and the ServiceAccount ``crossplane`` (``core init`` creates
-   neither, and the runtime controller waits for the ServiceAccount);
+   neither, and the runtime controller waits for the ServiceAccount), and with ``--registry-auth``
+   the registry's pull secret there;
 3. ``crossplane core init``: TLS secrets, the core CRDs (shipped in the module's ``cluster/crds``),
    the Lock, the default DeploymentRuntimeConfig and the default MRAP of ``--activation``;
 4. ``crossplane core start`` as a supervised process (``KUBECONFIG`` names the lab), webhooks off,
@@ -36,7 +38,7 @@ from crdscope.base.errors import LabError
 from crdscope.toolchain.crossplane import CrossplaneBinaries
 from crdscope.base.labrecord import Component, pid_alive
 
-from . import controllermanager
+from . import controllermanager, registry
 from .processes import free_port, spawn, tail, wait_http
 
 if TYPE_CHECKING:
@@ -73,9 +75,10 @@ def activations_of(patterns: tuple[str, ...] | list[str]) -> list[str]:
 
 
 def start(lab: Lab, state: LabState, binaries: CrossplaneBinaries, *, activations: list[str],
-          say: Callable[[str], None], controllers: bool = True) -> None:
-    """Registry, namespace and ServiceAccount, kube-controller-manager (``controllers``; built on first use),
-    ``core init``, then ``core start``; waits until healthy.
+          say: Callable[[str], None], controllers: bool = True, registry_auth: bool = False) -> None:
+    """Registry (``registry_auth``: one asking for credentials, :mod:`lab.registry`), namespace and
+    ServiceAccount (and the registry's pull secret), kube-controller-manager (``controllers``; built on
+    first use), ``core init``, then ``core start``; waits until healthy.
 
     Without ``controllers`` provider Deployments get no status, so Crossplane reports no runtime healthy
     and never writes ``RuntimeActive``: the fleet demo, about the API server's memory, does without (no
@@ -84,7 +87,7 @@ def start(lab: Lab, state: LabState, binaries: CrossplaneBinaries, *, activation
         raise LabError("Crossplane already runs in this lab (see `crdscope lab status`)")
     directory = Path(state.run_dir) / "crossplane"
     (directory / "xpkg-cache").mkdir(parents=True, exist_ok=True)
-    _start_registry(lab, state, binaries, directory, say)
+    registry.start_registry(lab, state, binaries, directory, say, authenticated=registry_auth)
     if controllers:
         _start_controller_manager(lab, state, say)
     env = _environment(state)
@@ -129,35 +132,6 @@ def _environment(state: LabState) -> dict[str, str]:
             "WEBHOOK_ENABLED": "false", **SECRETS}
 
 
-def _start_registry(lab: Lab, state: LabState, binaries: CrossplaneBinaries, directory: Path,
-                    say: Callable[[str], None]) -> None:
-    """``crane registry serve`` on a free loopback port, blobs under the run directory."""
-    existing = state.components.get("registry")
-    if existing is not None and pid_alive(existing.pid):
-        return
-    (directory / "registry").mkdir(parents=True, exist_ok=True)
-    for _attempt in range(3):
-        port = free_port()
-        registry = Component(
-            name="registry", role="registry", port=port,
-            argv=[str(binaries.crane), "registry", "serve", "--address", f"127.0.0.1:{port}",
-                  "--disk", str(directory / "registry")],
-            log=str(Path(state.run_dir) / "logs" / "registry.log"),
-        )
-        state.components["registry"] = registry
-        spawn(registry)
-        lab.save(state)
-        if wait_registry(registry):
-            say(f"registry ready at 127.0.0.1:{port}")
-            return
-    raise LabError(f"the registry did not start; last lines of {registry.log}:", detail=tail(registry.log))
-
-
-def wait_registry(registry: Component, timeout: float = 20.0) -> bool:
-    """True once the registry answers ``/v2/`` (False when it exited or the deadline passed)."""
-    return wait_http(registry, timeout)
-
-
 def wait_healthy(core: Component, timeout: float = READY_TIMEOUT_SECONDS) -> bool:
     """True once ``core start`` answers its health probe."""
     return wait_http(core, timeout)
@@ -172,19 +146,26 @@ def _admin_client(state: LabState) -> httpx.Client:
 
 
 def _namespace_and_service_account(state: LabState) -> None:
-    """What the chart creates before ``core init``: the namespace and the ServiceAccount."""
+    """What the chart creates before ``core init``: the namespace and the ServiceAccount; and the pull
+    secret of the lab's registry when it asks for credentials (replaced: its password is this run's)."""
     import httpx
 
-    documents = (("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
-                 (f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts",
-                  {"apiVersion": "v1", "kind": "ServiceAccount",
-                   "metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE}}))
+    documents: list[tuple[str, dict[str, Any]]] = [
+        ("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
+        (f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts",
+         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE}})]
+    secret = registry.pull_secret(state, NAMESPACE)
+    if secret is not None:
+        documents.append((f"/api/v1/namespaces/{NAMESPACE}/secrets", secret))
     try:
         with _admin_client(state) as client:
             for path, body in documents:
                 response = client.post(path, json=body)
-                if response.status_code not in (201, 409):  # 409: there from an earlier run
-                    raise LabError(f"cannot create {body['kind']} {NAMESPACE}: HTTP {response.status_code}")
+                if response.status_code == 409 and body["kind"] == "Secret":
+                    response = client.put(f"{path}/{body['metadata']['name']}", json=body)
+                if response.status_code not in (200, 201, 409):  # 409: there from an earlier run
+                    raise LabError(f"cannot create {body['kind']} {body['metadata']['name']} in {NAMESPACE}: "
+                                   f"HTTP {response.status_code}")
     except httpx.HTTPError as exc:
         raise LabError(f"cannot reach the lab's API server: {exc}") from None
 
@@ -235,8 +216,8 @@ def _write_client_certs(state: LabState, directory: Path) -> None:
 
 def status(state: LabState) -> dict[str, Any]:
     """Crossplane's part of ``lab status``: version, registry and whether the core is healthy."""
-    core, registry = state.components.get("crossplane"), state.components.get("registry")
-    if core is None and registry is None:
+    core, registry_component = state.components.get("crossplane"), state.components.get("registry")
+    if core is None and registry_component is None:
         return {}
     import httpx
 
@@ -248,4 +229,7 @@ def status(state: LabState) -> dict[str, Any]:
             healthy = False
     return {"crossplane": {"version": state.crossplane_version, "healthy": healthy,
                            "metrics_port": state.crossplane_metrics_port,
-                           "registry": f"127.0.0.1:{registry.port}" if registry is not None else None}}
+                           "registry": f"127.0.0.1:{registry_component.port}" if registry_component is not None
+                           else None,
+                           "registry_config": state.registry_config or None,
+                           "pull_secret": f"{NAMESPACE}/{registry.PULL_SECRET}" if state.registry_config else None}}

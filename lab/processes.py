@@ -141,6 +141,9 @@ def _own_hostname(hostname: str) -> Callable[[], None]:
 
 #: Health paths of the lab's processes (by role; kube-apiserver's has its own wait): 200 means serving.
 HEALTH_PATHS = {"etcd": "/health", "crossplane": "/healthz", "registry": "/v2/", "controller-manager": "/healthz"}
+#: Other answers that mean serving: a registry's ``/v2/`` answers 401 when it asks for credentials
+#: (the lab's ``--registry-auth``).
+HEALTHY_STATUSES = {"registry": (200, 401)}
 #: Roles that serve their health over TLS with a certificate of their own (not checked: loopback, no secret).
 TLS_HEALTH = frozenset({"controller-manager"})
 
@@ -157,7 +160,7 @@ def wait_http(component: Component, timeout: float) -> bool:
         if not pid_alive(component.pid):
             return False
         try:
-            if httpx.get(url, timeout=2, verify=False).status_code == 200:
+            if httpx.get(url, timeout=2, verify=False).status_code in HEALTHY_STATUSES.get(component.role, (200,)):
                 return True
         except httpx.HTTPError:
             pass

@@ -42,12 +42,16 @@ from .documents import Source
 from .package import (
     DEFAULT_VERSION, PACKAGE_HOST, BuiltPackage, PackagePlan, build_packages, push_packages, repository,
 )
+from .registry_auth import RegistryConfig
 from .synthetic import PROVIDER_NAME, SyntheticSource, generator_digest, is_synthetic
 
 if TYPE_CHECKING:
     from .oci import OciSource
 
 IMAGE_CONFIG = "crdscope-lab-registry"
+#: The ImageConfig giving every package of an authenticated registry its pull secret (dependencies too:
+#: Crossplane's resolver copies no ``packagePullSecrets`` to the Providers it creates).
+AUTH_IMAGE_CONFIG = "crdscope-lab-registry-auth"
 MRAP_NAME = "crdscope-demo"
 FIELD_MANAGER = "crdscope-demo"
 #: Bumped when what a cached build holds changes (the key of every cached build changes with it).
@@ -167,11 +171,12 @@ def _build(source: Source, name: str, output: Path, say: Callable[[str], None]) 
 
 
 def prepare_packages(source: Source, *, name: str, registry: str, crank: Path, crossplane_version: str,
-                     say: Callable[[str], None]) -> list[BuiltPackage]:
-    """The demo's packages of ``source`` (cached or built), pushed to ``registry`` (the lab's)."""
+                     say: Callable[[str], None], config: RegistryConfig | None = None) -> list[BuiltPackage]:
+    """The demo's packages of ``source`` (cached or built), pushed to ``registry`` (the lab's; ``config``:
+    its credentials when it asks for them)."""
     with built_packages(source, name=name, crossplane_version=crossplane_version, say=say) as packages:
         started = time.monotonic()
-        pushed = push_packages(packages, registry, version=DEFAULT_VERSION, crank=crank, say=say)
+        pushed = push_packages(packages, registry, version=DEFAULT_VERSION, crank=crank, say=say, config=config)
         say(f"pushed {len(pushed)} packages in {time.monotonic() - started:.0f}s")
         return pushed
 
@@ -205,8 +210,18 @@ def image_config(registry: str) -> dict[str, Any]:
                      "rewriteImage": {"prefix": f"{registry}/"}}}
 
 
-def provider(package: str) -> dict[str, Any]:
-    """A Provider object installing ``package``, pulled on every read (``packagePullPolicy: Always``).
+def pull_secret_config(registry: str, secret: str) -> dict[str, Any]:
+    """The ImageConfig giving every package pulled from ``registry`` the pull secret ``secret``."""
+    return {"apiVersion": "pkg.crossplane.io/v1beta1", "kind": "ImageConfig", "metadata": {"name": AUTH_IMAGE_CONFIG},
+            "spec": {"matchImages": [{"type": "Prefix", "prefix": f"{registry}/"}],
+                     "registry": {"authentication": {"pullSecretRef": {"name": secret}}}}}
+
+
+def provider(package: str, pull_secret: str | None = None, *, reference: str | None = None,
+             name: str | None = None) -> dict[str, Any]:
+    """A Provider object installing ``package`` (``reference``: named by it as it is), pulled on every
+    read (``packagePullPolicy: Always``), with ``spec.packagePullSecrets`` when the registry asks for
+    credentials.
 
     Why Always: Crossplane v2.4's package client tees each pull into its package cache and, when
     the pull is cut short (a reconcile's deadline passing mid-read on a loaded machine), closes the
@@ -214,8 +229,11 @@ def provider(package: str) -> dict[str, Any]:
     14 MRDs, and truncated or nameless MRDs it keeps failing to apply (seen in the lab: 39 of 74
     revisions short, the install stuck at 243 of 800 MRDs; crossplane#7817 reports the same
     truncation). Always skips the cache read, so a cut pull is an error Crossplane retries."""
-    return {"apiVersion": "pkg.crossplane.io/v1", "kind": "Provider", "metadata": {"name": package},
-            "spec": {"package": package_reference(package), "packagePullPolicy": "Always"}}
+    spec: dict[str, Any] = {"package": reference or package_reference(package), "packagePullPolicy": "Always"}
+    if pull_secret:
+        spec["packagePullSecrets"] = [{"name": pull_secret}]
+    return {"apiVersion": "pkg.crossplane.io/v1", "kind": "Provider", "metadata": {"name": name or package},
+            "spec": spec}
 
 
 def activation_policy(patterns: list[str]) -> dict[str, Any]:
@@ -224,22 +242,25 @@ def activation_policy(patterns: list[str]) -> dict[str, Any]:
             "metadata": {"name": MRAP_NAME}, "spec": {"activate": patterns}}
 
 
-def plan_install(packages: list[PackagePlan], registry: str) -> list[Stage]:
-    """The install, stage by stage (see the module doc); ``packages`` as built (family package first)."""
+def plan_install(packages: list[PackagePlan], registry: str, pull_secret: str | None = None) -> list[Stage]:
+    """The install, stage by stage (see the module doc); ``packages`` as built (family package first);
+    ``pull_secret``: the Secret Crossplane pulls from ``registry`` with (it asks for credentials)."""
     if not packages:
         raise ConfigError("no packages to install")
     anchor = next((p for p in packages if p.family == p.name), None)
     members = [p for p in packages if p is not anchor]
     every = _mrds_of(crd for p in packages for crd in p.crds)
-    stages = [Stage(f"ImageConfig {IMAGE_CONFIG}: {PACKAGE_HOST} packages come from the lab's registry {registry}",
-                    (image_config(registry),), "")]
+    stages = [Stage(f"ImageConfig {IMAGE_CONFIG}: {PACKAGE_HOST} packages come from the lab's registry {registry}"
+                    + (f" with the pull secret {pull_secret}" if pull_secret else ""),
+                    (image_config(registry), *([pull_secret_config(registry, pull_secret)] if pull_secret else [])),
+                    "")]
     if anchor is not None:
         stages.append(Stage(f"Provider {anchor.name}: the family package first ({len(anchor.crds)} CRDs; "
-                            "its members depend on it)", (provider(anchor.name),), "installed", (anchor.name,),
-                            INSTALLED_TIMEOUT))
+                            "its members depend on it)", (provider(anchor.name, pull_secret),), "installed",
+                            (anchor.name,), INSTALLED_TIMEOUT))
     if members:
         stages.append(Stage(f"{len(members)} member Providers: revisions, then {len(every)} MRDs, Inactive "
-                            "(safe-start: no CRD until an MRAP)", tuple(provider(p.name) for p in members),
+                            "(safe-start: no CRD until an MRAP)", tuple(provider(p.name, pull_secret) for p in members),
                             "mrds", every, MRDS_TIMEOUT))
     else:
         stages[-1] = dataclasses.replace(stages[-1], wait="mrds", names=every, timeout=MRDS_TIMEOUT)
@@ -261,12 +282,13 @@ def _mrds_of(crds: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(name for name in crds if becomes_mrd(name)))
 
 
-def plan_reference_install(source: OciSource) -> list[Stage]:
+def plan_reference_install(source: OciSource, pull_secret: str | None = None) -> list[Stage]:
     """The install of a package named by reference (``--provider REGISTRY/REPO:TAG``): nothing is built
     or pushed; one Provider names the reference and Crossplane pulls it and resolves its dependencies
     itself, as it would in any cluster (the lab's registry is on loopback, which Crossplane reaches
-    over plain HTTP; another registry must be reachable from this machine, and a private one needs
-    the Provider's ``packagePullSecrets``, which the demo does not set).
+    over plain HTTP; another registry must be reachable from this machine).  ``pull_secret``: the
+    Secret for the reference's registry (the lab's, when it asks for credentials): named by the
+    Provider's ``packagePullSecrets`` and by an ImageConfig for its dependencies.
 
     Stages: an ImageConfig when a package names :data:`PACKAGE_HOST` in its dependencies (the demo's
     own packages, pushed elsewhere); the Provider, until every MRD of it and its dependencies is
@@ -284,8 +306,11 @@ def plan_reference_install(source: OciSource) -> list[Stage]:
            for repository, _ in dependencies(package.metadata)):
         stages.append(Stage(f"ImageConfig {IMAGE_CONFIG}: {PACKAGE_HOST} packages come from "
                             f"{source.reference.host}", (image_config(source.reference.host),), ""))
-    obj = {"apiVersion": "pkg.crossplane.io/v1", "kind": "Provider", "metadata": {"name": name},
-           "spec": {"package": source.spec}}
+    if pull_secret:
+        stages.append(Stage(f"ImageConfig {AUTH_IMAGE_CONFIG}: packages from {source.reference.host} are pulled "
+                            f"with the pull secret {pull_secret}",
+                            (pull_secret_config(source.reference.host, pull_secret),), ""))
+    obj = provider(name, pull_secret, reference=source.spec)
     more = len(source.packages) - 1
     stages.append(Stage(f"Provider {name}: {source.spec}, pulled by Crossplane"
                         + (f" with {more} dependenc{'ies' if more != 1 else 'y'}" if more else "")

@@ -12,9 +12,11 @@ Crossplane annotates ``io.crossplane.xpkg: base`` is fetched (``crane blob``), o
 without that annotation, its flattened files (``crane export``).  ``package.yaml`` is kept under the
 XDG cache by digest (``packages/sha256-<hex>/package.yaml``): a second read resolves the tag and
 pulls nothing (a ``@sha256:`` reference read before runs no crane at all).  crane reads registry
-credentials from ``~/.docker/config.json`` (``DOCKER_CONFIG``) itself; its environment is passed as
-it is, and its messages are cut to one line without anything that looks like a credential.  Only a
-loopback registry (the lab's, plain HTTP) is given ``--insecure``.
+credentials from Docker's ``config.json`` itself (``auths``, credential helpers), the file
+:mod:`loader.registry_auth` chooses (``--registry-config FILE``, else ``$DOCKER_CONFIG``'s or
+``~/.docker``'s); its messages are cut to one line without anything that looks like a credential,
+and a registry's refusal (401, 403) is one line naming the registry, its challenge and what was
+offered (exit 3).  Only a loopback registry (the lab's, plain HTTP) is given ``--insecure``.
 
 Dependencies (``spec.dependsOn`` of the package's metadata) are followed, as Crossplane's resolver
 installs them: a family member's reference reads the member's CRDs and then its family package's
@@ -34,6 +36,7 @@ import os
 import re
 import subprocess
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,11 +44,13 @@ from typing import Any
 
 import yaml
 
-from crdscope.base.errors import ConfigError
+from crdscope.base.crossplane import is_safe_start
+from crdscope.base.errors import ConfigError, CrdscopeError
 from crdscope.base.paths import cache_dir
 
 from .package import PACKAGE_HOST
 from .documents import CRDDocument, Item, Source
+from .registry_auth import is_loopback, redact, refusal, registry_config
 from .yamldocs import package_items, package_yaml_in
 
 #: Crossplane's layer annotation (internal/xpkg/name.go): the layer holding ``package.yaml``.
@@ -66,9 +71,6 @@ _REFERENCE = re.compile(rf"^(?P<host>{_HOST})/(?P<path>{_COMPONENT}(?:/{_COMPONE
 _REPOSITORY = re.compile(rf"^(?P<host>{_HOST})/(?P<path>{_COMPONENT}(?:/{_COMPONENT})*)$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _TAG = re.compile(r"^[\w][\w.-]{0,127}$")
-_LOOPBACK = re.compile(r"^(?:localhost|127(?:\.\d{1,3}){3}|\[?::1\]?)$")
-# Things a registry error could carry that must never be shown (a token, a basic-auth pair).
-_SECRET = re.compile(r"(?i)\b(basic|bearer)\s+[A-Za-z0-9._~+/=-]+|(?<=://)[^/@\s]+@")
 
 
 # --------------------------------------------------------------------------- references
@@ -103,8 +105,7 @@ class Reference:
     @property
     def loopback(self) -> bool:
         """A registry on this machine (the lab's): the only kind crane may reach over plain HTTP."""
-        host = self.host.rsplit(":", 1)[0] if not self.host.startswith("[") else self.host.split("]")[0] + "]"
-        return bool(_LOOPBACK.match(host))
+        return is_loopback(self.host)
 
 
 def parse_reference(spec: str) -> Reference | None:
@@ -128,9 +129,11 @@ Runner = Callable[[list[str], Any], tuple[int, bytes, str]]
 
 def _run(argv: list[str], stdout: Any) -> tuple[int, bytes, str]:
     try:
+        # The environment as it is (crane finds ~/.docker/config.json, or DOCKER_CONFIG's), with
+        # DOCKER_CONFIG pointing at --registry-config's file when one was named.
         done = subprocess.run(argv, stdout=stdout if stdout is not None else subprocess.PIPE,
                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, timeout=CRANE_TIMEOUT_SECONDS,
-                              check=False)  # the environment as it is: crane finds ~/.docker/config.json
+                              check=False, env=registry_config().environment())
     except subprocess.TimeoutExpired:
         return 1, b"", f"Error: crane did not finish in {CRANE_TIMEOUT_SECONDS:.0f}s"
     except OSError as exc:
@@ -149,18 +152,20 @@ def crane_binary() -> Path:
     return found.crane
 
 
-def crane_error(reference: str, host: str, stderr: str, *, digest: bool = False) -> ConfigError:
-    """crane's failure as one line about ``reference`` (no credentials, no URLs' query strings)."""
+def crane_error(reference: str, host: str, stderr: str, *, digest: bool = False,
+                loopback: bool = False) -> CrdscopeError:
+    """crane's failure as one line about ``reference`` (no credentials, no URLs' query strings); a
+    registry's refusal as :func:`registry_auth.refusal` says it (exit 3)."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     said = next((line for line in reversed(lines) if line.startswith("Error:")), lines[-1] if lines else "")
-    said = _SECRET.sub("[redacted]", said.removeprefix("Error:").strip())
+    said = redact(said.removeprefix("Error:").strip())
     if "MANIFEST_UNKNOWN" in said:
         return ConfigError(f"{reference}: no such {'digest' if digest else 'tag'}")
     if "NAME_UNKNOWN" in said:
         return ConfigError(f"{reference}: no such repository")
-    if "UNAUTHORIZED" in said or "DENIED" in said:
-        return ConfigError(f"{reference}: the registry {host} refused access (log in with `docker login {host}`, "
-                           "which crane reads from ~/.docker/config.json)")
+    refused = refusal(reference, host, said, loopback=loopback)
+    if refused is not None:
+        return refused
     for cause in ("connection refused", "no such host", "i/o timeout", "network is unreachable",
                   "connection reset by peer", "server gave HTTP response to HTTPS client", "certificate"):
         if cause in said:
@@ -180,7 +185,7 @@ class Crane:
         argv = [str(self.binary), *arguments, *(["--insecure"] if reference.loopback else [])]
         code, out, err = self.run(argv, stdout)
         if code != 0:
-            raise crane_error(shown, reference.host, err, digest=digest)
+            raise crane_error(shown, reference.host, err, digest=digest, loopback=reference.loopback)
         return out
 
 
@@ -271,6 +276,44 @@ class PulledPackage:
         """Top-level ``kind: CustomResourceDefinition`` lines (crank writes every CRD so)."""
         with open(self.file, "rb") as handle:
             return sum(1 for line in handle if line.startswith(b"kind: CustomResourceDefinition"))
+
+    def summary(self) -> PackageSummary:
+        """What the package is and holds, from its metadata and its top-level ``kind:`` lines (no parse)."""
+        kinds: Counter[str] = Counter()
+        with open(self.file, "rb") as handle:
+            for line in handle:
+                if line.startswith(b"kind: "):
+                    kinds[line[6:].strip().decode("utf-8", "replace")] += 1
+        capabilities = (self.metadata.get("spec") or {}).get("capabilities") or []
+        return PackageSummary(self.reference, str(self.metadata.get("kind") or "package"), self.name,
+                              kinds["CustomResourceDefinition"], kinds["CompositeResourceDefinition"],
+                              kinds["Composition"],
+                              is_safe_start(tuple(str(c) for c in capabilities if isinstance(c, str))))
+
+
+@dataclass(frozen=True)
+class PackageSummary:
+    """One package of a reference's closure, for people and ``--json``: its kind and what it holds."""
+
+    reference: str
+    #: ``Provider``, ``Configuration`` or ``Function`` (``crossplane.yaml``'s kind)
+    kind: str
+    name: str
+    crds: int
+    xrds: int
+    compositions: int
+    safe_start: bool
+
+    def describe(self) -> str:
+        """``provider-x-s3 (Provider, safe-start: 12 CRDs)``, ``platform (Configuration: 1 XRD, 2 Compositions)``."""
+        held = [f"{count} {noun}{'s' if count != 1 else ''}" for count, noun in
+                ((self.crds, "CRD"), (self.xrds, "XRD"), (self.compositions, "Composition")) if count]
+        return f"{self.name or self.reference} ({self.kind}{', safe-start' if self.safe_start else ''}: " \
+               f"{', '.join(held) or 'nothing installable'})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"reference": self.reference, "kind": self.kind, "name": self.name, "crds": self.crds,
+                "xrds": self.xrds, "compositions": self.compositions, "safe_start": self.safe_start}
 
 
 def packages_cache() -> Path:

@@ -35,6 +35,7 @@ from crdscope.connection.crd_marks import MANAGED_BY_LABEL
 from crdscope.base.errors import ConfigError, CrdscopeError
 
 from .documents import CRD_API_VERSION, CRD_KIND, CRDDocument, Item, Source, SourceProblem, UniqueNames
+from .registry_auth import RegistryConfig, is_loopback, redact, refusal, registry_config
 
 META_API_VERSION = "meta.pkg.crossplane.io/v1"
 #: The registry the demo's packages name: never resolvable (RFC 2606), rewritten on pull by the
@@ -248,18 +249,27 @@ def crank_binary(say: Callable[[str], None]) -> Path:
     return crossplane_binaries(progress=say).crank
 
 
-def run_crank(crank: Path, arguments: list[str], what: str, cwd: Path | None = None) -> None:
-    """Run crank; a failure is one line: what was being done and crank's own last words."""
+def run_crank(crank: Path, arguments: list[str], what: str, cwd: Path | None = None, *,
+              registry: str | None = None, config: RegistryConfig | None = None) -> None:
+    """Run crank; a failure is one line: what was being done and crank's own last words (cleaned of
+    credentials).  ``registry``: the one a push talks to, whose refusal (401, 403) is said as
+    :func:`registry_auth.refusal` says it; ``config``: the ``config.json`` crank reads (default:
+    the process's, :func:`registry_auth.registry_config`)."""
+    chosen = config or registry_config()
     try:
         done = subprocess.run([str(crank), *arguments], cwd=cwd, capture_output=True, text=True,
-                              timeout=CRANK_TIMEOUT_SECONDS, check=False)
+                              timeout=CRANK_TIMEOUT_SECONDS, check=False, env=chosen.environment())
     except subprocess.TimeoutExpired:
         raise PackageError(f"{what}: crank did not finish in {CRANK_TIMEOUT_SECONDS:.0f}s") from None
     except OSError as exc:
         raise PackageError(f"{what}: cannot run {crank}: {exc.strerror or exc}") from None
     if done.returncode != 0:
         lines = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
-        said = lines[-1] if lines else f"exit code {done.returncode}"
+        said = redact(lines[-1] if lines else f"exit code {done.returncode}", chosen)
+        if registry is not None:
+            refused = refusal(what, registry, said, loopback=is_loopback(registry), pushing=True, config=chosen)
+            if refused is not None:
+                raise refused
         raise PackageError(f"{what}: {said.removeprefix('crossplane: error: ')}")
 
 
@@ -395,14 +405,15 @@ def build_packages(source: Source, *, name: str, family: bool = False, safe_star
 
 
 def push_packages(packages: list[BuiltPackage], registry: str, *, version: str, crank: Path,
-                  say: Callable[[str], None] = _say) -> list[BuiltPackage]:
+                  say: Callable[[str], None] = _say, config: RegistryConfig | None = None) -> list[BuiltPackage]:
     """``crank xpkg push`` of each package to ``REGISTRY/crdscope/<package>:<version>`` (built ones,
-    or ones built earlier and kept, as the demo's cache does); each comes back with its reference."""
+    or ones built earlier and kept, as the demo's cache does); each comes back with its reference.
+    ``config``: the ``config.json`` crank reads (the lab's own, for its authenticated registry)."""
 
     def publish(package: BuiltPackage) -> BuiltPackage:
         reference = f"{repository(registry, package.plan.name)}:{version}"
         run_crank(crank, ["xpkg", "push", f"--package-files={package.file}", reference],
-                  f"crank xpkg push {reference}")
+                  f"crank xpkg push {reference}", registry=registry, config=config)
         return BuiltPackage(package.plan, package.file, package.metadata, reference)
 
     say(f"pushing to {registry}/{ORGANISATION}")

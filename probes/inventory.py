@@ -124,7 +124,8 @@ def summarize(records: Iterable[CRDRecord], now: float | None = None, *, window:
         window_seconds=window,
         installing=installing,
         crdscope_owned=sum(1 for r in records if r.managed_by_crdscope),
-        served_versions=sum(len(r.served_versions) for r in records if r.state in ("Established", "Terminating")),
+        served_versions=sum(r.served for r in records),
+        crd_schema_bytes=sum(r.schema_bytes for r in records),
     )
 
 

@@ -209,7 +209,8 @@ async def follow_memory_limit(server: str, lab_home: Path | None, known: int | N
 
 def lab_hooks(server: str, lab_home: Path | None = None) -> LabHooks | None:
     """When ``server`` is crdscope's lab, its etcd connection count and its supervisor's account of
-    restarts, for the health probe (probes never import ``lab``); None otherwise.
+    restarts, for the health probe (probes never import ``lab``), and its name (the crash loop's remedy
+    names ``crdscope lab limit ... --name NAME``); None otherwise.
 
     ``lab_home`` is the lab's directory when the caller holds the lab (``crdscope lab``); otherwise
     the default lab's is looked up.
@@ -218,7 +219,9 @@ def lab_hooks(server: str, lab_home: Path | None = None) -> LabHooks | None:
         from crdscope.lab.sockets import etcd_connection_counter
     except ImportError:
         return None
+    from crdscope.lab.lookup import lab_for_server
     from crdscope.lab.restarts import restart_reader
 
+    found = lab_for_server(server, lab_home)
     return LabHooks(etcd_connections=etcd_connection_counter(server, lab_home),
-                    restarts=restart_reader(server, lab_home))
+                    restarts=restart_reader(server, lab_home), name=found[1].name if found else None)

@@ -278,7 +278,8 @@ def default_provider(say: Callable[[str], None] | None = None) -> str:
     return GENERATED_PROVIDER
 
 
-def open_crossplane_demo(provider: str | None = None, name: str = "", source: str | None = None) -> None:
+def open_crossplane_demo(provider: str | None = None, name: str = "", source: str | None = None,
+                         registry_auth: bool = False) -> None:
     """The demo with a real provider install: the lab with Crossplane, the provider's packages
     built (or taken from the cache) and pushed, then the monitor, which installs them once up."""
     import functools
@@ -301,7 +302,7 @@ def open_crossplane_demo(provider: str | None = None, name: str = "", source: st
                        "(or `make demo CROSSPLANE=1`, which builds it)")
     started = time.monotonic()
     lab, state = _lab_up(name)
-    stages = crossplane_install_stages(lab, state, chosen, binaries)
+    stages = crossplane_install_stages(lab, state, chosen, binaries, registry_auth=registry_auth)
     packages = sum(1 for stage in stages for obj in stage.objects if obj["kind"] == "Provider")
     _say(f"ready in {time.monotonic() - started:.0f}s: the monitor installs {packages} packages "
          "through Crossplane once it is up")
@@ -310,33 +311,39 @@ def open_crossplane_demo(provider: str | None = None, name: str = "", source: st
 
 
 def crossplane_install_stages(lab: Lab, state: LabState, provider: Source, binaries: CrossplaneBinaries, *,
-                              say: Callable[[str], None] = _say, controllers: bool = True) -> list[Stage]:
+                              say: Callable[[str], None] = _say, controllers: bool = True,
+                              registry_auth: bool = False) -> list[Stage]:
     """The stages of ``provider``'s install (a ``loader.sources`` source) through the Crossplane of
     ``lab``: Crossplane started there if it is not running (``controllers``: with the Deployment
-    controller beside it), the packages built (or taken from the cache) and pushed to the lab's
-    registry; a package reference is named as it is (nothing built)."""
+    controller beside it; ``registry_auth``: its registry asking for credentials), the packages built
+    (or taken from the cache) and pushed to the lab's registry (with its credentials, and Crossplane
+    pulls with its pull secret); a package reference is named as it is (nothing built)."""
     from crdscope.lab import crossplane
     from crdscope.base.labrecord import lab_registry
     from crdscope.base.labrecord import pid_alive
     from crdscope.loader.crossplane_install import (
         package_name_of, plan_install, plan_reference_install, prepare_packages,
     )
+    from crdscope.lab.registry import PULL_SECRET
     from crdscope.loader.oci import OciSource
+    from crdscope.loader.registry_auth import named_config
 
     core = state.components.get("crossplane")
     if core is None or not pid_alive(core.pid):
         # No default MRAP (`--activation none`), rather than upstream's '*': the packages are safe-start,
         # so the install shows each stage of Crossplane v2 (MRDs, Inactive; then an MRAP's CRDs
         # Established) instead of 800 CRDs at once, and the findings can price the kinds left inactive.
-        crossplane.start(lab, state, binaries, activations=[], say=say, controllers=controllers)
+        crossplane.start(lab, state, binaries, activations=[], say=say, controllers=controllers,
+                         registry_auth=registry_auth)
         lab.start_supervisor(state)
-    if isinstance(provider, OciSource):  # REGISTRY/REPO:TAG: Crossplane pulls it itself
-        return plan_reference_install(provider)
     registry = lab_registry(lab.name)
+    secret = PULL_SECRET if state.registry_config else None
+    if isinstance(provider, OciSource):  # REGISTRY/REPO:TAG: Crossplane pulls it itself
+        return plan_reference_install(provider, secret if provider.reference.host == registry else None)
     packages = prepare_packages(provider, name=package_name_of(provider.spec), registry=registry,
                                 crank=binaries.crank, crossplane_version=binaries.cli_version or binaries.version,
-                                say=say)
-    return plan_install([p.plan for p in packages], registry)
+                                say=say, config=named_config(state.registry_config) if secret else None)
+    return plan_install([p.plan for p in packages], registry, secret)
 
 
 def attached_sessions(collector: Collector, clusters: Sequence[CollectorCluster], settings: StreamSettings, *,

@@ -65,10 +65,13 @@ class InventorySample(Sample):
     window_seconds: float = WINDOW_SECONDS
     installing: dict[str, OwnerInstall] = figure(default_factory=dict, label="owner")
     crdscope_owned: int = 0
-    #: Versions served, summed over the CRDs the API server can serve (Established or Terminating):
-    #: the most etcd connections its custom resources can hold, one per served version of each kind
-    #: in use (None: not counted, a recording made before it was).
+    #: Versions served, summed over every CRD (at least one each; None: not counted, a recording made
+    #: before it was): the most etcd connections its custom resources can hold (one per served version
+    #: of each kind in use), and with ``crds`` and ``crd_schema_bytes`` what the cost model prices the
+    #: cluster's own CRDs by (the crash loop's memory limit).
     served_versions: int | None = None
+    #: The bytes of every CRD's served schemas as the server sends them (0: not counted).
+    crd_schema_bytes: int = 0
     mrds: MRDCounts = dataclasses.field(default_factory=MRDCounts)
     #: The Crossplane install chain (Providers, revisions, MRDs, CRDs, MRAPs), as last read.
     crossplane: CrossplaneChain = dataclasses.field(default_factory=CrossplaneChain)

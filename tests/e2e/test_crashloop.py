@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
+import shlex
 import subprocess
 import threading
 import time
@@ -244,3 +246,102 @@ async def test_a_replica_restarted_before_it_was_scraped_is_one_restart_of_it(tm
     assert any(abs(r.start_time - new) < 1 for r in settled.replicas)  # its successor was
     print(f"\ncounted by {settled.restarts_source}: {settled.restarts_by_source}; first round saw "
           f"{len(first.replicas)} replica(s)")
+
+
+#: The finding closes once the server has served this long with no restart: lowered from the default 300 s
+#: through config.toml (``[thresholds] crashloop_quiet_seconds``) to keep the e2e to a few minutes.
+QUIET_SECONDS = 60
+#: The remedy's command, as the finding writes it: the lab's own, with the size and the lab's name.
+LAB_LIMIT = re.compile(r"`(crdscope lab limit (\d+)Mi(?: --name (\S+))?)`")
+
+
+def group_limit(lab: LabHandle) -> int:
+    """The API server's memory limit as its cgroup enforces it (the kernel's file, not the lab's record)."""
+    group = Path(lab.lab.state().components["apiserver"].cgroup)
+    for name in ("memory.max", "memory.limit_in_bytes"):
+        if (group / name).exists():
+            return int((group / name).read_text())
+    raise AssertionError(f"no memory limit file in {group}")
+
+
+async def test_the_oom_remedy_applied_as_written_ends_the_loop_and_the_load_completes(capped_lab, tmp_path):
+    """The crash loop's remedy names a limit and the command that sets it: applied as written (parsed
+    from the finding, run as it reads), the server restarts no more for the finding's quiet period, the
+    finding closes, and the load that caused the loop completes without opening it again."""
+    from crdscope.base.settings import load_settings
+    from crdscope.connection.cluster import Cluster
+    from crdscope.session.live import open_live_core
+
+    lab = capped_lab
+    where = ("--kubeconfig", lab.kubeconfig, "--context", lab.admin_context)
+    config = tmp_path / "config.toml"
+    config.write_text(f"[thresholds]\ncrashloop_quiet_seconds = {QUIET_SECONDS}\n")
+    settings = load_settings(config)
+    # As `watch --headless` opens its core: the lab is found from the server's address, as for any watch.
+    live = open_live_core(Cluster.connect(lab.kubeconfig, lab.admin_context), settings)
+    changes: list = []
+    live.core.add_listener(lambda taken: changes.extend(c for c in taken.changes if c.finding.id == CRASH_LOOP))
+    running = asyncio.create_task(live.run())
+    loaders: list[subprocess.Popen] = []
+
+    def load() -> subprocess.Popen:
+        """`crdscope load` in the background, its output in a file (a pipe left unread would fill)."""
+        output = (tmp_path / f"load-{len(loaders)}.txt").open("w")
+        loaders.append(spawn("load", LOAD, *where, stdout=output, stderr=subprocess.STDOUT))
+        return loaders[-1]
+
+    try:
+        await async_wait_for(lambda: live.store.latest("inventory") is not None, timeout=90,
+                             message="a first inventory sample")
+        load()
+        finding = await async_wait_for(lambda: live.core.findings.open.get(CRASH_LOOP), timeout=300,
+                                       interval=0.5, message="the crash-loop finding")
+        assert "OOM-killed" in finding.title, finding
+        # The remedy as it reads now (what a person paged would read), its command run as written.
+        finding = live.core.findings.open[CRASH_LOOP]
+        command = LAB_LIMIT.search(finding.remedy)
+        assert command, finding.remedy
+        text, mib, name = command.group(1), int(command.group(2)), command.group(3)
+        assert name == "crashloop" and f"at least {mib:,} MiB" in finding.remedy, finding.remedy
+        assert mib > CAP_MIB and any("at most ~" in e for e in finding.evidence), finding.evidence
+        applied = await asyncio.to_thread(subprocess.run, [*CRDSCOPE, *shlex.split(text)[1:]], capture_output=True,
+                                          text=True, timeout=60)
+        raised_at = time.time()
+        assert applied.returncode == 0, applied.stderr
+        assert group_limit(lab) == mib << 20  # the kernel enforces what the remedy named
+        stored = live.store.latest("inventory").crds
+        print(f"\nremedy applied at {len(deaths(lab))} deaths, {stored} CRDs stored: {text}")
+
+        # No further death, and the finding closes once the server has served the quiet period.
+        await async_wait_for(lambda: CRASH_LOOP not in live.core.findings.open, timeout=QUIET_SECONDS + 150,
+                             interval=1.0, message="the crash-loop finding closing")
+        closed_after = time.time() - raised_at
+        assert not [d for d in deaths(lab) if d["at"] > raised_at], deaths(lab)
+
+        # The load completes (run again as `load` says when it stopped with CRDs left) into the raised limit.
+        for _ in range(3):
+            done = await asyncio.to_thread(loaders[-1].wait, 600)
+            output = (tmp_path / f"load-{len(loaders) - 1}.txt").read_text()
+            if done == 0:
+                break
+            assert "run the same command again" in output, output
+            load()
+        assert done == 0, output
+        count = int(LOAD.split(":")[1])
+        await async_wait_for(lambda: (live.store.latest("inventory").established or 0) >= count, timeout=120,
+                             message=f"the {count} CRDs Established in the monitor's inventory")
+        held = time.time()
+        await async_wait_for(lambda: (h := live.store.latest("health")) is not None and h.timestamp > held + 1
+                             and h.error is None, timeout=60, message="a good health sample after the load")
+        assert not [d for d in deaths(lab) if d["at"] > raised_at], deaths(lab)
+        assert [c.change for c in changes] == [OPENED, CLOSED], changes  # closed, and stayed closed
+        rss = live.store.latest("health").rss_bytes
+        print(f"closed {closed_after:.0f} s after the remedy; load complete: RSS {rss >> 20} MiB under the "
+              f"{mib} MiB named")
+    finally:
+        for process in loaders:
+            if process.poll() is None:
+                process.terminate()
+                process.wait(timeout=30)
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)

@@ -183,13 +183,15 @@ def test_reports_keep_their_keys_and_units(coefficients_file):
     crd = features_of_spec("as.g.example", spec(("v1",), group="g.example", kind="A"))
     result = estimate([crd], "1.33")
     data = to_json(result, source="x.yaml")
-    assert set(data) == {"source", "kubernetes_minor_requested", "kubernetes_minor_model", "model", "crds",
+    assert set(data) == {"source", "priced_path", "packages", "kubernetes_minor_requested", "kubernetes_minor_model",
+                         "model", "crds",
                          "installed_crds", "crds_added", "crds_removed", "crds_changed", "crds_unchanged",
                          "schema_bytes_added", "delta", "source_problems", "served_versions", "schema_bytes",
                          "memory", "discovery", "openapi", "install", "etcd", "top_crds", "crossplane_activation",
                          "notes", "path", "path_note"}
     # Not compared with a cluster's release: every CRD is added, and there is no delta to list.
     assert (data["installed_crds"], data["crds_added"], data["crds_removed"], data["delta"]) == (None, 1, 0, None)
+    assert (data["priced_path"], data["packages"]) == ("direct", [])  # files: no package, the calibrated path
     assert data["kubernetes_minor_requested"] == "1.33" and data["kubernetes_minor_model"] == "1.30"
     assert "rss_added_mib" in data["memory"] and "aggregated_bytes_added" in data["discovery"]
     assert data["notes"] and "nearest" in data["notes"][0]

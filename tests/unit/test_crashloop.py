@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from crdscope.costmodel.attribution import startup_need
+import dataclasses
+import math
+import re
+
+from crdscope.costmodel.attribution import startup_need, typical_terms
+from crdscope.costmodel.coefficients import for_minor
+from crdscope.costmodel.features import features_of_spec
+from crdscope.costmodel.model import estimate
 from crdscope.findings.crashloop import CRASH_LOOP
-from crdscope.base.facts import ClusterFacts
+from crdscope.base.facts import ClusterFacts, LabHooks
+from crdscope.base.samples.inventory import InventorySample
 from crdscope.findings.engine import FindingsEngine
 from crdscope.findings.model import CLOSED, OPENED
 from crdscope.base.samples.health import HealthSample, Outage
@@ -33,8 +41,26 @@ def loop_sample(now: float, deaths: list[RestartEvent], *, down: bool, rss: int 
                         outages=outages)
 
 
-def engine() -> FindingsEngine:
-    found = FindingsEngine(Thresholds(), facts=ClusterFacts(flag_limit=LIMIT))
+def typical_limit_mib(crds: int, minor: str = "1.37") -> int:
+    """The limit the remedy must name for ``crds`` typical CRDs, worked out from the coefficient file by
+    the rule the issue gives: the upper end of the model's interval (RSS: at least ±25%, else twice the
+    calibration's relative RMS, on what the CRDs add to the server without them) plus 30%."""
+    coefficients = for_minor(minor)
+    rss = coefficients.figure("rss_bytes")
+    per_crd = sum(rss["terms"].get(name, 0.0) * value for name, value in typical_terms(minor).items())
+    added = rss["terms"]["fixed"] + crds * per_crd
+    high = coefficients.baseline["rss_bytes"] + added * (1 + max(0.25, 2 * rss["relative_rms"]))
+    return math.ceil(high * 1.3 / MIB)
+
+
+def named_limit(remedy: str) -> int:
+    found = re.search(r"raise the memory limit to at least ([\d,]+) MiB", remedy)
+    assert found, remedy
+    return int(found.group(1).replace(",", ""))
+
+
+def engine(facts: ClusterFacts | None = None) -> FindingsEngine:
+    found = FindingsEngine(Thresholds(), facts=facts or ClusterFacts(flag_limit=LIMIT))
     found.observe(VersionSample(timestamp=0.0, major="1", minor="37"))
     return found
 
@@ -70,7 +96,12 @@ def test_a_crash_loop_is_one_critical_finding_that_holds_through_the_restarts_an
     assert "700 MiB" in evidence and "lab supervisor" in evidence and "OOM-kill counter" in evidence
     need = startup_need(600, "1.37").total_bytes
     assert f"~{need / MIB:,.0f} MiB" in evidence  # what the cost model says 600 CRDs need
-    assert f"at least {need * 1.3 / MIB:,.0f} MiB" in found.open[CRASH_LOOP].remedy
+    assert "typical CRDs" in evidence  # no CRD terms counted: priced as a real provider's
+    # The limit named: the model's upper end for 600 typical CRDs plus 30%, not its value plus 30%.
+    remedy = found.open[CRASH_LOOP].remedy
+    assert named_limit(remedy) == typical_limit_mib(600) > math.ceil(need * 1.3 / MIB)
+    # --memory-limit was given: the limit is the platform's, and crdscope's flag follows it.
+    assert f"resources.limits.memory: {typical_limit_mib(600)}Mi" in remedy and "`--memory-limit" in remedy
     # memory at the limit is one finding held through the restarts, not one per cycle
     headroom = [c.change for c in changes if c.finding.id == "memory-headroom"]
     assert headroom.count(OPENED) == 1 and CLOSED not in headroom
@@ -115,7 +146,7 @@ def test_a_server_killed_before_a_good_sample_saw_the_load_is_judged_on_the_crds
     evidence = "\n".join(finding.evidence)
     need = startup_need(450, "1.37").total_bytes
     assert "health.crds = 450 (the CRD watch's count" in evidence and f"~{need / MIB:,.0f} MiB" in evidence
-    assert f"at least {need * 1.3 / MIB:,.0f} MiB" in finding.remedy
+    assert named_limit(finding.remedy) == typical_limit_mib(450)
 
     unknown = engine()  # no count anywhere: no line, and no figure in the remedy
     unknown.observe(loop_sample(0.0, [], down=False, rss=270 * MIB, crds=0))
@@ -204,3 +235,55 @@ def test_one_replica_that_keeps_dying_is_a_crash_loop_that_names_it():
     assert "(replica host-2)" in finding.title and "3 restarts" in finding.title, finding.title
     assert "host-0" not in finding.title
     assert any("host-0 1, host-2 3" in line for line in finding.evidence), finding.evidence
+
+
+def synthetic_features(count: int) -> list:
+    from crdscope.loader.synthetic import synthetic_documents
+
+    return [features_of_spec(d["metadata"]["name"], d["spec"]) for d in synthetic_documents(count, schema_props=5)]
+
+
+def watched(crds: list, now: float) -> InventorySample:
+    """The inventory as the CRD watch counts these CRDs (served versions, schema bytes as sent)."""
+    return InventorySample(timestamp=now, crds=len(crds), served_versions=sum(c.served for c in crds),
+                           crd_schema_bytes=sum(c.schema_bytes for c in crds))
+
+
+def test_the_cluster_s_own_crds_are_priced_as_estimate_prices_them():
+    """With the CRD watch's counts, the need is the cluster's CRDs' own: the same upper end
+    ``crdscope estimate`` gives for those CRDs on an empty cluster of that minor, on every minor."""
+    crds = synthetic_features(300)  # small schemas: far cheaper than a real provider's typical CRD
+    for minor in ("1.26", "1.30", "1.33", "1.37"):
+        predicted = estimate(crds, minor).rss_after_bytes
+        need = startup_need(len(crds), minor, served_versions=sum(c.served for c in crds),
+                            schema_bytes=sum(c.schema_bytes for c in crds))
+        assert need.own_terms and math.isclose(need.high_bytes, predicted.high, rel_tol=1e-9), minor
+        assert math.isclose(need.total_bytes, predicted.value, rel_tol=1e-9), minor
+
+    found = engine(ClusterFacts(lab_limit=LIMIT, lab=LabHooks(name="drill")))
+    found.observe(watched(crds, 1.0))
+    deaths = [death(5.0 + 3.5 * i) for i in range(3)]
+    found.observe(loop_sample(15.0, deaths, down=True, error="connection refused", crds=300))
+    finding = found.open[CRASH_LOOP]
+    evidence = "\n".join(finding.evidence)
+    assert "their own served versions and schema bytes" in evidence
+    mib = math.ceil(estimate(crds, "1.37").rss_after_bytes.high * 1.3 / MIB)
+    assert mib < typical_limit_mib(300)  # priced by what these CRDs are, not by a typical provider's
+    assert f"at most ~{estimate(crds, '1.37').rss_after_bytes.high / MIB:,.0f} MiB" in evidence
+    # The lab's cap: the exact command that raises it, with the lab's name.
+    assert named_limit(finding.remedy) == mib
+    assert f"`crdscope lab limit {mib}Mi --name drill`" in finding.remedy
+    assert "now 700 MiB" in finding.remedy
+
+
+def test_the_default_lab_s_command_names_no_lab_and_a_count_newer_than_the_inventory_scales_its_terms():
+    crds = synthetic_features(200)
+    found = engine(ClusterFacts(lab_limit=LIMIT, lab=LabHooks(name="")))
+    found.observe(watched(crds, 1.0))
+    deaths = [death(5.0 + 3.5 * i) for i in range(3)]
+    # The health sample's count (the watch's, a moment later) is 400: the inventory's mean CRD, twice.
+    found.observe(loop_sample(15.0, deaths, down=True, error="connection refused", crds=400))
+    remedy = found.open[CRASH_LOOP].remedy
+    twice = crds + [dataclasses.replace(c, name=f"copies.{c.name}") for c in crds]
+    assert named_limit(remedy) == math.ceil(estimate(twice, "1.37").rss_after_bytes.high * 1.3 / MIB)
+    assert f"`crdscope lab limit {named_limit(remedy)}Mi`" in remedy

@@ -28,8 +28,13 @@ OBJECT = {
 }
 
 
+def compact(value: object) -> bytes:
+    """JSON as the API server sends it: no spaces (a schema's size is counted as sent)."""
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
 def test_an_event_decodes_to_the_record_the_full_json_gives():
-    raw = json.dumps({"type": "MODIFIED", "object": OBJECT}).encode()
+    raw = compact({"type": "MODIFIED", "object": OBJECT})
     event = decode_event(raw)
     assert event["type"] == "MODIFIED"
     assert "schema" not in event["object"]["spec"]["versions"][0]
@@ -37,12 +42,23 @@ def test_an_event_decodes_to_the_record_the_full_json_gives():
     assert record_from(event["object"], now=now) == record_from(OBJECT, now=now)
 
 
+def test_a_schema_is_counted_as_sent_and_only_for_served_versions():
+    schema = OBJECT["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    hidden = {**OBJECT, "spec": {**OBJECT["spec"], "versions": [
+        OBJECT["spec"]["versions"][0], {**OBJECT["spec"]["versions"][1], "schema": {"openAPIV3Schema": schema}}]}}
+    event = decode_event(compact({"type": "ADDED", "object": hidden}))
+    # The served version's schema, byte for byte as sent; the unserved one's is not counted.
+    assert record_from(event["object"], now=1.0).schema_bytes == len(compact(schema)) == 54
+    assert record_from(hidden, now=1.0).schema_bytes == 54 and record_from(slim(hidden), now=1.0).schema_bytes == 54
+    assert "openAPIV3Schema" not in json.dumps(event) and "openAPIV3Schema" not in json.dumps(slim(hidden))
+
+
 def test_a_conversion_webhook_is_kept_without_its_ca_bundle():
     converted = {**OBJECT, "spec": {**OBJECT["spec"], "conversion": {"strategy": "Webhook", "webhook": {
         "conversionReviewVersions": ["v1"],
         "clientConfig": {"caBundle": "LS0t" * 400, "service": {"namespace": "crossplane-system",
                                                              "name": "provider-aws", "path": "/convert"}}}}}}
-    event = decode_event(json.dumps({"type": "ADDED", "object": converted}).encode())
+    event = decode_event(compact({"type": "ADDED", "object": converted}))
     assert "caBundle" not in json.dumps(event) and "caBundle" not in json.dumps(slim(converted))
     record = record_from(event["object"], now=1.0)
     assert record == record_from(converted, now=1.0)
@@ -66,10 +82,11 @@ def test_real_provider_crds_decode_to_the_same_records(shared_crds):
     with tarfile.open(archive("provider-aws"), "r:xz") as tar:
         members = sorted((m for m in tar.getmembers() if m.name.endswith(".yaml")), key=lambda m: m.name)[:40]
         objects = [yaml.safe_load(tar.extractfile(m).read()) for m in members]
-    raw = json.dumps({"items": objects, "metadata": {"resourceVersion": "9", "continue": "next"}}).encode()
+    raw = compact({"items": objects, "metadata": {"resourceVersion": "9", "continue": "next"}})
     page = decode_page(raw)
     assert page["metadata"] == {"resourceVersion": "9", "continue": "next"}
     now = 1.0e9
     for decoded, full in zip(page["items"], objects, strict=True):
         assert slim(decoded) == slim(full)
         assert record_from(decoded, now=now) == record_from(full, now=now)
+        assert record_from(decoded, now=now).schema_bytes > 1_000  # a real provider's schema, counted

@@ -4,6 +4,7 @@ truncated and foreign bytes, and the watch choosing its decoder by the answer's 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import httpx
@@ -11,7 +12,7 @@ import pytest
 
 from crdscope.connection import crd_proto
 from tests.helpers import mock_cluster
-from crdscope.connection.crdwatch import CRDWatch, record_from, slim
+from crdscope.connection.crdwatch import CRDRecord, CRDWatch, record_from, slim
 
 
 # -- a minimal protobuf writer, enough to build what the API server sends ---------------------------
@@ -76,6 +77,17 @@ def crd_message(name: str, uid: str, rv: str, *, established: bool = True, creat
     return field(1, metadata) + field(2, spec) + field(3, status)
 
 
+#: The schema :func:`crd_message` carries (``JSONSchemaProps`` field 1 is ``id``), as JSON.
+SCHEMA = {"openAPIV3Schema": {"id": "x" * 5000}}
+
+
+def same_record(from_protobuf: CRDRecord, from_json: CRDRecord) -> bool:
+    """The same CRD: every field equal, the schema's size within 1% (the encodings' overheads differ)."""
+    sizes = from_protobuf.schema_bytes, from_json.schema_bytes
+    return (dataclasses.replace(from_protobuf, schema_bytes=0) == dataclasses.replace(from_json, schema_bytes=0)
+            and abs(sizes[0] - sizes[1]) <= 0.01 * max(sizes))
+
+
 def json_crd(name: str, uid: str, rv: str, *, established: bool = True, created: str = "2026-01-02T03:04:05Z",
              annotations: dict[str, str] | None = None) -> dict:
     """The JSON a server sends for :func:`crd_message` (created 1767323045 = 2026-01-02T03:04:05Z)."""
@@ -93,8 +105,8 @@ def json_crd(name: str, uid: str, rv: str, *, established: bool = True, created:
         "spec": {"group": name.split(".", 1)[1], "scope": "Cluster",
                  "names": {"plural": name.split(".")[0], "singular": "thing", "shortNames": ["th"], "kind": "Thing",
                            "listKind": "ThingList"},
-                 "versions": [{"name": "v1beta1", "served": False, "storage": False},
-                              {"name": "v1", "served": True, "storage": True}]},
+                 "versions": [{"name": "v1beta1", "served": False, "storage": False, "schema": SCHEMA},
+                              {"name": "v1", "served": True, "storage": True, "schema": SCHEMA}]},
         "status": {"conditions": conditions},
     }
 
@@ -116,7 +128,11 @@ def test_a_protobuf_crd_gives_the_record_its_json_gives():
     assert len(page["items"]) == 1
     assert page["items"][0]["status"] == from_json["status"]
     record = record_from(page["items"][0], now=5.0)
-    assert record == record_from(from_json, now=5.0)
+    assert same_record(record, record_from(from_json, now=5.0))
+    # The served version's schema, skipped unread and counted by its length: field 1 of 5,000 bytes.
+    assert record.schema_bytes == len(field(1, "x" * 5000)) == 5003
+    assert record_from(from_json, now=5.0).schema_bytes == len(json.dumps(SCHEMA["openAPIV3Schema"],
+                                                                          separators=(",", ":"))) == 5009
     assert (record.served_versions, record.storage_version, record.owner, record.run_id) == (
         ("v1",), "v1", "Provider/provider-aws", "run-7")
     assert record.state == "Established" and record.managed_by_crdscope
@@ -164,7 +180,8 @@ def test_a_conversion_webhook_decodes_as_its_json_does(client_config, endpoint):
     as_json["spec"]["conversion"] = {"strategy": "Webhook", "webhook": {
         "clientConfig": {**client_config, "caBundle": "AAAA"}, "conversionReviewVersions": ["v1"]}}
     record = record_from(item, now=5.0)
-    assert record == record_from(slim(as_json), now=5.0) == record_from(as_json, now=5.0)
+    assert record_from(slim(as_json), now=5.0) == record_from(as_json, now=5.0)
+    assert same_record(record, record_from(as_json, now=5.0))
     assert record.conversion_webhook == endpoint
     assert "caBundle" not in str(item)
 

@@ -97,12 +97,18 @@ def test_crane_failures_become_one_line(stderr, line):
     assert str(error) == line and error.exit_code == 2
 
 
-def test_a_credential_in_cranes_words_is_never_repeated():
+def test_a_credential_in_cranes_words_is_never_repeated(monkeypatch, tmp_path):
+    from crdscope.loader import registry_auth
+
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))  # no config.json there: nothing offered
+    asked = []
+    monkeypatch.setattr(registry_auth, "ask_challenge", lambda host, loopback: asked.append((host, loopback)) or "")
     said = "Error: GET https://user:hunter2@r.example.com/v2/: weird: Authorization: Bearer eyJhbGciOi.secret.token"
     line = str(crane_error("R", "H", said))
     assert "hunter2" not in line and "eyJhbGciOi" not in line and "secret" not in line
-    refused = str(crane_error("R", "r.example.com", "Error: GET https://r.example.com/v2/: UNAUTHORIZED: authentication required"))
-    assert "docker login r.example.com" in refused
+    refused = crane_error("R", "r.example.com", "Error: GET https://r.example.com/v2/: UNAUTHORIZED: authentication required")
+    assert "docker login r.example.com" in str(refused) and refused.exit_code == 3
+    assert asked == [("r.example.com", False)]
 
 
 # --------------------------------------------------------------------------- versions
@@ -322,3 +328,66 @@ def test_crds_written_in_another_style_are_still_crds(registry):
     text = f"---\n{json.dumps(meta)}\n---\n{json.dumps(crd('things.j.example.org', 'j.example.org'))}\n".encode()
     registry.push(f"{HOST}/x/provider-j", "v1", DIGESTS["c"], layer({"package.yaml": text}))
     assert crds_of(source(f"{HOST}/x/provider-j:v1", registry)) == ["things.j.example.org"]
+
+
+def test_with_a_pull_secret_the_provider_names_it_and_an_image_config_gives_it_to_the_dependencies(registry):
+    from crdscope.loader.crossplane_install import AUTH_IMAGE_CONFIG
+
+    registry.push(f"{HOST}/x/provider-x-s3", "v1.0.0", DIGESTS["a"], layer({"package.yaml": member("v1.0.0")}))
+    registry.push(f"{HOST}/x/provider-family-x", "v1.0.0", DIGESTS["b"], layer({"package.yaml": FAMILY}))
+    stages = plan_reference_install(source(f"{HOST}/x/provider-x-s3:v1.0.0", registry), "lab-secret")
+    assert [[o["kind"] for o in stage.objects] for stage in stages] == [
+        ["ImageConfig"], ["Provider"], ["ManagedResourceActivationPolicy"]]
+    config = stages[0].objects[0]
+    assert config["metadata"]["name"] == AUTH_IMAGE_CONFIG
+    assert config["spec"] == {"matchImages": [{"type": "Prefix", "prefix": f"{HOST}/"}],
+                              "registry": {"authentication": {"pullSecretRef": {"name": "lab-secret"}}}}
+    assert stages[1].objects[0]["spec"] == {"package": f"{HOST}/x/provider-x-s3:v1.0.0", "packagePullPolicy": "Always",
+                                            "packagePullSecrets": [{"name": "lab-secret"}]}
+
+
+def test_the_demos_packages_from_an_authenticated_registry_are_pulled_with_its_secret():
+    from crdscope.loader.crossplane_install import AUTH_IMAGE_CONFIG, plan_install
+    from crdscope.loader.package import PackagePlan
+
+    plans = [PackagePlan("provider-family-x", (), (), family="provider-family-x"),
+             PackagePlan("provider-x-s3", ("buckets.s3.x.example.org",), ("s3.x.example.org",),
+                         family="provider-family-x", depends_on="provider-family-x")]
+    open_stages = plan_install(plans, HOST)
+    assert [o["metadata"]["name"] for o in open_stages[0].objects] == [IMAGE_CONFIG]
+    assert all("packagePullSecrets" not in o["spec"] for s in open_stages for o in s.objects if o["kind"] == "Provider")
+    stages = plan_install(plans, HOST, "lab-secret")
+    assert [o["metadata"]["name"] for o in stages[0].objects] == [IMAGE_CONFIG, AUTH_IMAGE_CONFIG]
+    providers = [o for s in stages for o in s.objects if o["kind"] == "Provider"]
+    assert len(providers) == 2 and all(o["spec"]["packagePullSecrets"] == [{"name": "lab-secret"}] for o in providers)
+
+
+def test_a_configuration_and_its_providers_are_summarised_from_their_package_yaml(registry):
+    configuration = yaml.safe_dump_all([
+        {"apiVersion": "meta.pkg.crossplane.io/v1", "kind": "Configuration", "metadata": {"name": "platform"},
+         "spec": {"dependsOn": [{"provider": f"{HOST}/x/provider-x-s3", "version": ">=v1.0.0"}]}},
+        {"apiVersion": "apiextensions.crossplane.io/v2", "kind": "CompositeResourceDefinition",
+         "metadata": {"name": "xapps.example.org"}, "spec": {}},
+        {"apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition", "metadata": {"name": "a"}, "spec": {}},
+        {"apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition", "metadata": {"name": "b"}, "spec": {}},
+    ], sort_keys=False).encode()
+    registry.push(f"{HOST}/x/platform", "v1.0.0", DIGESTS["c"], layer({"package.yaml": configuration}))
+    registry.push(f"{HOST}/x/provider-x-s3", "v1.0.0", DIGESTS["a"], layer({"package.yaml": member("v1.0.0")}))
+    registry.push(f"{HOST}/x/provider-family-x", "v1.0.0", DIGESTS["b"], layer({"package.yaml": FAMILY}))
+    oci = source(f"{HOST}/x/platform:v1.0.0", registry)
+    assert crds_of(oci) == ["buckets.s3.x.example.org", "objects.s3.x.example.org", "providerconfigs.x.example.org"]
+    summaries = [p.summary() for p in oci.packages]
+    assert [(s.kind, s.name, s.crds, s.xrds, s.compositions) for s in summaries] == [
+        ("Configuration", "platform", 0, 1, 2), ("Provider", "provider-x-s3", 2, 0, 0),
+        ("Provider", "provider-family-x", 1, 0, 0)]
+    assert summaries[0].describe() == "platform (Configuration: 1 XRD, 2 Compositions)"
+    assert summaries[1].describe() == "provider-x-s3 (Provider: 2 CRDs)"
+    from crdscope.costmodel.report import package_rows
+
+    rows = dict(package_rows(summaries, "REF"))
+    assert rows["packages"] == ("platform (Configuration: 1 XRD, 2 Compositions); depends on provider-x-s3 "
+                                "(Provider: 2 CRDs); provider-family-x (Provider: 1 CRD)")
+    assert rows["priced path"].startswith("direct: every CRD of the packages created at once")
+    assert "1 XRD of a Configuration adds a CRD (the composite kind), not priced here" in rows["priced path"]
+    assert "mrap --from" not in rows["priced path"]  # no safe-start Provider: nothing waits for an activation
+    assert package_rows([], "REF") == []
