@@ -11,6 +11,8 @@ NAME is any of: discovery, loader, overhead, ui_latency, metrics_parse, cli, doc
 ``python -m bench viewers [--help]`` what 0, 1 and 10 `crdscope attach` viewers cost a collector (bench/viewers.py).
 ``python -m bench oneshot [--help]`` `crdscope probe discovery` against kubectl's cold `api-resources` on a cluster
 you name, beside another crdscope (before and after a change; bench/oneshot.py).
+``python -m bench heapprofile [--help]`` two kept API-server heap profiles' top functions side by side
+(bench/heapprofile.py).
 ``python -m bench etcd_connections [--help]`` what the API server's etcd connections grow with, per minor
 (CRDs installed, kinds in use, CRD updates; bench/etcd_connections.py).
 """
@@ -43,7 +45,7 @@ SIZE_BY_SIZE = ("discovery", "overhead", "ui_latency", "doctor")
 SEPARATE = {"versions": ("versions", False), "footprint": ("footprint", True), "hang": ("hang", True),
             "crossplane": ("crossplane", True), "calibrate": ("calibrate", False), "fleet": ("fleet", True),
             "fleet_ui": ("fleet_ui", False), "request_cost": ("request_cost", True), "mrap": ("mrap", True),
-            "viewers": ("viewers", True), "oneshot": ("oneshot", False),
+            "viewers": ("viewers", True), "oneshot": ("oneshot", False), "heapprofile": ("heapprofile", False),
             "etcd_connections": ("etcd_connections", True)}
 
 

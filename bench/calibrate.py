@@ -146,7 +146,19 @@ def _load(state: LabState, directory: Path) -> dict[str, Any]:
             "load_concurrency": summary.get("concurrency")}
 
 
-def measure_set(chosen: CalibrationSet, kubernetes: str | None = None) -> dict[str, Any]:
+def _keep_profile(state: LabState, profiles: Path | None, name: str) -> None:
+    """The server's heap profile after a forced collection, kept as ``profiles/name.pb.gz`` (if asked)."""
+    if profiles is None:
+        return
+    import httpx
+
+    from .heapprofile import save
+
+    with httpx.Client(base_url=state.server, verify=admin_tls(state.pki_dir), timeout=300) as client:
+        say(f"heap profile: {save(client, profiles / f'{name}.pb.gz')}")
+
+
+def measure_set(chosen: CalibrationSet, kubernetes: str | None = None, profiles: Path | None = None) -> dict[str, Any]:
     """One fresh lab: the empty point, then the whole set loaded in one go and its point.
 
     One load per lab, as ``crdscope estimate --measure`` does: measured on 1.37 with 150 CRDs of
@@ -164,6 +176,7 @@ def measure_set(chosen: CalibrationSet, kubernetes: str | None = None) -> dict[s
     with fresh_lab(kubernetes) as state:
         wait_until_idle(state)
         points.append({"files": 0, **snapshot(state)})
+        _keep_profile(state, profiles, f"{chosen.name}-direct-before")
         load = _load(state, whole)
         times = sorted(t for t in established_times(state).values() if t is not None)
         wait_until_idle(state)
@@ -171,6 +184,7 @@ def measure_set(chosen: CalibrationSet, kubernetes: str | None = None) -> dict[s
                        "load_average_after": os.getloadavg(), "established_total": len(times),
                        "established_first": times[0] if times else None,
                        "established_last": times[-1] if times else None, **snapshot(state)})
+        _keep_profile(state, profiles, f"{chosen.name}-direct-after")
         held = points[-1].get("live_heap_bytes")
         say(f"calibrate: {chosen.name}: {len(files)} CRDs, RSS {points[-1]['rss_bytes'] / 2**20:.0f} MiB, held "
             + (f"{held / 2**20:.0f} MiB" if held else "not read"))
@@ -179,15 +193,17 @@ def measure_set(chosen: CalibrationSet, kubernetes: str | None = None) -> dict[s
             "points": points}
 
 
-def measure(sets: tuple[CalibrationSet, ...], kubernetes: str | None = None) -> Path:
+def measure(sets: tuple[CalibrationSet, ...], kubernetes: str | None = None, profiles: bool = False) -> Path:
     """Measure every set on labs of ``kubernetes`` (default: the lab's version); the raw file's path."""
     raw: dict[str, Any] = {"when": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                            "machine": machine(), "sets": []}
     directory = cache_dir() / "calibration"
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"raw-{raw['when'].replace(':', '')}.json"
+    profile_dir = (BENCH_DIR / "results" / "profiles" / f"{raw['when'].replace(':', '').replace('-', '')}-"
+                   f"{kubernetes or 'default'}") if profiles else None
     for chosen in sets:
-        raw["sets"].append(measure_set(chosen, kubernetes))
+        raw["sets"].append(measure_set(chosen, kubernetes, profile_dir))
         path.write_text(json.dumps(raw, indent=1))  # each set kept as soon as it is measured
     (BENCH_DIR / "results").mkdir(exist_ok=True)
     shutil.copy(path, BENCH_DIR / "results" / f"calibration-{path.name}")
@@ -417,7 +433,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true",
                         help="print memory and install time, predicted by today's coefficients against "
                              "measured, for every held-out file in bench/results (no labs)")
+    parser.add_argument("--activation", action="store_true",
+                        help="the Crossplane activation path instead of direct installs (bench/activation.py): "
+                             "each set installed as MRDs through real Crossplane and activated by an MRAP; with "
+                             "--held-out, --check, --full and --refit likewise")
+    parser.add_argument("--heap-profiles", action="store_true",
+                        help="keep the API server's heap profile at each measured point (bench/results/profiles)")
     args = parser.parse_args(argv)
+    if args.activation:
+        return _activation_main(parser, args)
     if args.install_check:
         print(_install_table(install_check()))
         return 0
@@ -428,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
         from crdscope.costmodel.calibration import fit_minor, write_minor
 
         for minor in [m.strip() for m in args.kubernetes.split(",") if m.strip()]:
-            raw_path = measure(SETS, minor)
+            raw_path = measure(_chosen_sets(parser, args.sets), minor, args.heap_profiles)
             fitted_minor, fitted = fit_minor(json.loads(raw_path.read_text()), source=raw_path.name,
                                              command=f"python -m bench calibrate --full --kubernetes {minor}")
             say(f"calibrate: {fitted_minor} fitted from {raw_path} into {write_minor(fitted_minor, fitted)}")
@@ -454,22 +478,75 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             parser.error(f"unknown set {', '.join(unknown)} (one of: {', '.join(s.name for s in SETS)})")
         isolate_environment()
-        raw_paths = [measure(tuple(s for s in SETS if s.name in wanted), args.kubernetes)]
+        raw_paths = [measure(tuple(s for s in SETS if s.name in wanted), args.kubernetes, args.heap_profiles)]
         say(f"calibrate: raw figures in {raw_paths[0]}")
         if args.measure_only:
             return 0
     from crdscope.costmodel.calibration import fit_minor, write_minor
 
-    for raw_path in raw_paths:
-        try:
-            raw = json.loads(raw_path.read_text())
-        except (OSError, ValueError) as exc:
-            raise BenchError(f"--refit {raw_path}: {exc}") from None
-        command = f"python -m bench calibrate --refit {raw_path}" if args.refit else "python -m bench calibrate"
-        minor, fitted = fit_minor(raw, source=raw_path.name, command=command)
+    for names, raw in merged_raws(raw_paths):
+        command = f"python -m bench calibrate --refit {' '.join(names)}" if args.refit else "python -m bench calibrate"
+        minor, fitted = fit_minor(raw, source=" + ".join(names), command=command)
         path = write_minor(minor, fitted)
         install = fitted["figures"]["install_seconds"]
-        print(json.dumps({"minor": minor, "coefficients": str(path), "raw": str(raw_path),
+        print(json.dumps({"minor": minor, "coefficients": str(path), "raw": names,
                           "install_seconds": {k: install[k] for k in ("terms", "tail_seconds", "relative_rms",
                                                                        "leave_one_set_out")}}))
+    return 0
+
+
+def merged_raws(paths: list[Path]) -> list[tuple[list[str], dict[str, Any]]]:
+    """Raw files grouped by the Kubernetes version they measured, each group's sets in one raw (a minor
+    measured in several sittings, a few sets each, is fitted once on all of them); (file names, raw)."""
+    groups: dict[str, tuple[list[str], dict[str, Any]]] = {}
+    for path in paths:
+        try:
+            raw = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise BenchError(f"--refit {path}: {exc}") from None
+        versions = {measured["kubernetes"] for measured in raw["sets"]}
+        if len(versions) != 1:
+            raise BenchError(f"--refit {path}: one Kubernetes version per raw file, not {sorted(versions)}")
+        names, merged = groups.setdefault(versions.pop(), ([], {**raw, "sets": []}))
+        names.append(path.name)
+        merged["sets"] = merged["sets"] + raw["sets"]
+        merged["when"] = min(merged.get("when") or raw["when"], raw["when"])
+    return list(groups.values())
+
+
+def _chosen_sets(parser: argparse.ArgumentParser, sets: str) -> tuple[CalibrationSet, ...]:
+    wanted = [name.strip() for name in sets.split(",") if name.strip()]
+    unknown = [name for name in wanted if name not in {s.name for s in SETS}]
+    if unknown:
+        parser.error(f"unknown set {', '.join(unknown)} (one of: {', '.join(s.name for s in SETS)})")
+    return tuple(s for s in SETS if s.name in wanted)
+
+
+def _activation_main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """``--activation``: measure and fit the Crossplane activation path (``--refit``: fit only; ``--held-out``:
+    the held-out sets through Crossplane; ``--check``: their table; ``--full``: all of it, minor by minor)."""
+    from . import activation
+
+    if args.check:
+        print(activation.check_table(activation.check_rows()))
+        return 0
+    if args.refit:
+        activation.fit(list(args.refit), "python -m bench calibrate --activation --refit "
+                       + " ".join(p.name for p in args.refit))
+        return 0
+    if not args.kubernetes:
+        parser.error("--activation needs --kubernetes MINOR[,MINOR...] (or --check, --refit)")
+    isolate_environment()
+    for minor in [m.strip() for m in args.kubernetes.split(",") if m.strip()]:
+        if not args.held_out or args.full:
+            raw_path = activation.measure(_chosen_sets(parser, args.sets), minor, args.heap_profiles)
+            say(f"activation: raw points in {raw_path}")
+            if args.measure_only:
+                continue
+            activation.fit([raw_path], f"python -m bench calibrate --activation --kubernetes {minor}")
+        if args.held_out or args.full:
+            for path in activation.measure_held_out(minor, profiles=args.heap_profiles):
+                say(f"activation held out: {path}")
+    if args.held_out or args.full:
+        print(activation.check_table(activation.check_rows()))
     return 0

@@ -47,6 +47,7 @@ from crdscope.lab.supervisor import read_events
 from crdscope.base.paths import cache_dir
 
 from .common import SHARED_CRDS, BenchError, Options, Result, isolate_environment, say
+from .heapprofile import PROFILES_DIR
 from .discovery import crdscope_command
 from .labs import crd_files
 
@@ -140,6 +141,10 @@ class Sampler:
     canary: list[tuple[float, float | None]] = field(default_factory=list)
     v3_changes: dict[str, list[float]] = field(default_factory=dict)
     threads: list[threading.Thread] = field(default_factory=list)
+    #: ``--heap-profiles``: where to keep the server's heap profile once ``halfway`` CRDs are stored
+    profiles: Path | None = None
+    halfway: int = 0
+    profiled_at: float | None = None
 
     def client(self, timeout: float = 10) -> httpx.Client:
         return httpx.Client(base_url=self.state.server, verify=admin_tls(self.state.pki_dir), timeout=timeout)
@@ -174,6 +179,21 @@ class Sampler:
                 etcd = connections() if connections else None
                 self.memory.append({"at": time.time(), "crds": crds, "rss": rss, "heap": heap,
                                     "etcd": float(etcd) if etcd is not None else -1.0})
+                if self.profiles is not None and self.profiled_at is None and crds >= self.halfway > 0:
+                    self._profile(client, crds)
+
+    def _profile(self, client: httpx.Client, crds: float) -> None:
+        """The heap profile in the middle of the install (its forced collection is one GC more)."""
+        from .heapprofile import save
+
+        assert self.profiles is not None
+        try:
+            save(client, self.profiles / "half.pb.gz")
+        except (httpx.HTTPError, BenchError) as exc:
+            say(f"no heap profile halfway: {exc}")
+            return
+        self.profiled_at = crds
+        say(f"heap profile at {crds:.0f} CRDs")
 
     def _canary(self) -> None:
         with self.client(10) as client:
@@ -323,16 +343,38 @@ def _summarise(sampler: Sampler, state: LabState, figures: dict[str, Any]) -> No
         figures["restart_outages_s"] = [e["outage_seconds"] for e in events if e.get("event") == "restarted"]
 
 
+def _held(state: LabState, figures: dict[str, Any], profiles: Path | None, name: str) -> None:
+    """Memory held (heap in use after a forced collection, ``costmodel.measure``) into ``figures``, and the
+    heap profile kept as ``profiles/name.pb.gz`` (``--heap-profiles``); read once the server is idle."""
+    from crdscope.costmodel.measure import MEMORY_GAUGES
+    from crdscope.connection.metrics import parse_text
+
+    from .heapprofile import save
+    from .labs import wait_until_idle
+
+    wait_until_idle(state)
+    with httpx.Client(base_url=state.server, verify=admin_tls(state.pki_dir), timeout=300) as client:
+        if profiles is not None:
+            save(client, profiles / f"{name}.pb.gz")
+        else:
+            client.get("/debug/pprof/heap", params={"gc": "1"})
+        held = parse_text(client.get("/metrics").content, MEMORY_GAUGES).value("go_memstats_heap_inuse_bytes")
+    figures[f"held_{name}_mib"] = round(held / 2**20) if held else None
+
+
 def measure(minor: str, directory: Path, *, memory_limit: int = 0, capped_minutes: float = 20.0,
-            limit: int | None = None) -> dict[str, Any]:
-    """Load the set into a fresh lab of ``minor`` and return its figures."""
+            limit: int | None = None, profiles: Path | None = None) -> dict[str, Any]:
+    """Load the set into a fresh lab of ``minor`` and return its figures (``profiles``: keep the server's
+    heap profile before the load, halfway through it and once idle after it)."""
     binaries = ensure_binaries(kubernetes=minor, progress=say)
     with tempfile.TemporaryDirectory(prefix="crdscope-bench-versions-") as home:
         lab = Lab(Path(home))
         state = lab.up(binaries, say=say, options=LabOptions(memory_limit=memory_limit))
         figures: dict[str, Any] = {"kubernetes": state.kubernetes_version, "memory_limit_mib": memory_limit >> 20}
-        sampler = Sampler(state, Path(home))
+        sampler = Sampler(state, Path(home), profiles=profiles, halfway=len(crd_files(directory)) // 2)
         try:
+            if not memory_limit:
+                _held(state, figures, profiles, "before")
             time.sleep(METRIC_SECONDS * 2)  # a baseline before the first CRD (the sampler's first points)
             sampler.start()
             time.sleep(METRIC_SECONDS * 2)
@@ -349,7 +391,9 @@ def measure(minor: str, directory: Path, *, memory_limit: int = 0, capped_minute
             figures["load_seconds"] = round(time.monotonic() - started)
             sampler.finish()
             _summarise(sampler, lab.require(), figures)
+            figures["profiled_halfway_at_crds"] = sampler.profiled_at
             if not memory_limit:
+                _held(state, figures, profiles, "end")
                 _after_load(state, figures)
         finally:
             sampler.finish()
@@ -358,7 +402,7 @@ def measure(minor: str, directory: Path, *, memory_limit: int = 0, capped_minute
 
 
 def run(options: Options, minors: list[str] | None = None, memory_limit: int = 0,
-        limit: int | None = None, capped_minutes: float = 20.0) -> list[Result]:
+        limit: int | None = None, capped_minutes: float = 20.0, profiles: bool = False) -> list[Result]:
     """Every chosen version (default: each one built), one Result each."""
     from crdscope.lab.binaries import cached_binaries, versions_for
 
@@ -370,7 +414,13 @@ def run(options: Options, minors: list[str] | None = None, memory_limit: int = 0
     for minor in minors:
         say(f"versions: Kubernetes {minor}, {len(crd_files(directory))} CRDs of {SET}"
             + (f", memory limit {memory_limit >> 20} MiB" if memory_limit else ""))
-        figures = measure(minor, directory, memory_limit=memory_limit, capped_minutes=capped_minutes, limit=limit)
+        kept = (PROFILES_DIR / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-versions-{minor}"
+                if profiles else None)
+        load_before = os.getloadavg()
+        figures = measure(minor, directory, memory_limit=memory_limit, capped_minutes=capped_minutes, limit=limit,
+                          profiles=kept)
+        figures["heap_profiles"] = str(kept.relative_to(PROFILES_DIR.parent.parent)) if kept else None
+        figures["load_average_before"], figures["load_average_after"] = load_before, os.getloadavg()
         figures["published"] = PUBLISHED
         result = Result(name="versions" + ("-capped" if memory_limit else ""), kubernetes=figures["kubernetes"],
                         sizes=f"{SET}:{limit or 'all'}", figures=figures)
@@ -429,6 +479,7 @@ MINOR_COLUMNS = (
     ("RSS MiB/CRD", ("rss_mib_per_crd",)),
     ("idle RSS MiB", ("rss_idle_mib",)),
     ("RSS at the end MiB", ("rss_end_mib",)),
+    ("memory held added MiB", ("held_added_mib",)),
     ("aggregated discovery (bytes)", ("aggregated_discovery_format", "aggregated_discovery_bytes")),
     ("legacy walk: requests / bytes", ("discovery_requests", "discovery_bytes")),
     ("OpenAPI v3 lag p50 / p95 s", ("openapi_v3_lag_p50_s", "openapi_v3_lag_p95_s")),
@@ -456,6 +507,8 @@ def minor_rows(documents: list[dict[str, Any]]) -> str:
         figures["crds_established"] = load.get("established") if isinstance(load, dict) else None
         if not figures.get("aggregated_discovery"):
             figures["aggregated_discovery_format"] = "not served"
+        if figures.get("held_end_mib") is not None and figures.get("held_before_mib") is not None:
+            figures["held_added_mib"] = figures["held_end_mib"] - figures["held_before_mib"]
         cells = [" / ".join("-" if figures.get(k) is None else str(figures[k]) for k in keys)
                  for _, keys in MINOR_COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
@@ -516,6 +569,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table", nargs="+", type=Path, metavar="JSON", help="print the RESULTS.md table of results")
     parser.add_argument("--minor-table", nargs="+", type=Path, metavar="JSON",
                         help="print the per-minor table (a row per minor) and the step changes of results")
+    parser.add_argument("--heap-profiles", action="store_true",
+                        help="keep the API server's heap profile before the load, halfway and once idle after it "
+                             "(bench/results/profiles/<stamp>-versions-<minor>/)")
     parser.add_argument("--chart", type=Path, default=None, metavar="SVG",
                         help="write the chart (MiB per CRD, v3 lag against the minor) of --minor-table's results or of "
                              "this run's (e.g. docs/versions.svg)")
@@ -539,7 +595,7 @@ def main(argv: list[str] | None = None) -> int:
               else [m.strip() for m in args.kubernetes.split(",") if m.strip()] or None)
     limit = parse_size(args.memory_limit) if args.memory_limit else 0
     written = []
-    for result in run(options, minors, limit, args.limit, args.capped_minutes):
+    for result in run(options, minors, limit, args.limit, args.capped_minutes, args.heap_profiles):
         written.append(result.write(options))
         print(json.dumps({"benchmark": result.name, "result": str(written[-1])}), flush=True)
     if len(written) > 1:  # a row per minor, its step changes, and (--chart) the chart: one command for all

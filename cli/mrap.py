@@ -165,36 +165,35 @@ def _header(platform: Platform, report: ActivationReport) -> str:
 
 def cost_lines(report: ActivationReport, cost: PlanCost) -> list[str]:
     """What the plan costs and saves, for people."""
-    from crdscope.costmodel.planner import CROSSPLANE_MEASURED_RATIO
+    from crdscope.costmodel.model import ACTIVATION
 
     priced = ("each CRD's own schema" if cost.priced_by == "schemas" else
               "typical CRDs of the calibration's provider set (an MRD's schema is not read from a cluster)")
     model = f"Kubernetes {cost.model_minor}" + (f" ({cost.note})" if cost.model_minor != cost.minor else "")
     lines = [f"the plan activates {cost.plan_crds:,} kinds: their CRDs ~ {_interval(cost.plan_bytes)}"]
+    timed = "all Established ~ {} after the MRAP" if cost.path == ACTIVATION else "installed in ~ {}"
     if cost.adds_crds:
         lines.append(f"applying it now activates {cost.adds_crds:,} more: + {_interval(cost.adds_bytes)}, "
-                     f"installed in ~ {_interval(cost.adds_seconds, 's')}")
+                     + timed.format(_interval(cost.adds_seconds, 's')))
     else:
         lines.append("applying it now activates nothing new: every needed kind is active")
     lines.append(f"against activating all {cost.all_crds:,} MRDs ({_interval(cost.all_bytes)}): saves "
-                 f"{_interval(cost.saving_vs_all_bytes)}, and a fresh install takes "
+                 f"{_interval(cost.saving_vs_all_bytes)}, and a fresh activation takes "
                  f"{_interval(cost.plan_install_seconds, 's')} instead of {_interval(cost.all_install_seconds, 's')}")
     if cost.active_crds > cost.plan_crds or cost.saving_vs_active_bytes.value:
         lines.append(f"against today's {cost.active_crds:,} active kinds: {_interval(cost.saving_vs_active_bytes)} "
                      "are held by kinds the plan leaves out; narrowing an MRAP frees none of it (an Active MRD "
                      "never goes back to Inactive): only a fresh install with this plan does")
-    low, high = CROSSPLANE_MEASURED_RATIO
-    lines.append(f"through Crossplane, activated CRDs measured {low:g}-{high:g}x the model on 1.37 (bench mrap): "
-                 f"the saving against activating everything would be ~ {_mib(cost.saving_vs_all_bytes.value * low)}-"
-                 f"{_mib(cost.saving_vs_all_bytes.value * high)}; the model's figure above is the floor")
     lines.append(f"the {cost.all_crds:,} MRDs stay whatever is activated: ~ {_mib(cost.mrd_bytes)} of their own "
                  "(about 0.8 MiB each, measured), which no plan saves")
-    lines.append(f"priced by the cost model of {model}, with {priced}")
+    lines.append(f"priced by the cost model of {model}, {cost.path_note}, with {priced}")
     return lines
 
 
 def upgrade_lines(upgrade: Upgrade) -> list[str]:
     """The release over the cluster's, for people: its MRDs, the CRDs of the Active ones, their price."""
+    from crdscope.costmodel.model import ACTIVATION
+
     e = upgrade.estimate
     net = e.delta.schema_bytes_added if e.delta is not None else e.schema_bytes
     installed = len(e.delta.installed) if e.delta is not None else 0
@@ -207,7 +206,9 @@ def upgrade_lines(upgrade: Upgrade) -> list[str]:
         f"{e.crds_changed:,} (schemas {net / 1024:+,.0f} KiB net), leaves {e.crds_unchanged:,} as they are",
         f"their memory added ~ {_interval(e.memory_bytes)}{held}; discovery +{e.group_versions_added} "
         f"-{e.group_versions_removed} group-versions; OpenAPI v2 {e.openapi_v2_bytes_added.value / MIB:+,.1f} MiB; "
-        f"install ~ {_interval(e.install_seconds, 's')} ({e.model_note})",
+        + ("all Established ~ {} after Crossplane activates them" if e.path == ACTIVATION
+         else "install ~ {}").format(_interval(e.install_seconds, 's')),
+        f"priced by the {e.model_note}, {e.path_note}",
     ]
 
 
@@ -306,7 +307,7 @@ def to_json(platform: Platform, report: ActivationReport, cost: PlanCost,
             upgrade: Upgrade | None = None) -> dict[str, Any]:
     import dataclasses
 
-    from crdscope.costmodel.planner import CROSSPLANE_MEASURED_RATIO, wakes
+    from crdscope.costmodel.planner import wakes
 
     return {
         "source": platform.described, "kubernetes": platform.minor, "requests": platform.requests,
@@ -321,7 +322,6 @@ def to_json(platform: Platform, report: ActivationReport, cost: PlanCost,
         "problems": list(platform.problems),
         "plan": {"name": report.plan.name, "activate": list(report.plan.patterns),
                  "entries": [dataclasses.asdict(e) for e in report.plan.entries], "yaml": report.plan.yaml()},
-        "crossplane_measured_ratio": list(CROSSPLANE_MEASURED_RATIO),
         # Provider runtimes scaled to zero awaiting activation (Crossplane v2.4+) and what the plan does to them
         # (null: the revisions were not read).
         "runtimes_awaiting": None if platform.runtimes is None else [

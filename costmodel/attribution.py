@@ -9,7 +9,8 @@ session's facts (``ClusterFacts.pricing``: probes never import the cost model), 
 reads the same figures from the store, a recording or a collector's stream.
 
 The model was calibrated on CRDs installed directly; CRDs that Crossplane makes by activating MRDs
-are priced the same way here (issue 47 item 2 measures what that path holds).  The one-time cost of
+are priced the same way here: the attribution reads what is there, not how it came (the activation
+path's own price, where a minor is calibrated for it, is :func:`activated_crd_bytes`, for plans).  The one-time cost of
 a server's first CRDs (the ``fixed`` term) belongs to no group; it is counted in the total only.
 """
 
@@ -63,6 +64,20 @@ def attribute_groups(kubernetes_minor: str, groups: Mapping[str, GroupTerms], *,
         mib_per_crd=per_crd / MIB if per_crd is not None else None, mrds=mrds,
         mrd_memory_bytes=(mrds * MRD_BYTES) if mrds is not None else None, rss_bytes=rss_bytes,
         headroom_crds=headroom)
+
+
+def activated_crd_bytes(kubernetes_minor: str) -> tuple[float, str]:
+    """Resident memory one typical CRD adds when Crossplane creates it (an MRAP activating its MRD), by the
+    activation path's coefficients, and which path and calibration priced it; where no minor's activation
+    path is calibrated, the direct figure and that note."""
+    from .coefficients import activation_for
+    from .model import UNCALIBRATED_ACTIVATION_NOTE
+
+    priced = activation_for(kubernetes_minor)
+    figures = (priced or for_minor(kubernetes_minor)).figure("rss_bytes")
+    terms = figures.get("terms") or {}
+    per_crd = sum(float(terms.get(name, 0.0)) * value for name, value in typical_terms(kubernetes_minor).items())
+    return per_crd, priced.note if priced is not None else UNCALIBRATED_ACTIVATION_NOTE
 
 
 @dataclass(frozen=True)

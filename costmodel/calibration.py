@@ -20,7 +20,7 @@ from typing import Any
 from crdscope.base.settings import LoaderSettings
 from crdscope.loader.sources import CRDDocument, yaml_items
 
-from .coefficients import COEFFICIENTS_FILE, FORMAT, READABLE_FORMATS, forget_loaded, parse_minor
+from .coefficients import ACTIVATION_KEY, COEFFICIENTS_FILE, FORMAT, READABLE_FORMATS, forget_loaded, parse_minor
 from .documents import aggregated_bytes, legacy_bytes
 from .features import CRDFeatures, features_of
 from .fitting import PacedFit, fit_paced, fit_terms, paced_value
@@ -180,25 +180,37 @@ def _install(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]
     return install, rate
 
 
-def fit_minor(raw: dict[str, Any], *, source: str = "",
-              command: str = "python -m bench calibrate") -> tuple[str, dict[str, Any]]:
-    """(minor, its coefficient entry) from a raw calibration file's contents."""
+def _one_version(raw: dict[str, Any]) -> str:
+    """The one Kubernetes version a raw calibration file measured (an error if several)."""
     versions = {measured["kubernetes"] for measured in raw["sets"]}
     if len(versions) != 1:
         raise ValueError(f"one Kubernetes version per calibration, not {sorted(versions)}")
-    version = versions.pop()
-    major, minor_number = parse_minor(version)
-    rows = _rows(raw)
+    return str(versions.pop())
+
+
+def _linear_fits(rows: list[dict[str, Any]], wanted: dict[str, tuple[str, ...]]) -> dict[str, Any]:
+    """Each figure of ``wanted`` fitted on its terms: the growth from each set's empty point to its points.
+    A figure older raw files did not read is left out (the minor has no coefficients for it)."""
     figures: dict[str, Any] = {}
-    for figure, terms in LINEAR_FIGURES.items():
+    for figure, terms in wanted.items():
         measured = _measured(rows, figure)
-        if not measured:  # a figure older raw files did not read: the minor has no coefficients for it
+        if not measured:
             continue
         fit = fit_terms([row["x"] for row in measured],
                         [row["point"][figure] - row["empty"][figure] for row in measured], terms)
         figures[figure] = {"terms": fit.coefficients, "relative_rms": fit.relative_rms,
                            "relative_max": fit.relative_max, "points": fit.points,
                            "leave_one_set_out": _leave_one_set_out(measured, figure, terms)}
+    return figures
+
+
+def fit_minor(raw: dict[str, Any], *, source: str = "",
+              command: str = "python -m bench calibrate") -> tuple[str, dict[str, Any]]:
+    """(minor, its coefficient entry) from a raw calibration file's contents."""
+    version = _one_version(raw)
+    major, minor_number = parse_minor(version)
+    rows = _rows(raw)
+    figures = _linear_fits(rows, LINEAR_FIGURES)
     served = _measured(rows, "aggregated_bytes")  # none where the minor serves no aggregated discovery
     figures["aggregated_bytes"] = _scale(served, "aggregated_bytes",
                                          [float(aggregated_bytes(row["crds"])) for row in served])
@@ -237,8 +249,56 @@ def write_minor(minor: str, entry: dict[str, Any], path: Path = COEFFICIENTS_FIL
         document = {"format": FORMAT, "minors": {}}
     # Older minors keep their entries: each figure says its own shape, so the newer format reads them.
     document["format"] = FORMAT
-    document["minors"][minor] = entry
+    kept = (document["minors"].get(minor) or {}).get(ACTIVATION_KEY)
+    # A direct calibration leaves the minor's activation path as it was: they are measured apart.
+    document["minors"][minor] = {**entry, ACTIVATION_KEY: kept} if kept and ACTIVATION_KEY not in entry else entry
     document["minors"] = dict(sorted(document["minors"].items(), key=lambda item: parse_minor(item[0])))
+    path.write_text(json.dumps(document, indent=1, sort_keys=False) + "\n")
+    forget_loaded()
+    return path
+
+
+#: The activation path (Crossplane creates each CRD when an MRAP activates its MRD), fitted on the growth
+#: from the MRDs installed and Inactive to every CRD Established.  Memory has no one-time term: a
+#: Crossplane cluster holds CRDs already (its own), so a server's first-CRD cost is paid before any
+#: activation; each activation's own figures start from a cluster with MRDs.
+ACTIVATION_MEMORY_TERMS = ("crds", "schema_bytes")
+#: The time from the MRAP's creation to the last CRD's Established transition: Crossplane's reaction
+#: (``fixed``, paid once per activation) and its work per CRD and per schema byte.
+ACTIVATION_TIME_TERMS = ("fixed", "crds", "schema_bytes")
+ACTIVATION_FIGURES = {"rss_bytes": ACTIVATION_MEMORY_TERMS, "heap_bytes": ACTIVATION_MEMORY_TERMS,
+                      "live_heap_bytes": ACTIVATION_MEMORY_TERMS, "activation_seconds": ACTIVATION_TIME_TERMS}
+
+
+def fit_activation(raw: dict[str, Any], *, source: str = "",
+                   command: str = "python -m bench calibrate --activation") -> tuple[str, dict[str, Any]]:
+    """(minor, its ``activation`` entry) from an activation raw file (``bench/activation.py``): each figure's
+    growth from before the MRAP to after it, fitted on the activated CRDs' features."""
+    version = _one_version(raw)
+    major, minor_number = parse_minor(version)
+    figures = _linear_fits(_rows(raw), ACTIVATION_FIGURES)
+    crossplane = sorted({str(measured.get("crossplane")) for measured in raw["sets"]})
+    entry = {
+        "kubernetes_version": version, "crossplane": ", ".join(crossplane), "figures": figures,
+        "provenance": {
+            "measured": raw.get("when"), "fitted": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "machine": raw.get("machine"), "raw": source,
+            "sets": [{**measured["set"], "crds": len(measured["files"])} for measured in raw["sets"]],
+            "held_out": ["provider-gcp", "synthetic-100-props150 (seed 9)"],
+            "measured_with": "the set as one safe-start provider package through real Crossplane, then an MRAP *",
+            "command": command,
+        },
+    }
+    return f"{major}.{minor_number}", entry
+
+
+def write_activation(minor: str, entry: dict[str, Any], path: Path = COEFFICIENTS_FILE) -> Path:
+    """Put one minor's activation coefficients into the data file (beside its direct ones, which it needs)."""
+    document = json.loads(path.read_text())
+    if minor not in document.get("minors", {}):
+        raise ValueError(f"{minor} has no direct coefficients: calibrate it first (python -m bench calibrate "
+                         f"--kubernetes {minor})")
+    document["minors"][minor][ACTIVATION_KEY] = entry
     path.write_text(json.dumps(document, indent=1, sort_keys=False) + "\n")
     forget_loaded()
     return path

@@ -7,6 +7,11 @@ built from the CRDs' names (:mod:`.documents`) and scaled by the calibrated
 factor; request counts are exact.  Every fitted figure carries an interval:
 the prediction widened by twice the calibration's relative RMS error (at
 least :data:`MIN_RELATIVE_INTERVAL`; resident memory at least :data:`RSS_MIN_RELATIVE_INTERVAL`).
+
+Two paths a CRD takes into a cluster, priced apart: :data:`DIRECT` (a client creates it: ``crdscope
+load``, ``kubectl apply``, a Helm chart) and :data:`ACTIVATION` (Crossplane creates it when an MRAP
+activates its ManagedResourceDefinition), whose memory and time have their own coefficients
+(:func:`.coefficients.activation_for`); discovery, OpenAPI and etcd figures are the same on both.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from dataclasses import dataclass, field
 from crdscope.loader.documents import CRDDocument
 from crdscope.connection.ratelimit import NAMED_LIMITS, replay_legacy_walk
 
-from .coefficients import Coefficients, for_minor, parse_minor
+from .coefficients import Coefficients, PathCoefficients, activation_for, for_minor, parse_minor
 from .delta import Delta, diff
 from .documents import aggregated_bytes, legacy_bytes
 from .features import CRDFeatures, features_of
@@ -35,6 +40,20 @@ RSS_MIN_RELATIVE_INTERVAL = 0.25
 TOP_CRDS = 10
 #: ``install_seconds`` of coefficient format 2: ``max(CRDs / pace, server terms) + tail``.
 INSTALL_MODEL = "paced"
+#: The paths a CRD takes into a cluster (:func:`estimate`'s ``path``).
+DIRECT = "direct"
+ACTIVATION = "activation"
+DIRECT_NOTE = "direct install (a client creates the CRDs: crdscope load, kubectl apply)"
+#: Activated through Crossplane, CRDs held more than the direct model predicts for the same CRDs:
+#: measured/predicted 1.5-2.1 on 1.37 (``bench mrap``, 200 and 600 AWS CRDs; ``bench/RESULTS.md``, "The
+#: activation planner").  Said only while no minor's activation path is calibrated, never folded in.
+ACTIVATION_MEASURED_RATIO = (1.5, 2.1)
+UNCALIBRATED_ACTIVATION_NOTE = (
+    "as a direct install: the Crossplane activation path is not calibrated yet (python -m bench calibrate "
+    f"--activation --kubernetes MINOR), and activated CRDs measured {ACTIVATION_MEASURED_RATIO[0]:g}-"
+    f"{ACTIVATION_MEASURED_RATIO[1]:g}x the direct model on 1.37 (bench mrap)")
+#: Whatever prices memory and time: a minor's direct coefficients or its activation path's.
+Priced = Coefficients | PathCoefficients
 
 
 @dataclass(frozen=True)
@@ -139,6 +158,10 @@ class Estimate:
     group_versions_removed: int = 0
     resources_removed: int = 0
     openapi_v3_paths_removed: int = 0
+    #: :data:`DIRECT` or :data:`ACTIVATION`: which path memory and time were priced for, said plainly in
+    #: ``path_note``; through activation ``install_seconds`` runs from the MRAP's apply to every CRD Established
+    path: str = DIRECT
+    path_note: str = DIRECT_NOTE
 
     @property
     def crds_added(self) -> int:
@@ -167,14 +190,14 @@ class Estimate:
 AGGREGATED_DEFAULT_FROM = (1, 27)
 
 
-def relative_interval(coefficients: Coefficients, name: str) -> float:
+def relative_interval(coefficients: Priced, name: str) -> float:
     """The half-width of a figure's interval, relative to the figure."""
     rms = float(coefficients.figure(name).get("relative_rms") or 0.0)
     floor = RSS_MIN_RELATIVE_INTERVAL if name == "rss_bytes" else MIN_RELATIVE_INTERVAL
     return max(floor, INTERVAL_RMS_MULTIPLE * rms)
 
 
-def linear(coefficients: Coefficients, name: str, values: dict[str, float]) -> float:
+def linear(coefficients: Priced, name: str, values: dict[str, float]) -> float:
     """A linear figure: each of its fitted terms times its regressor in ``values``, summed."""
     terms = coefficients.figure(name).get("terms") or {}
     return sum(float(c) * values.get(term, 0.0) for term, c in terms.items())
@@ -211,7 +234,7 @@ def crd_terms(crd: CRDFeatures) -> dict[str, float]:
     return {"crds": 1.0, "served_versions": float(crd.served), "schema_bytes": float(crd.schema_bytes)}
 
 
-def crd_memory(coefficients: Coefficients, crd: CRDFeatures) -> float:
+def crd_memory(coefficients: Priced, crd: CRDFeatures) -> float:
     """Resident memory one CRD adds (bytes)."""
     return linear(coefficients, "rss_bytes", crd_terms(crd))
 
@@ -305,7 +328,7 @@ def _limit(memory: Interval, per_crd: float, fixed: float, rss_after: Interval |
     return headroom, max(0, int((limit - before - fixed) // per_crd))
 
 
-def _figure(coefficients: Coefficients, name: str, totals: dict[str, float]) -> Interval:
+def _figure(coefficients: Priced, name: str, totals: dict[str, float]) -> Interval:
     """A linear figure with its interval (a delta's may be negative)."""
     return Interval.signed(linear(coefficients, name, totals), relative_interval(coefficients, name))
 
@@ -323,6 +346,28 @@ def _install(coefficients: Coefficients, written: list[CRDFeatures], pace_per_se
     return Interval(seconds.value, max(seconds.low, len(written) / pace), seconds.high)
 
 
+def priced_by(coefficients: Coefficients, path: str) -> tuple[Priced, str, str]:
+    """What prices memory and time on ``path``, the path actually priced and that path said plainly: while
+    no minor's activation path is calibrated, the direct coefficients, and the note says so."""
+    if path == DIRECT:
+        return coefficients, DIRECT, DIRECT_NOTE
+    if path != ACTIVATION:
+        raise ValueError(f"unknown path {path!r}")
+    found = activation_for(coefficients.requested)
+    if found is None:
+        return coefficients, DIRECT, UNCALIBRATED_ACTIVATION_NOTE
+    return found, ACTIVATION, found.note
+
+
+def _activation_seconds(priced: Priced, written: list[CRDFeatures]) -> Interval:
+    """From an MRAP's apply to every CRD of ``written`` Established: Crossplane's reaction, paid once per
+    activation (``fixed``), and its work per CRD and schema byte."""
+    if not written:
+        return Interval(0.0, 0.0, 0.0)
+    return Interval.around(linear(priced, "activation_seconds", {**sum_terms(written), "fixed": 1.0}),
+                           relative_interval(priced, "activation_seconds"))
+
+
 def _notes(coefficients: Coefficients, kubernetes_minor: str) -> list[str]:
     notes = [] if coefficients.requested == coefficients.minor else [coefficients.note]
     if parse_minor(kubernetes_minor) < AGGREGATED_DEFAULT_FROM:
@@ -333,7 +378,7 @@ def _notes(coefficients: Coefficients, kubernetes_minor: str) -> list[str]:
 
 def estimate(crds: Iterable[CRDFeatures | CRDDocument], kubernetes_minor: str, *, target: Target | None = None,
              memory_limit_bytes: float | None = None, load_rate_per_second: float | None = None,
-             installed: Iterable[CRDFeatures] | None = None) -> Estimate:
+             installed: Iterable[CRDFeatures] | None = None, path: str = DIRECT) -> Estimate:
     """What installing ``crds`` on ``target`` (default: an empty cluster) costs on ``kubernetes_minor``.
 
     The install time is ``crdscope load``'s at the pace the model was calibrated at (its default),
@@ -342,23 +387,26 @@ def estimate(crds: Iterable[CRDFeatures | CRDDocument], kubernetes_minor: str, *
     ``installed``: the release the cluster runs that ``crds`` replace (:mod:`.delta`); the figures are
     then the delta's: a CRD left as it is costs nothing, a changed one its difference, a removed one
     frees what it held (memory, heap, OpenAPI and discovery go negative when the release sheds more).
+    ``path``: :data:`ACTIVATION` prices memory and time as Crossplane creating the CRDs (an MRAP activating
+    their MRDs); the time is then the MRAP's apply to every CRD Established, not the loader's.  Where no
+    minor's activation path is calibrated, the estimate is the direct one (its ``path``) and says so.
     """
     coefficients = for_minor(kubernetes_minor)
+    priced, path, path_note = priced_by(coefficients, path)
     target = target or Target()
     listed = _as_features(crds)
     delta = diff(installed if installed is not None else (), listed)
     totals = delta_terms(delta, first_crds=target.crds == 0)
-    memory = _figure(coefficients, "rss_bytes", totals)
-    live = (_figure(coefficients, "live_heap_bytes", totals)
-            if coefficients.figure("live_heap_bytes").get("terms") else None)
+    memory = _figure(priced, "rss_bytes", totals)
+    live = _figure(priced, "live_heap_bytes", totals) if priced.figure("live_heap_bytes").get("terms") else None
     before = target.rss_bytes if target.rss_bytes is not None else coefficients.baseline.get("rss_bytes")
     rss_after = memory.plus(float(before)) if before is not None else None
     discovery = _discovery(coefficients, listed, delta, target)
-    costs = sorted((CRDCost(crd.name, crd_memory(coefficients, crd), crd.served, crd.schema_bytes)
+    costs = sorted((CRDCost(crd.name, crd_memory(priced, crd), crd.served, crd.schema_bytes)
                     for crd in listed), key=lambda cost: (-cost.memory_bytes, cost.name))
-    fixed = linear(coefficients, "rss_bytes", {"fixed": totals["fixed"]})
+    fixed = linear(priced, "rss_bytes", {"fixed": totals["fixed"]})
     # "CRDs like these": SOURCE's own CRDs, whatever the delta.
-    per_crd = linear(coefficients, "rss_bytes", sum_terms(listed, first_crds=False)) / len(listed) if listed else 0.0
+    per_crd = linear(priced, "rss_bytes", sum_terms(listed, first_crds=False)) / len(listed) if listed else 0.0
     headroom, until_limit = _limit(memory, per_crd, fixed, rss_after, memory_limit_bytes)
     aggregated = parse_minor(kubernetes_minor) >= AGGREGATED_DEFAULT_FROM
     totals_of_source = sum_terms(listed)
@@ -366,7 +414,7 @@ def estimate(crds: Iterable[CRDFeatures | CRDDocument], kubernetes_minor: str, *
         minor_requested=coefficients.requested, minor_used=coefficients.minor, model_note=coefficients.note,
         crds=len(listed), served_versions=int(totals_of_source.get("served_versions", 0)),
         schema_bytes=int(totals_of_source.get("schema_bytes", 0)), memory_bytes=memory,
-        heap_bytes=_figure(coefficients, "heap_bytes", totals),
+        heap_bytes=_figure(priced, "heap_bytes", totals),
         rss_before_bytes=float(before) if before is not None else None, rss_after_bytes=rss_after,
         groups_added=int(discovery["groups"]), group_versions_added=int(discovery["group_versions"]),
         resources_added=int(discovery["resources"]),
@@ -377,11 +425,13 @@ def estimate(crds: Iterable[CRDFeatures | CRDDocument], kubernetes_minor: str, *
         kubectl_cache_bytes_after=discovery["kubectl_cache_after"],
         openapi_v3_paths_added=int(discovery["group_versions"]),
         openapi_v2_bytes_added=_figure(coefficients, "openapi_v2_bytes", totals),
-        install_seconds=_install(coefficients, list(delta.written), load_rate_per_second),
+        install_seconds=(_activation_seconds(priced, list(delta.written)) if path == ACTIVATION
+                         else _install(coefficients, list(delta.written), load_rate_per_second)),
         etcd_connections_added=_figure(coefficients, "etcd_connections", totals),
         top_crds=tuple(costs[:TOP_CRDS]), memory_limit_bytes=memory_limit_bytes,
         headroom_bytes=headroom, crds_until_limit=until_limit, notes=tuple(_notes(coefficients, kubernetes_minor)),
-        install_pace_per_second=install_pace(coefficients, load_rate_per_second), live_heap_bytes=live,
+        install_pace_per_second=None if path == ACTIVATION else install_pace(coefficients, load_rate_per_second),
+        live_heap_bytes=live, path=path, path_note=path_note,
         delta=delta if installed is not None else None, groups_removed=int(discovery["groups_removed"]),
         group_versions_removed=int(discovery["group_versions_removed"]),
         resources_removed=int(discovery["resources_removed"]),

@@ -9,10 +9,12 @@ From files (``--from``): the objects of a directory, a YAML file, a ``.xpkg`` or
 reference; a Provider package's CRDs are its MRDs, Inactive when it declares ``safe-start`` and no
 MRAP among the files matches them, Active otherwise (as Crossplane would create them).
 
-The plan is priced by the cost model of the cluster's minor: the CRDs' own schemas where they were
-read (files), else as typical CRDs of the calibration's real provider set (a cluster: MRD schemas are
-megabytes and are not read).  MRDs themselves cost memory whether Active or not (about 0.8 MiB each
-inactive, ``bench/RESULTS.md``): no plan saves that.
+The plan is priced by the cost model of the cluster's minor, through the Crossplane activation path
+(what the CRDs cost when Crossplane creates them as an MRAP activates their MRDs, calibrated apart from
+a direct install: :data:`.model.ACTIVATION`): the CRDs' own schemas where they were read (files), else
+as typical CRDs of the calibration's real provider set (a cluster: MRD schemas are megabytes and are
+not read).  MRDs themselves cost memory whether Active or not (about 0.8 MiB each inactive,
+``bench/RESULTS.md``): no plan saves that.
 """
 
 from __future__ import annotations
@@ -35,16 +37,11 @@ from crdscope.base.errors import ClusterError, ConfigError
 from .attribution import typical_terms
 from .coefficients import calibrated_minors, for_minor
 from .features import CRDFeatures, features_of_spec
-from .model import Interval, Target, estimate
+from .model import ACTIVATION, Estimate, Interval, Target, estimate
 
 MIB = float(1 << 20)
 #: What an MRD costs the API server, Active or not (measured: :data:`base.activation.MRD_BYTES`).
 INACTIVE_MRD_BYTES = MRD_BYTES
-#: Activated through Crossplane, CRDs held more than the model predicts for the same CRDs installed
-#: directly (it is calibrated on ``crdscope load``): measured/predicted 1.5-2.1 on 1.37 (``bench mrap``,
-#: 200 and 600 AWS CRDs, the plan and "everything" each; ``bench/RESULTS.md``, "The activation planner").
-#: Shown beside the model's figure, never folded into it: one minor, three runs.
-CROSSPLANE_MEASURED_RATIO = (1.5, 2.1)
 XP_GROUP = "apiextensions.crossplane.io"
 MRDS_PATH = f"/apis/{XP_GROUP}/v1alpha1/managedresourcedefinitions"
 MRAPS_PATH = f"/apis/{XP_GROUP}/v1alpha1/managedresourceactivationpolicies"
@@ -331,6 +328,10 @@ class PlanCost:
     all_install_seconds: Interval
     #: The MRDs stay whatever is activated: what they hold, at :data:`INACTIVE_MRD_BYTES` each.
     mrd_bytes: float
+    #: The path priced (:data:`.model.ACTIVATION`; :data:`.model.DIRECT` while the activation path is not
+    #: calibrated), said plainly in ``path_note``: its calibration and minor.
+    path: str = ""
+    path_note: str = ""
 
 
 def typical_crd(name: str, minor: str) -> CRDFeatures:
@@ -356,14 +357,20 @@ def price(report: ActivationReport, platform: Platform, minor: str | None = None
     active = {m.name for m in platform.mrds if m.active}
     planned = {n.mrd for n in report.needed}
 
+    def activated(names: set[str], crds: int = 1) -> Estimate:
+        """The CRDs of ``names`` created by Crossplane on a cluster holding ``crds`` CRDs (at least its own)."""
+        return estimate(features(names), coefficients.minor, target=Target(crds=max(1, crds)), path=ACTIVATION)
+
     def memory(names: set[str]) -> Interval:
         """What the CRDs of ``names`` hold themselves (not the one-time cost of a server's first CRDs)."""
-        if not names:
-            return Interval(0.0, 0.0, 0.0)
-        return estimate(features(names), coefficients.minor, target=Target(crds=1)).memory_bytes
+        return activated(names).memory_bytes if names else Interval(0.0, 0.0, 0.0)
+
+    def seconds(names: set[str]) -> Interval:
+        """From an MRAP's apply to every CRD of ``names`` Established."""
+        return activated(names).install_seconds if names else Interval(0.0, 0.0, 0.0)
 
     adds = planned - active
-    adds_estimate = estimate(features(adds), coefficients.minor, target=Target(crds=len(active)))
+    adds_estimate = activated(adds, len(active))
     priced_by = "schemas" if every and all(n in platform.features for n in every) else "typical"
     return PlanCost(
         minor=chosen, model_minor=coefficients.minor, note=coefficients.note, priced_by=priced_by,
@@ -372,8 +379,5 @@ def price(report: ActivationReport, platform: Platform, minor: str | None = None
         saving_vs_all_bytes=memory(every - planned), saving_vs_active_bytes=memory(active - planned),
         adds_crds=len(adds), adds_bytes=adds_estimate.memory_bytes if adds else Interval(0.0, 0.0, 0.0),
         adds_seconds=adds_estimate.install_seconds if adds else Interval(0.0, 0.0, 0.0),
-        plan_install_seconds=estimate(features(planned), coefficients.minor).install_seconds if planned
-        else Interval(0.0, 0.0, 0.0),
-        all_install_seconds=estimate(features(every), coefficients.minor).install_seconds if every
-        else Interval(0.0, 0.0, 0.0),
-        mrd_bytes=len(every) * INACTIVE_MRD_BYTES)
+        plan_install_seconds=seconds(planned), all_install_seconds=seconds(every),
+        mrd_bytes=len(every) * INACTIVE_MRD_BYTES, path=adds_estimate.path, path_note=adds_estimate.path_note)

@@ -9,7 +9,8 @@ How MRDs count (Crossplane v2: an inactive MRD has no CRD, only itself):
 - the CRDs compared are the cluster's CRDs of the release's API groups (before) and the specs of the
   MRDs Active after (NEW's own schemas; a spec that could not be read as a typical CRD), priced by
   :func:`.model.estimate` as any delta: a CRD left as it is costs nothing, a changed schema its
-  difference, a CRD whose MRD the release drops frees what it held;
+  difference, a CRD whose MRD the release drops frees what it held; Crossplane writes those CRDs, so
+  they are priced through the activation path (:data:`.model.ACTIVATION`);
 - MRDs themselves: a release MRD the cluster lacks is added, a cluster MRD of the release's groups
   that NEW lacks is removed; each costs its measured :data:`.planner.INACTIVE_MRD_BYTES` whatever its
   state, reported apart from the model's figures (a measurement on one minor, not a fitted term).
@@ -24,7 +25,7 @@ from crdscope.base.activation import MRD
 from crdscope.base.globs import go_match
 
 from .features import CRDFeatures
-from .model import Estimate, Target, estimate
+from .model import ACTIVATION, Estimate, Target, estimate
 from .planner import INACTIVE_MRD_BYTES, Platform, typical_crd
 
 ACTIVE, INACTIVE = "Active", "Inactive"
@@ -103,7 +104,8 @@ def price_upgrade(cluster: Platform, release: Platform, installed: tuple[CRDFeat
     groups = release_groups(release)
     before = {mrd.name for mrd in cluster.mrds if mrd.group in groups}
     added = tuple(sorted(states.keys() - before))
-    return Upgrade(estimate=estimate(after, minor, target=target, installed=installed), installed_mrds=len(before),
+    return Upgrade(estimate=estimate(after, minor, target=target, installed=installed, path=ACTIVATION),
+                   installed_mrds=len(before),
                    mrds_added=added, mrds_removed=tuple(sorted(before - states.keys())),
                    mrds_activated=tuple(name for name in added if states[name] == ACTIVE), states=states)
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 
-from crdscope.costmodel.attribution import startup_need
+from crdscope.costmodel.attribution import activated_crd_bytes
 from crdscope.base.activation import MANAGED_BY, MRAP_API_VERSION, MRAP_KIND, PLAN_NAME
 from crdscope.base.crossplane import NOT_RUNNING, CrossplaneChain, ProviderChain, RevisionInfo
 from crdscope.base.globs import go_match
@@ -72,13 +72,14 @@ def _chain(obs: Observations) -> CrossplaneChain | None:
 
 
 def _mib_per_crd(obs: Observations) -> tuple[float, str]:
-    """MiB one CRD costs this API server: its own measured fit, else the cost model's typical CRD."""
+    """MiB one CRD costs this API server: its own measured fit, else the cost model's typical CRD as
+    Crossplane creates it (an Active MRD's CRD: the activation path, not a direct install's)."""
     health = obs.good(HealthSample)
     if health is not None and health.mib_per_crd:
         return health.mib_per_crd, "health.mib_per_crd (this API server's measured fit)"
     minor = kubernetes_minor(obs)
-    need = startup_need(1, minor)
-    return need.per_crd_bytes / MIB, f"the cost model's typical CRD on Kubernetes {need.minor}"
+    per_crd, path_note = activated_crd_bytes(minor)
+    return per_crd / MIB, f"the cost model's typical CRD on Kubernetes {minor}, priced {path_note}"
 
 
 def _current(provider: ProviderChain) -> RevisionInfo | None:

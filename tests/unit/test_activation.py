@@ -185,10 +185,17 @@ def test_mrap_from_files_prints_the_plan_and_exits_2_on_an_inactive_composed_kin
     assert report["active_unused"] and all(".identity.m." in n for n in report["active_unused"])
     assert report["cost"]["priced_by"] == "schemas" and report["cost"]["saving_vs_all_bytes"]["value"] > 0
     assert report["requests"] == 0
+    # The price is the model's for the path the plan takes (Crossplane activating the MRDs), or the direct
+    # model's saying the activation path is not calibrated yet: either way no ratio of its own in the report.
+    assert "Crossplane activation" in report["cost"]["path_note"]
+    assert "crossplane_measured_ratio" not in report
     done = crdscope("mrap", "--from", str(tmp_path), "--yaml")
     assert done.returncode == 0 and yaml.safe_load(done.stdout)["spec"]["activate"] == sorted(needed)
     done = crdscope("mrap", "--from", str(tmp_path), "--format", "md")
     assert done.returncode == 2 and "| needed kind | state | why |" in done.stdout
+    text = crdscope("mrap", "--from", str(tmp_path)).stdout
+    assert "Crossplane activation" in text
+    assert "x the model" not in text and "floor" not in text  # the retired ratio line and its "floor"
 
 
 @pytest.mark.parametrize("args, says", [

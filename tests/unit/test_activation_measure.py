@@ -56,10 +56,26 @@ def test_an_activation_compares_counts_added_not_the_loaders_install():
     assert missed[0].met is False and missed[1].met is False
 
 
-def _client(mrds: list[dict], crds: list[str]) -> httpx.Client:
+def _table(mrds: list[dict]) -> dict:
+    """The MRDs as the API server serves them as a Table (its printer columns: NAME, STATE, ESTABLISHED, AGE)."""
+    columns = [{"name": name, "type": "string"} for name in ("Name", "STATE", "ESTABLISHED", "AGE")]
+    rows = []
+    for mrd in mrds:
+        established = next((c["status"] for c in (mrd.get("status") or {}).get("conditions") or []
+                            if c["type"] == "Established"), None)
+        rows.append({"cells": [mrd["metadata"]["name"], mrd["spec"].get("state"), established, "1m"]})
+    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "columnDefinitions": columns, "rows": rows}
+
+
+def _client(mrds: list[dict], crds: list[str], seen: list[str] | None = None) -> httpx.Client:
     def answer(request: httpx.Request) -> httpx.Response:
+        accept = request.headers.get("accept", "")
+        if seen is not None:
+            seen.append(accept)
         if request.url.path == activation_measure.MRD_PATH:
-            return httpx.Response(200, json={"items": mrds})
+            assert "as=Table" in accept, "MRDs carry whole schemas: the waits read their Table"
+            return httpx.Response(200, json=_table(mrds))
+        assert "as=PartialObjectMetadataList" in accept, "the CRDs' names are read as metadata"
         return httpx.Response(200, json={"items": [{"metadata": {"name": n}} for n in crds]})
 
     return httpx.Client(base_url="https://lab", transport=httpx.MockTransport(answer))
@@ -125,3 +141,35 @@ def test_a_poll_rejected_by_apf_is_asked_again(monkeypatch):
     activation_measure._wait(condition, 5.0, "never")
     with pytest.raises(ActivationMeasureError, match="500"):
         activation_measure._wait(lambda: httpx.Response(500, request=request).raise_for_status() is None, 5.0, "x")
+
+
+def _established(mrd: dict, status: str = "True") -> dict:
+    return {**mrd, "spec": {**mrd["spec"], "state": "Active"},
+            "status": {"conditions": [{"type": "Established", "status": status}]}}
+
+
+def test_the_activation_is_awaited_on_the_mrd_table_until_every_crd_is_established():
+    queues, topics = _mrd("queues.sqs.aws.upbound.io"), _mrd("topics.sns.aws.upbound.io")
+    wanted = {"queues.sqs.aws.upbound.io", "topics.sns.aws.upbound.io"}
+    assert not activation_measure._all_established(_client([_established(queues), topics], []), wanted)
+    assert not activation_measure._all_established(_client([_established(queues), _established(topics, "False")],
+                                                           []), wanted)
+    assert activation_measure._all_established(_client([_established(queues), _established(topics)], []), wanted)
+
+
+def test_the_activation_time_is_the_last_established_transition():
+    def answer(request: httpx.Request) -> httpx.Response:
+        def crd(name: str, when: str) -> dict:
+            return {"metadata": {"name": name},
+                    "status": {"conditions": [{"type": "Established", "status": "True", "lastTransitionTime": when}]}}
+
+        return httpx.Response(200, json={"items": [crd("queues.sqs.aws.upbound.io", "2026-12-07T22:00:05Z"),
+                                                   crd("topics.sns.aws.upbound.io", "2026-12-07T22:00:41Z"),
+                                                   crd("other.example.io", "2026-12-07T23:00:00Z")]})
+
+    client = httpx.Client(base_url="https://lab", transport=httpx.MockTransport(answer))
+    wanted = {"queues.sqs.aws.upbound.io", "topics.sns.aws.upbound.io"}
+    last = activation_measure._last_established(client, wanted)
+    assert last == 1796680841.0  # 2026-12-07T22:00:41Z: the other CRD is not the activation's
+    with pytest.raises(ActivationMeasureError, match="missing.example.io is not Established"):
+        activation_measure._last_established(client, {"missing.example.io"})

@@ -188,13 +188,14 @@ def test_reports_keep_their_keys_and_units(coefficients_file):
                          "installed_crds", "crds_added", "crds_removed", "crds_changed", "crds_unchanged",
                          "schema_bytes_added", "delta", "source_problems", "served_versions", "schema_bytes",
                          "memory", "discovery", "openapi", "install", "etcd", "top_crds", "crossplane_activation",
-                         "notes"}
+                         "notes", "path", "path_note"}
     # Not compared with a cluster's release: every CRD is added, and there is no delta to list.
     assert (data["installed_crds"], data["crds_added"], data["crds_removed"], data["delta"]) == (None, 1, 0, None)
     assert (data["priced_path"], data["packages"]) == ("direct", [])  # files: no package, the calibrated path
     assert data["kubernetes_minor_requested"] == "1.33" and data["kubernetes_minor_model"] == "1.30"
     assert "rss_added_mib" in data["memory"] and "aggregated_bytes_added" in data["discovery"]
     assert data["notes"] and "nearest" in data["notes"][0]
+    assert data["path"] == "direct" and data["install"]["seconds_after_mrap"] is None
     assert "API-server memory added" in to_table(result, source="x.yaml")
     assert to_markdown(result, source="x.yaml").startswith("### API-server footprint of x.yaml")
 
