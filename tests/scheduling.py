@@ -33,16 +33,20 @@ GROUPED_FOLDERS = ("tests/e2e/", "tests/faults/", "tests/tui/")
 LONGEST_FIRST = (
     "tests/e2e/test_plain_clone.py",  # 1,360
     "tests/e2e/test_crossplane.py",  # 709
-    "tests/e2e/test_crashloop.py",  # 379
+    "tests/e2e/test_attribution.py",  # 504 alone under the e2e lock (real Crossplane, three stages)
+    "tests/e2e/test_crashloop.py",  # 379, and the OOM remedy applied: 158-224 alone
     "tests/e2e/test_loader.py",  # 491 -> about 355 (188 alone under the e2e lock)
     "tests/e2e/test_bench_smoke.py",  # 340
     "tests/e2e/test_view.py",  # 210
     "tests/e2e/test_mrap.py",  # 200
+    "tests/e2e/test_crossplane_remedies.py",  # 118 alone
     "tests/e2e/test_footprint.py",  # 213 -> about 157
     "tests/e2e/test_findings_doctor.py",  # 217 -> about 137
     "tests/tui/test_live.py",  # 133
     "tests/e2e/test_ha.py",  # 111
     "tests/e2e/test_fail_if_down.py",  # 101
+    "tests/e2e/test_latency_slo.py",  # 76 alone
+    "tests/e2e/test_private_registry.py",  # 70 alone
     "tests/e2e/test_versions.py",  # 97
     "tests/e2e/test_report_browser.py",  # 94
     "tests/e2e/test_discovery.py",  # 101 -> about 93
