@@ -208,9 +208,12 @@ def test_unused_active_kinds_finding_names_them_and_the_mrap_of_kinds_in_use(cro
         return findings[key]
 
     finding = unused_finding()
-    assert f"{len(sqs)} of {len(sqs)} active MRDs have no objects" in finding["title"]
-    assert f"active kinds without objects ({', '.join(sorted(sqs))})" in finding["evidence"]
-    assert "spec: {activate: []}" in finding["remedy"]
+    assert f"{len(sqs)} of {len(sqs)} active kinds are neither composed nor in use" in finding["title"]
+    assert finding["title"].endswith("the activation plan keeps the other 0")
+    assert f"active kinds the plan leaves out ({', '.join(sorted(sqs))})" in " ".join(finding["evidence"])
+    # Activated by the user's own MRAP entry: the remedy names it, and the plan is no MRAP at all.
+    assert "`*.sqs.aws.upbound.io` (MRAP sqs-all)" in finding["remedy"]
+    assert "no MRAP at all (nothing is composed or in use)" in finding["remedy"]
     # One object of one active kind: once the server counts it, that kind is in use.
     crossplane_lab.kubectl("apply", "-f", "-", input=json.dumps({
         "apiVersion": "sqs.aws.upbound.io/v1beta1", "kind": "Queue", "metadata": {"name": "in-use"},
@@ -218,10 +221,10 @@ def test_unused_active_kinds_finding_names_them_and_the_mrap_of_kinds_in_use(cro
     wait_for(lambda: _stored_objects(crossplane_lab, "sqs.aws.upbound.io", "queues") >= 1, timeout=180)
     finding = unused_finding()
     unused = sorted(sqs - {"queues.sqs.aws.upbound.io"})
-    assert f"{len(unused)} of {len(sqs)} active MRDs have no objects" in finding["title"]
-    assert "only the 1 kinds in use" in finding["title"]
-    assert f"active kinds without objects ({', '.join(unused)})" in finding["evidence"]
-    assert 'spec: {activate: ["queues.sqs.aws.upbound.io"]}' in finding["remedy"]
+    assert f"{len(unused)} of {len(sqs)} active kinds are neither composed nor in use" in finding["title"]
+    assert finding["title"].endswith("the activation plan keeps the other 1")
+    assert f"active kinds the plan leaves out ({', '.join(unused)})" in " ".join(finding["evidence"])
+    assert '"spec": {"activate": ["queues.sqs.aws.upbound.io"]}' in finding["remedy"]
 
 
 def _revision(handle: LabHandle, provider: str) -> dict:
