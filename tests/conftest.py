@@ -45,6 +45,17 @@ def _isolated_environment(tmp_path_factory: pytest.TempPathFactory):
             os.environ[key] = value
 
 
+@pytest.fixture(autouse=True)
+def _no_config_left_for_the_next_test():
+    """A test that writes the session's config.toml changes the thresholds of every test after it on its
+    worker (the order is random): write a config of the test's own (monkeypatch XDG_CONFIG_HOME)."""
+    yield
+    leaked = Path(os.environ["XDG_CONFIG_HOME"]) / "crdscope" / "config.toml"
+    if leaked.exists():
+        leaked.unlink()
+        pytest.fail(f"the test left {leaked}: give it a config folder of its own", pytrace=False)
+
+
 @dataclass
 class LabHandle:
     """A running lab and conveniences to talk to it."""

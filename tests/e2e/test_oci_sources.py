@@ -71,6 +71,10 @@ def test_estimate_of_a_reference_is_the_estimate_of_the_files_it_was_built_from(
     from_registry, from_files = json.loads(by_reference.stdout), json.loads(by_file.stdout)
     assert from_registry["crds"] == from_files["crds"] == len(crds)
     from_registry.pop("source", None), from_files.pop("source", None)
+    # A reference also lists the packages it pulled (files have none); every figure is the same.
+    [package] = from_registry.pop("packages")
+    assert (package["kind"], package["name"], package["crds"]) == ("Provider", "provider-mono", len(crds))
+    assert from_files.pop("packages") == []
     assert from_registry == from_files
     # The CRDs themselves, spec for spec (crank wrote them into package.yaml; crane pulled it back).
     assert specs_of(reference) == specs_of(str(work / "crds"))

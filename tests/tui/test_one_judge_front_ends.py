@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import io
 import time
+from pathlib import Path
 
 import pytest
 
@@ -52,8 +53,11 @@ def recording(tmp_path):
     return read_recording(path)
 
 
-def configure(discovery_seconds_warn: float | None, openapi_backlog_warn: int | None) -> None:
-    """Write ``[thresholds]`` to the test's config.toml (None: the default)."""
+def configure(discovery_seconds_warn: float | None, openapi_backlog_warn: int | None, home: Path,
+              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Write ``[thresholds]`` to a config.toml of this test's own (None: the default): not the session's
+    XDG config, which every later test of the worker would read (a report test judged by 10 s did)."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
     lines = ["[thresholds]"]
     if discovery_seconds_warn is not None:
         lines.append(f"discovery_seconds_warn = {discovery_seconds_warn}")
@@ -68,13 +72,13 @@ def configure(discovery_seconds_warn: float | None, openapi_backlog_warn: int | 
     (10.0, 20, False, True),    # config.toml: 8 s <= 10 s; 30 >= 20 CRDs
 ])
 async def test_a_threshold_in_config_toml_moves_every_front_end(recording, kubectl_130, discovery_warn, backlog_warn,
-                                                                discovery_over, backlog_behind):
+                                                                discovery_over, backlog_behind, tmp_path, monkeypatch):
     from crdscope.session.headless import replay_headless
     from crdscope.tui.panels.discovery import DiscoveryPanel
     from crdscope.tui.panels.openapi import OpenAPIPanel
     from crdscope.tui.replay_bar import build_replay_app
 
-    configure(discovery_warn, backlog_warn)
+    configure(discovery_warn, backlog_warn, tmp_path / "config", monkeypatch)
 
     # The headless replay: its event lines and its findings.
     out = io.StringIO()
