@@ -107,7 +107,7 @@ async def test_first_answer_asks_a_refusing_server_again_until_it_listens():
         told: list[str] = []
         asking = asyncio.create_task(first_answer(cluster, 20.0, every=0.2, waiting=told.append))
         started = time.monotonic()
-        await asyncio.sleep(0.5)  # the time that passes is what is tested: refused requests meanwhile
+        await asyncio.sleep(0.5)  # deliberate: the time that passes is what is tested (refused requests meanwhile)
         held.listen()
         server = await asyncio.start_server(answer, sock=held)
         try:
